@@ -1,0 +1,881 @@
+//! The v1 event vocabulary: everything that can happen in a cast, in the past tense.
+//!
+//! Each kind is one struct; [`Event`] is the closed set of kinds. In the log an event is stored
+//! as three things: its `kind` string (snake case, e.g. `socket_started`), its schema version `v`
+//! and its payload, the compact JSON of the kind's struct (no `kind` tag inside). The mapping is
+//! fixed by the table in the `events!` invocation below; a kind's name and its fields never
+//! change meaning. A field added later is optional (`#[serde(default)]`) or comes with a version
+//! bump and an upcast in [`Event::decode`], so a log written by an older castlog stays readable.
+//! History is never rewritten.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::id::{
+    CandidateId, CastId, ClaimId, Digest, DispatchKey, ItemKey, MateriaName, Seq, SocketId, Turn,
+    Visit,
+};
+
+/// Why a payload could not be turned into an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The kind string is not part of the vocabulary.
+    #[error("unknown event kind {kind:?}")]
+    UnknownKind {
+        /// The stored kind.
+        kind: String,
+    },
+    /// The stored schema version is newer than this castlog understands.
+    #[error("event kind {kind:?} has schema version {v}, this castlog reads up to {max}")]
+    FutureVersion {
+        /// The stored kind.
+        kind: String,
+        /// The stored version.
+        v: u16,
+        /// The newest version known here.
+        max: u16,
+    },
+    /// The payload is not valid JSON for the kind.
+    #[error("payload of {kind:?} does not decode: {message}")]
+    Payload {
+        /// The stored kind.
+        kind: String,
+        /// What serde said.
+        message: String,
+    },
+}
+
+macro_rules! events {
+    ($( $(#[$doc:meta])* $variant:ident($body:ident) = $kind:literal, v $v:literal; )*) => {
+        /// One event of a cast. See the module documentation for the storage rules.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        #[non_exhaustive]
+        pub enum Event {
+            $( $(#[$doc])* $variant($body), )*
+        }
+
+        impl Event {
+            /// Every kind with its current schema version, in vocabulary order.
+            pub const KINDS: &'static [(&'static str, u16)] = &[ $( ($kind, $v), )* ];
+
+            /// The stored kind string.
+            pub fn kind(&self) -> &'static str {
+                match self { $( Event::$variant(_) => $kind, )* }
+            }
+
+            /// The schema version this castlog writes for the event's kind.
+            pub fn version(&self) -> u16 {
+                match self { $( Event::$variant(_) => $v, )* }
+            }
+
+            /// The payload bytes: compact JSON of the kind's struct.
+            pub fn encode(&self) -> Vec<u8> {
+                let result = match self { $( Event::$variant(body) => serde_json::to_vec(body), )* };
+                // Serializing plain structs of strings, numbers and `Value`s cannot fail.
+                result.unwrap_or_default()
+            }
+
+            /// Decodes stored bytes, upcasting older schema versions.
+            pub fn decode(kind: &str, v: u16, payload: &[u8]) -> Result<Event, DecodeError> {
+                match kind {
+                    $( $kind => {
+                        if v > $v {
+                            return Err(DecodeError::FutureVersion { kind: kind.to_owned(), v, max: $v });
+                        }
+                        serde_json::from_slice::<$body>(payload)
+                            .map(Event::$variant)
+                            .map_err(|e| DecodeError::Payload { kind: kind.to_owned(), message: e.to_string() })
+                    } )*
+                    _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),
+                }
+            }
+        }
+
+        $( impl From<$body> for Event {
+            fn from(body: $body) -> Event { Event::$variant(body) }
+        } )*
+    };
+}
+
+events! {
+    // ----- cast lifecycle -----
+    /// A cast began with a frozen, resolved loadout.
+    CastStarted(CastStarted) = "cast_started", v 1;
+    /// A cast began as a fork (recast) of another cast's prefix.
+    CastForked(CastForked) = "cast_forked", v 1;
+    /// The cast reached the end of its graph.
+    CastCompleted(CastCompleted) = "cast_completed", v 1;
+    /// The cast stopped on an error or an exhausted allowance.
+    CastFailed(CastFailed) = "cast_failed", v 1;
+    /// A person (or Ctrl-C) aborted the cast.
+    CastAborted(CastAborted) = "cast_aborted", v 1;
+    /// A failed or aborted cast was revived.
+    CastRevived(CastRevived) = "cast_revived", v 1;
+    /// A driver picked the cast up again (after a crash or a pause).
+    CastResumed(CastResumed) = "cast_resumed", v 1;
+    // ----- socket lifecycle -----
+    /// A socket visit began.
+    SocketStarted(SocketStarted) = "socket_started", v 1;
+    /// A prompt was handed to the agent.
+    PromptDispatched(PromptDispatched) = "prompt_dispatched", v 1;
+    /// The agent answered a dispatched prompt.
+    AgentReplied(AgentReplied) = "agent_replied", v 1;
+    /// The agent could not answer.
+    AgentFailed(AgentFailed) = "agent_failed", v 1;
+    /// A utility process finished (or was killed).
+    UtilityFinished(UtilityFinished) = "utility_finished", v 1;
+    /// A multi-turn socket's reply was kept as a draft awaiting refinement.
+    RefinementRecorded(RefinementRecorded) = "refinement_recorded", v 1;
+    /// A person sent a refinement message to a paused multi-turn socket.
+    UserRefined(UserRefined) = "user_refined", v 1;
+    /// A person asked a multi-turn socket to finalize.
+    FinalizeRequested(FinalizeRequested) = "finalize_requested", v 1;
+    /// The output broke the handoff contract.
+    OutputRejected(OutputRejected) = "output_rejected", v 1;
+    /// The socket visit produced its final output.
+    SocketCompleted(SocketCompleted) = "socket_completed", v 1;
+    // ----- routing and data -----
+    /// A value was written into `state.data` (or the cast's item).
+    DataAssigned(DataAssigned) = "data_assigned", v 1;
+    /// A loop cursor moved.
+    CursorAdvanced(CursorAdvanced) = "cursor_advanced", v 1;
+    /// An edge of the graph was followed.
+    EdgeTaken(EdgeTaken) = "edge_taken", v 1;
+    /// A `not_satisfied` edge carried rework context to its target.
+    ReworkRouted(ReworkRouted) = "rework_routed", v 1;
+    /// Live rework entries for an item were cleared because the item was satisfied.
+    ReworkCleared(ReworkCleared) = "rework_cleared", v 1;
+    /// A prompt dispatch was scheduled under an idempotency key.
+    DispatchScheduled(DispatchScheduled) = "dispatch_scheduled", v 1;
+    /// A scheduled dispatch was skipped (duplicate or stale).
+    DispatchSkipped(DispatchSkipped) = "dispatch_skipped", v 1;
+    /// An allowance (edge traversals, no-advance cycles, tokens, repairs) ran out.
+    AllowanceExhausted(AllowanceExhausted) = "allowance_exhausted", v 1;
+    /// An allowance was extended (by revive).
+    AllowanceExtended(AllowanceExtended) = "allowance_extended", v 1;
+    /// An operator steering note was added.
+    SteeringNoted(SteeringNoted) = "steering_noted", v 1;
+    // ----- outward effects -----
+    /// A post was claimed, durably, before any sender was called.
+    PostClaimed(PostClaimed) = "post_claimed", v 1;
+    /// The sender accepted the post and returned a message id.
+    PostStaged(PostStaged) = "post_staged", v 1;
+    /// The post was refused (by a gate or by the sender).
+    PostRefused(PostRefused) = "post_refused", v 1;
+    /// A person resolved a claim.
+    PostResolved(PostResolved) = "post_resolved", v 1;
+    // ----- engagement runner -----
+    /// A candidate was considered by the engagement runner.
+    EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
+    /// A candidate was dropped, with the reference's reason string.
+    EngagementCandidateRejected(EngagementCandidateRejected) = "engagement_candidate_rejected", v 1;
+    /// A draft attempt for a candidate ended.
+    EngagementDraftAttempted(EngagementDraftAttempted) = "engagement_draft_attempted", v 1;
+    /// A draft was selected for posting.
+    EngagementDraftSelected(EngagementDraftSelected) = "engagement_draft_selected", v 1;
+}
+
+impl Event {
+    /// The blobs this event refers to (prompt texts, entry bodies, post bodies), so an export
+    /// can carry them along.
+    pub fn blob_refs(&self) -> Vec<Digest> {
+        match self {
+            Event::PromptDispatched(p) => std::iter::once(p.prompt_hash)
+                .chain(p.system_hash)
+                .chain(p.placements.iter().map(|pl| pl.body))
+                .collect(),
+            Event::PostClaimed(p) => vec![p.body],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// A graph target: a socket or the end of the cast.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// Continue at this socket.
+    Socket(SocketId),
+    /// The cast ends.
+    End,
+}
+
+/// Which outcome an edge or an advance matched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// Always taken.
+    Always,
+    /// Taken when the output said `satisfied: true`.
+    Satisfied,
+    /// Taken when the output said `satisfied: false`.
+    NotSatisfied,
+}
+
+/// Token counts reported by an agent for one reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    #[serde(default)]
+    pub input: u64,
+    /// Completion (output) tokens.
+    #[serde(default)]
+    pub output: u64,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input.saturating_add(self.output)
+    }
+}
+
+/// The cast's starting point: loadout and request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CastStarted {
+    /// The cast's id, as chosen by the caller.
+    pub cast: CastId,
+    /// The loadout's name in its config.
+    pub loadout_name: String,
+    /// The frozen, resolved loadout (sockets with embedded materia).
+    pub loadout: Value,
+    /// The loadout's content hash, so an edit shows up in `diff`.
+    pub loadout_hash: Digest,
+    /// The user's request (`--task`).
+    pub request: String,
+    /// The prompt placement policy (`recommended` or `legacy`).
+    pub policy: String,
+    /// Where the config came from (a path), for humans only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_source: Option<String>,
+}
+
+/// A recast: the new cast commits to its parent's prefix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CastForked {
+    /// The new cast.
+    pub cast: CastId,
+    /// The cast it forks.
+    pub parent: CastId,
+    /// The last parent seq the child carries.
+    pub parent_seq: Seq,
+    /// The parent's chain hash at `parent_seq` (also the child's first `prev`).
+    pub parent_hash: Digest,
+    /// The loadout hash the child runs with (differs from the parent's after `--config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loadout_hash: Option<Digest>,
+}
+
+/// The cast finished its graph.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastCompleted {
+    /// Total tokens used by the cast.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// A named class of failure, so `revive` knows what to extend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "allowance", rename_all = "snake_case")]
+pub enum Allowance {
+    /// `maxTraversals` of one edge for one item.
+    Edge {
+        /// Edge source.
+        from: SocketId,
+        /// Edge target.
+        to: Target,
+        /// The item the count is kept for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemKey>,
+    },
+    /// The no-advance cycle guard of one item.
+    NoAdvance {
+        /// The item that stopped advancing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemKey>,
+    },
+    /// The cast's token budget.
+    Tokens,
+    /// Same-socket repair attempts.
+    Repair {
+        /// The socket being repaired.
+        socket: SocketId,
+    },
+}
+
+/// The cast failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CastFailed {
+    /// A human sentence: what failed and what to do.
+    pub reason: String,
+    /// The socket that was running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<SocketId>,
+    /// The exhausted allowance, when that is why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowance: Option<Allowance>,
+}
+
+/// The cast was aborted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastAborted {
+    /// Why (free text from the person, or `interrupted`).
+    pub reason: String,
+}
+
+/// The cast was revived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastRevived {
+    /// The socket the cast continues at.
+    pub socket: SocketId,
+    /// The allowance that was extended, if the failure was an exhaustion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowance: Option<Allowance>,
+}
+
+/// A driver took the cast up again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastResumed {
+    /// Whether an unanswered prompt will be dispatched again.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub redispatch: bool,
+}
+
+/// A socket visit began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketStarted {
+    /// The socket.
+    pub socket: SocketId,
+    /// Its materia.
+    pub materia: MateriaName,
+    /// The materia's display label.
+    pub materia_label: String,
+    /// The 1-based visit of this socket in the cast.
+    pub visit: Visit,
+    /// The work item, in a loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemKey>,
+    /// The item's label (title).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_label: Option<String>,
+    /// The attempt of this (socket, item) pair.
+    pub attempt: u32,
+}
+
+/// Where the placement of one context entry ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Destination {
+    /// The single leading system message (the cacheable prefix).
+    SystemFold,
+    /// The inline transcript.
+    Inline,
+    /// The trailing repair-mandate slot.
+    Trailing,
+    /// Not rendered at all (recorded so an audit can flag it).
+    Dropped,
+}
+
+/// The recorded placement of one context entry in one prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The entry's id.
+    pub entry: String,
+    /// Its source type (`steeringNote`, `retryFeedback`, ...).
+    pub source_type: String,
+    /// Its layer, 0..=3.
+    pub layer: u8,
+    /// Its role (`system`, `user`, `assistant`, `tool`).
+    pub role: String,
+    /// Where it went.
+    pub destination: Destination,
+    /// Its position within the destination, 0-based.
+    pub position: u32,
+    /// The rule of the policy that placed it there.
+    pub rule: String,
+    /// The blob holding the entry's text.
+    pub body: Digest,
+}
+
+/// A prompt was handed to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptDispatched {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn within the visit.
+    pub turn: Turn,
+    /// Hash of the rendered messages (blob key of the rendered prompt).
+    pub prompt_hash: Digest,
+    /// Hash of the system fold (the cacheable prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_hash: Option<Digest>,
+    /// Every entry's placement.
+    #[serde(default)]
+    pub placements: Vec<Placement>,
+    /// Set when this dispatch repeats an unanswered one after a restart.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub redispatch: bool,
+}
+
+/// The agent answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentReplied {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn answered.
+    pub turn: Turn,
+    /// The reply text.
+    pub text: String,
+    /// Reported tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// How an agent failure is classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// Worth retrying (429, 5xx, connection reset).
+    Transient,
+    /// Needs a person: resume when ready.
+    Interruption,
+}
+
+/// The agent failed to answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentFailed {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn.
+    pub turn: Turn,
+    /// The class of failure.
+    pub class: FailureClass,
+    /// What the agent adapter said.
+    pub message: String,
+    /// The attempt number of this turn (1-based).
+    #[serde(default = "one")]
+    pub attempt: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A utility process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UtilityFinished {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The exit code, if the process exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// Whether it was killed for running past its timeout.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
+    /// Captured stdout (capped).
+    pub stdout: String,
+    /// Captured stderr (capped).
+    pub stderr: String,
+    /// Whether either stream was cut at the cap.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub truncated: bool,
+}
+
+/// A multi-turn draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefinementRecorded {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The refinement turn (1-based).
+    pub turn: Turn,
+    /// The draft text.
+    pub text: String,
+}
+
+/// A person's refinement message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRefined {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The message.
+    pub text: String,
+    /// Where the input came from when re-applied by a recast (`cast:seq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// `castlog continue` on a multi-turn socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinalizeRequested {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// Where the input came from when re-applied by a recast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// The output broke the handoff contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRejected {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn whose output was rejected.
+    pub turn: Turn,
+    /// Each problem found, as a sentence.
+    pub issues: Vec<String>,
+    /// Whether a same-socket repair turn follows (otherwise the cast fails).
+    pub repair: bool,
+}
+
+/// A socket visit's final output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SocketCompleted {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemKey>,
+    /// The raw output text.
+    pub output: String,
+    /// The parsed JSON for json sockets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parsed: Option<Value>,
+    /// The canonical `satisfied` outcome, if the output had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub satisfied: Option<bool>,
+    /// Whether this output finalized a multi-turn refinement.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub finalized: bool,
+}
+
+/// A write into the workflow's data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataAssigned {
+    /// The socket whose completion caused it.
+    pub socket: SocketId,
+    /// The target path (`state.x`, `item.y`, ...).
+    pub path: String,
+    /// The value written.
+    pub value: Value,
+}
+
+/// A loop cursor moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CursorAdvanced {
+    /// The cursor name.
+    pub cursor: String,
+    /// Old index.
+    pub from: u64,
+    /// New index.
+    pub to: u64,
+}
+
+/// An edge was followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeTaken {
+    /// Source socket.
+    pub from: SocketId,
+    /// Target.
+    pub to: Target,
+    /// The condition that matched.
+    pub when: When,
+    /// The item the traversal is counted for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemKey>,
+    /// The traversal count of this edge for this item, including this one.
+    pub traversal: u32,
+}
+
+/// Rework context for the target of a `not_satisfied` edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReworkRouted {
+    /// The socket that was not satisfied.
+    pub source: SocketId,
+    /// Its materia label.
+    pub materia_label: String,
+    /// The target socket that must rework.
+    pub target: SocketId,
+    /// The item concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemKey>,
+    /// The reason: the output's `context`, or a bounded excerpt of the output.
+    pub reason: String,
+}
+
+/// Rework entries for an item stopped being live.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReworkCleared {
+    /// The item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemKey>,
+    /// The socket whose satisfied outcome cleared them.
+    pub by: SocketId,
+}
+
+/// A deferred dispatch was scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchScheduled {
+    /// The idempotency key.
+    pub key: DispatchKey,
+    /// The socket to dispatch.
+    pub socket: SocketId,
+    /// Its visit.
+    pub visit: Visit,
+}
+
+/// Why a dispatch was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// The key was already dispatched.
+    Duplicate,
+    /// The cast moved on since it was scheduled.
+    Stale,
+}
+
+/// A scheduled dispatch was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchSkipped {
+    /// The idempotency key.
+    pub key: DispatchKey,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// An allowance ran out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceExhausted {
+    /// Which allowance.
+    #[serde(flatten)]
+    pub allowance: Allowance,
+    /// The count reached.
+    pub count: u64,
+    /// The limit in force.
+    pub limit: u64,
+}
+
+/// An allowance was extended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceExtended {
+    /// Which allowance.
+    #[serde(flatten)]
+    pub allowance: Allowance,
+    /// The new limit.
+    pub limit: u64,
+}
+
+/// An operator's steering note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteeringNoted {
+    /// The note.
+    pub text: String,
+    /// Locked notes fold into the system prefix and get a trailing reminder.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub locked: bool,
+    /// Where the input came from when re-applied by a recast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// A durable claim, appended before the sender is called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostClaimed {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Where the post goes.
+    pub destination: String,
+    /// The calendar day (in the configured time zone) the claim counts for.
+    pub day: String,
+    /// The attempt number for this destination.
+    pub attempt: u32,
+    /// The blob of the body to send.
+    pub body: Digest,
+    /// The step (socket or engagement stage) that claimed.
+    pub step: String,
+    /// True when no sender is called (the default).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dry_run: bool,
+}
+
+/// The sender accepted the post.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostStaged {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The sender's message id.
+    pub message_id: String,
+}
+
+/// The post was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostRefused {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The reason string.
+    pub reason: String,
+}
+
+/// How a person resolved a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "resolution", rename_all = "snake_case")]
+pub enum Resolution {
+    /// It was sent after all; here is the id.
+    Staged {
+        /// The message id.
+        message_id: String,
+    },
+    /// It was not sent and will not be.
+    Abandoned,
+    /// A staged post was approved.
+    Approved,
+    /// An approved post went out.
+    Posted,
+    /// A staged post was declined.
+    Declined,
+}
+
+/// A person resolved a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResolved {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The resolution.
+    #[serde(flatten)]
+    pub resolution: Resolution,
+}
+
+/// An engagement candidate entered the pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngagementCandidateSeen {
+    /// The candidate.
+    pub candidate: CandidateId,
+    /// Its source record as given.
+    pub source: Value,
+}
+
+/// An engagement candidate was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngagementCandidateRejected {
+    /// The candidate.
+    pub candidate: CandidateId,
+    /// The stage that dropped it.
+    pub stage: String,
+    /// The reason string.
+    pub reason: String,
+}
+
+/// A draft attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngagementDraftAttempted {
+    /// The candidate.
+    pub candidate: CandidateId,
+    /// The attempt (1-based).
+    pub attempt: u32,
+    /// The draft text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<String>,
+    /// `accepted` or the reason it was not.
+    pub outcome: String,
+}
+
+/// A draft was selected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngagementDraftSelected {
+    /// The candidate.
+    pub candidate: CandidateId,
+    /// The attempt whose draft won.
+    pub attempt: u32,
+    /// The draft.
+    pub draft: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_unique_snake_case() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (kind, v) in Event::KINDS {
+            assert!(seen.insert(*kind), "duplicate kind {kind}");
+            assert!(kind.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            assert!(*v >= 1);
+        }
+        assert_eq!(seen.len(), Event::KINDS.len());
+    }
+
+    #[test]
+    fn encode_then_decode_round_trips() {
+        let event = Event::from(EdgeTaken {
+            from: SocketId::new("Socket-5"),
+            to: Target::Socket(SocketId::new("Socket-4")),
+            when: When::NotSatisfied,
+            item: Some(ItemKey::new("WI-1")),
+            traversal: 2,
+        });
+        let bytes = event.encode();
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            r#"{"from":"Socket-5","to":{"socket":"Socket-4"},"when":"not_satisfied","item":"WI-1","traversal":2}"#
+        );
+        assert_eq!(
+            Event::decode(event.kind(), event.version(), &bytes),
+            Ok(event)
+        );
+    }
+
+    #[test]
+    fn decode_names_what_is_wrong() {
+        assert!(matches!(
+            Event::decode("nope", 1, b"{}"),
+            Err(DecodeError::UnknownKind { .. })
+        ));
+        assert!(matches!(
+            Event::decode("cast_completed", 9, b"{}"),
+            Err(DecodeError::FutureVersion { v: 9, max: 1, .. })
+        ));
+        assert!(matches!(
+            Event::decode("edge_taken", 1, b"{\"from\":1}"),
+            Err(DecodeError::Payload { .. })
+        ));
+    }
+
+    #[test]
+    fn flattened_allowance_round_trips() {
+        let event = Event::from(AllowanceExhausted {
+            allowance: Allowance::Edge {
+                from: SocketId::new("a"),
+                to: Target::End,
+                item: None,
+            },
+            count: 3,
+            limit: 3,
+        });
+        let bytes = event.encode();
+        assert_eq!(Event::decode(event.kind(), 1, &bytes), Ok(event));
+    }
+}

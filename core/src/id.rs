@@ -1,0 +1,241 @@
+//! Identifiers and counters as newtypes.
+//!
+//! Every id that crosses a crate boundary has its own type so that a socket id can never be
+//! passed where a cast id is expected. String ids serialize as plain JSON strings and counters
+//! as plain JSON numbers, so the newtypes cost nothing in the log format.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Wraps a string as this id.
+            pub fn new(value: impl Into<String>) -> Self {
+                Self(value.into())
+            }
+
+            /// The id as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(value: &str) -> Self {
+                Self(value.to_owned())
+            }
+        }
+    };
+}
+
+string_id!(
+    /// One run of a loadout. Chosen by the caller through `Env` and recorded, never invented
+    /// inside `core`.
+    CastId
+);
+string_id!(
+    /// A socket of a loadout graph (pi-materia's `Socket-N` keys).
+    SocketId
+);
+string_id!(
+    /// A materia (agent role or utility) name as configured.
+    MateriaName
+);
+string_id!(
+    /// The key of the work item a socket visit runs for (`WI-1`, `0`, a quest id, ...).
+    ItemKey
+);
+string_id!(
+    /// A claim in the claim-before-send ledger; derived from cast, step, destination and attempt.
+    ClaimId
+);
+string_id!(
+    /// The key that makes a deferred dispatch idempotent.
+    DispatchKey
+);
+string_id!(
+    /// A candidate considered by the engagement runner.
+    CandidateId
+);
+
+macro_rules! counter {
+    ($(#[$doc:meta])* $name:ident($inner:ty)) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(pub $inner);
+
+        impl $name {
+            /// The raw counter value.
+            pub fn get(self) -> $inner {
+                self.0
+            }
+
+            /// The next value, saturating at the maximum.
+            pub fn next(self) -> Self {
+                Self(self.0.saturating_add(1))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
+counter!(
+    /// The 1-based position of an event in its cast's chain. `Seq(0)` means "before the first
+    /// event" and is never stored.
+    Seq(u64)
+);
+counter!(
+    /// The 1-based visit number of a socket within a cast.
+    Visit(u32)
+);
+counter!(
+    /// The 1-based turn number within one socket visit (first prompt, repair, refinements).
+    Turn(u32)
+);
+
+impl Seq {
+    /// The first seq of every chain.
+    pub const FIRST: Seq = Seq(1);
+}
+
+/// A 32-byte content or chain digest, written as 64 lowercase hex digits.
+///
+/// `core` never computes digests (that needs a hash function and belongs to `events`); it only
+/// carries them, so they can be named in events (a fork's parent hash, a prompt hash, a blob).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// The all-zero digest, used as the `prev` of the first event of a cast that is not a fork.
+    pub const ZERO: Digest = Digest([0; 32]);
+
+    /// Lowercase hex rendering.
+    pub fn to_hex(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(64);
+        for byte in self.0 {
+            out.push(HEX[usize::from(byte >> 4)] as char);
+            out.push(HEX[usize::from(byte & 0x0f)] as char);
+        }
+        out
+    }
+
+    /// Parses 64 hex digits (either case).
+    pub fn from_hex(text: &str) -> Result<Digest, DigestParseError> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return Err(DigestParseError {
+                text: text.to_owned(),
+            });
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            let hi = hex_value(pair[0]).ok_or_else(|| DigestParseError {
+                text: text.to_owned(),
+            })?;
+            let lo = hex_value(pair[1]).ok_or_else(|| DigestParseError {
+                text: text.to_owned(),
+            })?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(Digest(out))
+    }
+
+    /// The first 12 hex digits, for human output.
+    pub fn short(&self) -> String {
+        let mut hex = self.to_hex();
+        hex.truncate(12);
+        hex
+    }
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// A string that is not 64 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a digest (expected 64 hex digits): {text:?}")]
+pub struct DigestParseError {
+    /// The rejected text.
+    pub text: String,
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.short())
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Digest::from_hex(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_hex_round_trips() {
+        let mut bytes = [0u8; 32];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37);
+        }
+        let d = Digest(bytes);
+        assert_eq!(Digest::from_hex(&d.to_hex()), Ok(d));
+        assert_eq!(Digest::from_hex(&d.to_hex().to_uppercase()), Ok(d));
+    }
+
+    #[test]
+    fn digest_rejects_bad_text() {
+        assert!(Digest::from_hex("abc").is_err());
+        assert!(Digest::from_hex(&"g".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn ids_serialize_transparently() {
+        let json = serde_json::to_string(&(CastId::new("c1"), Seq(3), Visit(2))).unwrap();
+        assert_eq!(json, r#"["c1",3,2]"#);
+    }
+}

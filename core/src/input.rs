@@ -1,0 +1,81 @@
+//! Inputs: what arrives from outside the machine.
+//!
+//! An input is a request or a fact (a model's reply, a person's message, a utility's exit). The
+//! machine turns an input into events with `decide`; only events become state. Inputs that carry
+//! nondeterministic content (replies, messages, process output) are recorded verbatim in the
+//! events they produce, so replay never needs the outside world again.
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{FailureClass, Usage};
+use crate::id::{ClaimId, DispatchKey};
+
+/// One input to a cast.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Input {
+    /// The agent answered the prompt in flight.
+    AgentReplied {
+        /// The reply text.
+        text: String,
+        /// Reported token usage.
+        #[serde(default)]
+        usage: Option<Usage>,
+    },
+    /// The agent could not answer the prompt in flight.
+    AgentFailed {
+        /// Transient or interruption.
+        class: FailureClass,
+        /// What went wrong.
+        message: String,
+    },
+    /// A utility process ended.
+    UtilityFinished {
+        /// Exit code, if it exited.
+        code: Option<i32>,
+        /// Whether it was killed at its timeout.
+        timed_out: bool,
+        /// Captured stdout.
+        stdout: String,
+        /// Captured stderr.
+        stderr: String,
+        /// Whether output was cut at the cap.
+        truncated: bool,
+    },
+    /// A person's message to a paused multi-turn socket.
+    UserRefined {
+        /// The message (even the word "continue" is a refinement).
+        text: String,
+    },
+    /// The explicit `continue` command: finalize the multi-turn socket.
+    Continue,
+    /// Stop the cast.
+    Abort {
+        /// Why.
+        reason: String,
+    },
+    /// Restart a failed or aborted cast, extending the exhausted allowance.
+    Revive,
+    /// A driver picks the cast up again.
+    Resume,
+    /// A scheduled dispatch is due.
+    DispatchDue {
+        /// Its idempotency key.
+        key: DispatchKey,
+    },
+    /// An operator steering note.
+    Steer {
+        /// The note.
+        text: String,
+        /// Whether it is locked into the system prefix.
+        locked: bool,
+    },
+    /// A person resolves a pending claim.
+    ResolveClaim {
+        /// The claim.
+        claim: ClaimId,
+        /// The sender's message id if it was sent, `None` to abandon.
+        message_id: Option<String>,
+    },
+}

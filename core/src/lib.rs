@@ -1,0 +1,28 @@
+//! castlog's pure domain.
+//!
+//! Everything here is deterministic and total: no I/O, no clock, no randomness, no environment.
+//! Time arrives through [`env::Env`]; everything nondeterministic arrives as an [`input::Input`]
+//! and becomes state only through an [`event::Event`].
+//!
+//! # Layout
+//! - [`id`]: ids and counters as newtypes, and the [`id::Digest`] carried by events.
+//! - [`event`]: the v1 event vocabulary and its storage rules (kind, version, payload).
+//! - [`input`]: what arrives from outside a cast.
+//! - [`env`]: the injected clock reading.
+//!
+//! # Example
+//! ```
+//! use castlog_core::event::{CastAborted, Event};
+//!
+//! let event = Event::from(CastAborted { reason: "stopped by hand".into() });
+//! let bytes = event.encode();
+//! assert_eq!(event.kind(), "cast_aborted");
+//! assert_eq!(Event::decode("cast_aborted", 1, &bytes).unwrap(), event);
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod env;
+pub mod event;
+pub mod id;
+pub mod input;

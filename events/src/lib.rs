@@ -1,0 +1,39 @@
+//! castlog's immutable, hash-chained event log.
+//!
+//! # Layout
+//! - [`chain`]: the hash recipe (written out in prose, pinned by golden hashes).
+//! - [`record`]: the `Recorded` envelope and the `Pending` event before it is sealed.
+//! - [`log`]: the `EventLog` seam and its error enum.
+//! - [`memory`]: `InMemoryLog`, the reference implementation.
+//! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer thread, group commit).
+//! - [`verify`]: chain verification that names the exact cast and seq of every problem.
+//! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).
+//!
+//! # Example
+//! ```
+//! use castlog_core::event::{CastAborted, Event};
+//! use castlog_core::id::{CastId, Seq};
+//! use castlog_events::{EventLog, InMemoryLog, Pending};
+//!
+//! let log = InMemoryLog::new();
+//! let cast = CastId::new("demo");
+//! let event = Event::from(CastAborted { reason: "by hand".into() });
+//! let sealed = log.append(&cast, Seq(1), &[Pending::new(0, &event)]).unwrap();
+//! assert_eq!(sealed[0].event().unwrap(), event);
+//! assert_eq!(log.head(&cast).unwrap().unwrap().hash, sealed[0].hash);
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod chain;
+pub mod codec;
+pub mod log;
+pub mod memory;
+pub mod record;
+pub mod sqlite;
+pub mod verify;
+
+pub use log::{CastHead, EventLog, ForkPoint, LogError};
+pub use memory::InMemoryLog;
+pub use record::{Pending, Recorded};
+pub use sqlite::{Durability, SqliteLog};

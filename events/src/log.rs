@@ -1,0 +1,213 @@
+//! The `EventLog` seam: an append-only store of per-cast hash chains plus content-addressed blobs.
+//!
+//! Implementations: [`crate::memory::InMemoryLog`] (the reference, for tests) and
+//! [`crate::sqlite::SqliteLog`] (the default, durable). Both pass the same conformance suite.
+
+use std::ops::ControlFlow;
+
+use castlog_core::id::{CastId, Digest, Seq};
+use serde::{Deserialize, Serialize};
+
+use crate::record::{Pending, Recorded};
+
+/// Where a fork (recast) attaches to its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPoint {
+    /// The parent cast.
+    pub cast: CastId,
+    /// The last parent seq the child carries.
+    pub seq: Seq,
+    /// The parent's chain hash at `seq`.
+    pub hash: Digest,
+}
+
+/// What the log knows about one cast without reading its events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastHead {
+    /// The cast.
+    pub cast: CastId,
+    /// The seq of its last event.
+    pub seq: Seq,
+    /// The hash of its last event.
+    pub hash: Digest,
+    /// The fork parent, for a recast.
+    pub parent: Option<ForkPoint>,
+    /// When its first event was recorded.
+    pub created_ms: u64,
+}
+
+impl CastHead {
+    /// The `prev` of the cast's first event: the fork parent's hash, or zero.
+    pub fn genesis_prev(&self) -> Digest {
+        self.parent.as_ref().map_or(Digest::ZERO, |p| p.hash)
+    }
+}
+
+/// Everything that can go wrong at the log seam.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// Optimistic concurrency: another writer appended first.
+    #[error(
+        "conflict appending to cast {cast}: expected next seq {expected}, but the log is at {found}"
+    )]
+    Conflict {
+        /// The cast.
+        cast: CastId,
+        /// The seq the writer meant to write.
+        expected: Seq,
+        /// The seq the log would actually assign next.
+        found: Seq,
+    },
+    /// No such cast.
+    #[error("no cast named {cast}")]
+    UnknownCast {
+        /// The cast asked for.
+        cast: CastId,
+    },
+    /// A cast with this id exists already.
+    #[error("cast {cast} already exists")]
+    CastExists {
+        /// The cast.
+        cast: CastId,
+    },
+    /// A fork names a parent event that is not there or has another hash.
+    #[error("cannot fork from {parent} at seq {seq}: {reason}")]
+    BadForkPoint {
+        /// The parent cast.
+        parent: CastId,
+        /// The fork seq.
+        seq: Seq,
+        /// What does not match.
+        reason: String,
+    },
+    /// Records handed to `import` do not form a valid chain.
+    #[error("refusing to import cast {cast}: {message} at seq {seq}")]
+    BrokenImport {
+        /// The cast.
+        cast: CastId,
+        /// The first bad seq.
+        seq: Seq,
+        /// What is wrong there.
+        message: String,
+    },
+    /// An append with no events.
+    #[error("nothing to append to cast {cast}")]
+    EmptyAppend {
+        /// The cast.
+        cast: CastId,
+    },
+    /// The database file could not be opened or is not a castlog database.
+    #[error("cannot open castlog database {path}: {message}")]
+    Open {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The database was written by a newer castlog.
+    #[error(
+        "database {path} has schema version {found}; this castlog understands up to {supported}: upgrade castlog"
+    )]
+    SchemaTooNew {
+        /// The file.
+        path: String,
+        /// Its `user_version`.
+        found: i64,
+        /// The newest this build knows.
+        supported: i64,
+    },
+    /// The database file is damaged.
+    #[error("the database is damaged ({context}): {message}")]
+    Corrupt {
+        /// What the log was doing.
+        context: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The storage engine failed.
+    #[error("storage error while {context}: {message}")]
+    Storage {
+        /// What the log was doing.
+        context: String,
+        /// The engine's message.
+        message: String,
+    },
+}
+
+impl LogError {
+    /// Wraps a storage engine error with what the log was doing.
+    pub fn storage(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        LogError::Storage {
+            context: context.into(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// An append-only store of per-cast hash chains and content-addressed blobs.
+///
+/// Invariants every implementation keeps:
+/// - a cast's seqs are 1, 2, 3, ... with no gaps; an append names the seq it expects to write
+///   first and fails with [`LogError::Conflict`] if the log is elsewhere, writing nothing;
+/// - an append of several events is atomic: all of them or none;
+/// - stored events are never changed or removed;
+/// - once `append` returns `Ok`, the events survive a crash of the process (for the SQLite log,
+///   with `Durability::Full`, also a power cut).
+pub trait EventLog: Send + Sync {
+    /// Appends `events` to `cast`, whose next seq must be `expected` (`Seq(1)` creates the cast).
+    /// Returns the sealed records.
+    fn append(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError>;
+
+    /// Creates `cast` as a fork of `from`: its first event's `prev` is the parent's hash at the
+    /// fork seq, which must match what the log holds.
+    fn fork(
+        &self,
+        cast: &CastId,
+        from: &ForkPoint,
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError>;
+
+    /// Stores already-sealed records of a cast that does not exist yet (import). The caller has
+    /// verified the chain; the log checks the fork parent and that seqs start at 1.
+    fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError>;
+
+    /// Calls `visit` with each stored event of `cast` from `from` on, in seq order (rows with a
+    /// duplicated seq, possible only in a damaged store, in storage order), until it breaks.
+    fn scan(
+        &self,
+        cast: &CastId,
+        from: Seq,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError>;
+
+    /// The head of every cast, ordered by creation.
+    fn casts(&self) -> Result<Vec<CastHead>, LogError>;
+
+    /// The head of one cast.
+    fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError>;
+
+    /// Stores a blob and returns its content address (storing the same bytes twice is a no-op).
+    fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError>;
+
+    /// Fetches a blob.
+    fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError>;
+
+    /// Reads events `from..=to` (or to the end) of `cast`.
+    fn read(&self, cast: &CastId, from: Seq, to: Option<Seq>) -> Result<Vec<Recorded>, LogError> {
+        let mut out = Vec::new();
+        self.scan(cast, from, &mut |record| {
+            if to.is_some_and(|to| record.seq > to) {
+                return ControlFlow::Break(());
+            }
+            out.push(record);
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,119 @@
+//! The `Recorded` envelope: one stored event with its place in the chain.
+
+use castlog_core::event::{DecodeError, Event};
+use castlog_core::id::{CastId, Digest, Seq};
+use serde::{Deserialize, Serialize};
+
+use crate::chain::Link;
+
+/// One event as stored: header, exact payload bytes, and chain links.
+///
+/// `payload` is kept as the bytes that were hashed; it is decoded on demand and never
+/// re-serialized for storage or verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// The cast.
+    pub cast: CastId,
+    /// 1-based position in the cast's chain.
+    pub seq: Seq,
+    /// When it was recorded (from the injected clock).
+    pub at_ms: u64,
+    /// The event kind string.
+    pub kind: String,
+    /// The kind's schema version.
+    pub v: u16,
+    /// The exact stored payload bytes.
+    pub payload: Vec<u8>,
+    /// The previous event's hash (or the fork parent's, or zero).
+    pub prev: Digest,
+    /// This event's chain hash.
+    pub hash: Digest,
+}
+
+impl Recorded {
+    /// The hash this record should have, recomputed from its stored fields.
+    pub fn computed_hash(&self) -> Digest {
+        self.link().hash()
+    }
+
+    /// The fields the chain hash covers.
+    pub fn link(&self) -> Link<'_> {
+        Link {
+            prev: &self.prev,
+            cast: &self.cast,
+            seq: self.seq,
+            at_ms: self.at_ms,
+            kind: &self.kind,
+            v: self.v,
+            payload: &self.payload,
+        }
+    }
+
+    /// Decodes the payload into a typed event (upcasting old versions).
+    pub fn event(&self) -> Result<Event, DecodeError> {
+        Event::decode(&self.kind, self.v, &self.payload)
+    }
+}
+
+/// An event about to be appended: the log assigns seq, prev and hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// When it happened (from the injected clock).
+    pub at_ms: u64,
+    /// The kind string.
+    pub kind: &'static str,
+    /// The schema version.
+    pub v: u16,
+    /// The payload bytes to store and hash.
+    pub payload: Vec<u8>,
+}
+
+impl Pending {
+    /// Encodes a typed event for appending.
+    pub fn new(at_ms: u64, event: &Event) -> Self {
+        Self {
+            at_ms,
+            kind: event.kind(),
+            v: event.version(),
+            payload: event.encode(),
+        }
+    }
+
+    /// Seals this pending event into a record at `seq` after `prev`.
+    pub fn seal(&self, cast: &CastId, seq: Seq, prev: Digest) -> Recorded {
+        let hash = Link {
+            prev: &prev,
+            cast,
+            seq,
+            at_ms: self.at_ms,
+            kind: self.kind,
+            v: self.v,
+            payload: &self.payload,
+        }
+        .hash();
+        Recorded {
+            cast: cast.clone(),
+            seq,
+            at_ms: self.at_ms,
+            kind: self.kind.to_owned(),
+            v: self.v,
+            payload: self.payload.clone(),
+            prev,
+            hash,
+        }
+    }
+}
+
+/// Seals a batch of pending events after `(head, prev)`; the chain a log appends.
+pub fn seal_batch(cast: &CastId, head: Seq, prev: Digest, events: &[Pending]) -> Vec<Recorded> {
+    let mut out = Vec::with_capacity(events.len());
+    let mut seq = head;
+    let mut prev = prev;
+    for pending in events {
+        seq = seq.next();
+        let record = pending.seal(cast, seq, prev);
+        prev = record.hash;
+        out.push(record);
+    }
+    out
+}

@@ -1,0 +1,463 @@
+//! `SqliteLog`: the durable [`EventLog`] on one SQLite file (bundled SQLite, WAL).
+//!
+//! # Connections
+//! - One writer connection, owned by one thread ([`writer`]), reached over a channel. Every
+//!   write (append, fork, import, blob) is a command; the thread batches queued commands into one
+//!   `BEGIN IMMEDIATE` transaction (group commit) and replies after `COMMIT`.
+//! - One reader connection behind a mutex for scans and heads. WAL lets it read the last
+//!   committed state while the writer writes.
+//!
+//! Several `SqliteLog`s (in one process or many) may open the same file: `BEGIN IMMEDIATE`
+//! serializes their writers, `UNIQUE(cast_id, seq)` and the head check turn a stale writer into a
+//! [`LogError::Conflict`], and the busy timeout makes them wait for each other instead of failing.
+//!
+//! # Schema
+//! DDL lives in `schema/v*.sql`; `PRAGMA user_version` records the version applied. A fresh
+//! file gets every script in order; a file with a newer version is refused.
+//!
+//! # Durability
+//! [`Durability::Full`] (the default) sets `synchronous=FULL`: a commit is fsynced before the
+//! append returns, so acknowledged events survive a power cut. [`Durability::Normal`] sets
+//! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
+//! commits may be lost if the machine loses power.
+
+mod writer;
+
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use castlog_core::id::{CastId, Digest, Seq};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use crate::log::{CastHead, EventLog, ForkPoint, LogError};
+use crate::record::{Pending, Recorded};
+use writer::Command;
+
+/// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[include_str!("schema/v1.sql")];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How hard a commit holds on to its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync on every commit (`synchronous=FULL`): survives a power cut.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL` in WAL mode: survives a process crash, not a power cut.
+    Normal,
+}
+
+impl Durability {
+    /// The name used on the command line and in bench output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Full => "full",
+            Durability::Normal => "normal",
+        }
+    }
+}
+
+/// A hash-chained event log in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteLog {
+    path: PathBuf,
+    /// Commands to the writer thread. `None` only during drop.
+    writer: Option<Sender<Command>>,
+    /// The writer thread, joined on drop so every acknowledged write is finished.
+    thread: Option<JoinHandle<()>>,
+    /// Reads go through their own connection; the mutex keeps its statement cache single-user.
+    reader: Mutex<Connection>,
+}
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+impl SqliteLog {
+    /// Opens (creating if missing) the log at `path` with full durability.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LogError> {
+        Self::open_with(path, Durability::Full)
+    }
+
+    /// Opens the log at `path` with the given durability.
+    pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, LogError> {
+        let path = path.as_ref().to_path_buf();
+        let shown = path.display().to_string();
+        let open_err = |message: String| LogError::Open {
+            path: shown.clone(),
+            message,
+        };
+        check_magic(&path).map_err(&open_err)?;
+        let writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
+        configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
+        migrate(&writer_conn, &shown)?;
+        let reader = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| open_err(e.to_string()))?;
+        reader
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| open_err(e.to_string()))?;
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("castlog-sqlite-writer".into())
+            .spawn(move || writer::serve(writer_conn, &rx))
+            .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            path,
+            writer: Some(tx),
+            thread: Some(thread),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T, LogError> {
+        let (reply, answer) = mpsc::channel();
+        let gone =
+            || LogError::storage("talking to the writer thread", "the writer thread stopped");
+        let writer = self.writer.as_ref().ok_or_else(gone)?;
+        writer.send(make(reply)).map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        // The reader holds no invariant a panic could break; take it back if poisoned.
+        self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cast_key(conn: &Connection, cast: &CastId) -> Result<Option<i64>, LogError> {
+        conn.prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)).optional())
+            .map_err(|e| map_err("looking up a cast", &e))
+    }
+}
+
+impl Drop for SqliteLog {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop once queued commands are done.
+        self.writer.take();
+        if let Some(thread) = self.thread.take() {
+            // A panicked writer has nothing left to flush; its panic was already reported.
+            drop(thread.join());
+        }
+    }
+}
+
+fn check_magic(path: &Path) -> Result<(), String> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err.to_string()),
+    };
+    let mut header = [0u8; 16];
+    let mut read = 0;
+    while read < header.len() {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(err) => return Err(err.to_string()),
+        }
+    }
+    if read == 0 || &header == SQLITE_MAGIC {
+        Ok(())
+    } else {
+        Err("not a SQLite database (bad file header); point --db at a castlog database or a new path".into())
+    }
+}
+
+fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::ExecuteReturnedResults);
+    }
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+    Ok(())
+}
+
+fn migrate(conn: &Connection, shown: &str) -> Result<(), LogError> {
+    let open_err = |message: String| LogError::Open {
+        path: shown.to_owned(),
+        message,
+    };
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| open_err(e.to_string()))?;
+    if version > SCHEMA_VERSION {
+        return Err(LogError::SchemaTooNew {
+            path: shown.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| open_err(e.to_string()))?;
+        if tables > 0 {
+            return Err(open_err(
+                "this SQLite file has tables but no castlog schema version; it is not a castlog database".into(),
+            ));
+        }
+    }
+    for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let next = i as i64 + 1;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {next};\nCOMMIT;"
+        ))
+        .map_err(|e| {
+            // Leave no half-applied schema behind.
+            drop(conn.execute_batch("ROLLBACK"));
+            open_err(format!("applying schema version {next}: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+/// Maps a SQLite error, telling a damaged file apart from other failures.
+pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
+    match err.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            LogError::Corrupt {
+                context: context.to_owned(),
+                message: err.to_string(),
+            }
+        }
+        _ => LogError::storage(context, err),
+    }
+}
+
+/// A stored digest column, which must be exactly 32 bytes.
+pub(crate) fn digest_from_sql(
+    cast: &CastId,
+    seq: Seq,
+    column: &str,
+    bytes: &[u8],
+) -> Result<Digest, LogError> {
+    <[u8; 32]>::try_from(bytes)
+        .map(Digest)
+        .map_err(|_| LogError::Corrupt {
+            context: format!("reading cast {cast} seq {seq}"),
+            message: format!("column {column} holds {} bytes, not 32", bytes.len()),
+        })
+}
+
+/// How many rows a scan reads per trip to the reader connection.
+const SCAN_PAGE: i64 = 4096;
+
+impl EventLog for SqliteLog {
+    fn append(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        self.send(|reply| Command::Append {
+            cast: cast.clone(),
+            expected,
+            events: events.to_vec(),
+            reply,
+        })
+    }
+
+    fn fork(
+        &self,
+        cast: &CastId,
+        from: &ForkPoint,
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        self.send(|reply| Command::Fork {
+            cast: cast.clone(),
+            from: from.clone(),
+            events: events.to_vec(),
+            reply,
+        })
+    }
+
+    fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
+        self.send(|reply| Command::Import {
+            head: head.clone(),
+            events: events.to_vec(),
+            reply,
+        })
+    }
+
+    fn scan(
+        &self,
+        cast: &CastId,
+        from: Seq,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError> {
+        // Pages are read under the lock and visited without it, so a visitor may use the log.
+        let key = Self::cast_key(&self.reader(), cast)?
+            .ok_or_else(|| LogError::UnknownCast { cast: cast.clone() })?;
+        // Position after the last row visited: (seq, rowid), the storage order.
+        let mut after: (i64, i64) = (from.get() as i64 - 1, i64::MAX);
+        loop {
+            let page = {
+                let conn = self.reader();
+                read_page(&conn, cast, key, after)?
+            };
+            let full = page.len() as i64 == SCAN_PAGE;
+            for (rowid, record) in page {
+                after = (record.seq.get() as i64, rowid);
+                if visit(record).is_break() {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn casts(&self) -> Result<Vec<CastHead>, LogError> {
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
+                 FROM casts ORDER BY id",
+            )
+            .map_err(|e| map_err("listing casts", &e))?;
+        let rows = stmt
+            .query_map([], head_row)
+            .map_err(|e| map_err("listing casts", &e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(head_from_row(
+                row.map_err(|e| map_err("listing casts", &e))?,
+            )?);
+        }
+        Ok(out)
+    }
+
+    fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
+        let conn = self.reader();
+        let row = conn
+            .prepare_cached(
+                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
+                 FROM casts WHERE cast_id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
+            .map_err(|e| map_err("reading a cast head", &e))?;
+        row.map(head_from_row).transpose()
+    }
+
+    fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {
+        self.send(|reply| Command::PutBlob {
+            bytes: bytes.to_vec(),
+            reply,
+        })
+    }
+
+    fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
+        self.reader()
+            .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+            .and_then(|mut stmt| stmt.query_row([hash.0.as_slice()], |r| r.get(0)).optional())
+            .map_err(|e| map_err("reading a blob", &e))
+    }
+}
+
+type HeadRow = (
+    String,
+    i64,
+    Vec<u8>,
+    Option<String>,
+    Option<i64>,
+    Option<Vec<u8>>,
+    i64,
+);
+
+fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+    ))
+}
+
+fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
+    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created) = row;
+    let cast = CastId::new(cast);
+    let seq = Seq(seq.max(0) as u64);
+    let hash = digest_from_sql(&cast, seq, "head_hash", &hash)?;
+    let parent = match (parent_cast, parent_seq, parent_hash) {
+        (Some(p), Some(s), Some(h)) => {
+            let parent = CastId::new(p);
+            let seq = Seq(s.max(0) as u64);
+            let hash = digest_from_sql(&parent, seq, "parent_hash", &h)?;
+            Some(ForkPoint {
+                cast: parent,
+                seq,
+                hash,
+            })
+        }
+        _ => None,
+    };
+    Ok(CastHead {
+        cast,
+        seq,
+        hash,
+        parent,
+        created_ms: created.max(0) as u64,
+    })
+}
+
+fn read_page(
+    conn: &Connection,
+    cast: &CastId,
+    key: i64,
+    after: (i64, i64),
+) -> Result<Vec<(i64, Recorded)>, LogError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT rowid, seq, at_ms, kind, v, payload, prev, hash FROM events
+             WHERE cast_id = ?1 AND (seq, rowid) > (?2, ?3)
+             ORDER BY seq, rowid LIMIT ?4",
+        )
+        .map_err(|e| map_err("reading events", &e))?;
+    let mut rows = stmt
+        .query(params![key, after.0, after.1, SCAN_PAGE])
+        .map_err(|e| map_err("reading events", &e))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
+        let get = |e: rusqlite::Error| map_err("decoding an event row", &e);
+        let rowid: i64 = row.get(0).map_err(get)?;
+        let seq = Seq(row.get::<_, i64>(1).map_err(get)?.max(0) as u64);
+        let prev: Vec<u8> = row.get(6).map_err(get)?;
+        let hash: Vec<u8> = row.get(7).map_err(get)?;
+        let v: i64 = row.get(4).map_err(get)?;
+        out.push((
+            rowid,
+            Recorded {
+                cast: cast.clone(),
+                seq,
+                at_ms: row.get::<_, i64>(2).map_err(get)?.max(0) as u64,
+                kind: row.get(3).map_err(get)?,
+                v: u16::try_from(v).unwrap_or(u16::MAX),
+                payload: row.get(5).map_err(get)?,
+                prev: digest_from_sql(cast, seq, "prev", &prev)?,
+                hash: digest_from_sql(cast, seq, "hash", &hash)?,
+            },
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,387 @@
+//! The writer thread: the only connection that writes, reached over a channel.
+//!
+//! Callers (sync or async) send a [`Command`] with a reply channel and wait. The thread takes one
+//! command, drains whatever else is already queued (up to [`GROUP_LIMIT`]), and runs them all in
+//! one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
+//! conflict does not undo another's work. Replies are sent only after `COMMIT` returns: an
+//! acknowledged append is durable. If the commit fails every command in the group gets the error
+//! and nothing of the group is stored. This is group commit: under concurrent load many appends
+//! share one fsync.
+
+use std::sync::mpsc::{Receiver, Sender};
+
+use castlog_core::id::{CastId, Digest, Seq};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::chain::blob_hash;
+use crate::log::{CastHead, ForkPoint, LogError};
+use crate::record::{Pending, Recorded, seal_batch};
+use crate::sqlite::{digest_from_sql, map_err};
+
+/// The most commands one transaction takes.
+pub(crate) const GROUP_LIMIT: usize = 256;
+
+pub(crate) type Reply<T> = Sender<Result<T, LogError>>;
+
+/// One write request.
+pub(crate) enum Command {
+    Append {
+        cast: CastId,
+        expected: Seq,
+        events: Vec<Pending>,
+        reply: Reply<Vec<Recorded>>,
+    },
+    Fork {
+        cast: CastId,
+        from: ForkPoint,
+        events: Vec<Pending>,
+        reply: Reply<Vec<Recorded>>,
+    },
+    Import {
+        head: CastHead,
+        events: Vec<Recorded>,
+        reply: Reply<()>,
+    },
+    PutBlob {
+        bytes: Vec<u8>,
+        reply: Reply<Digest>,
+    },
+}
+
+/// A finished command waiting for the commit before its reply is sent.
+enum Done {
+    Records(Reply<Vec<Recorded>>, Result<Vec<Recorded>, LogError>),
+    Unit(Reply<()>, Result<(), LogError>),
+    Blob(Reply<Digest>, Result<Digest, LogError>),
+}
+
+impl Done {
+    fn is_ok(&self) -> bool {
+        match self {
+            Done::Records(_, r) => r.is_ok(),
+            Done::Unit(_, r) => r.is_ok(),
+            Done::Blob(_, r) => r.is_ok(),
+        }
+    }
+
+    fn fail(self, err: &LogError) -> Done {
+        let copy = || LogError::storage("committing", err);
+        match self {
+            Done::Records(reply, Ok(_)) => Done::Records(reply, Err(copy())),
+            Done::Unit(reply, Ok(())) => Done::Unit(reply, Err(copy())),
+            Done::Blob(reply, Ok(_)) => Done::Blob(reply, Err(copy())),
+            other => other,
+        }
+    }
+
+    fn send(self) {
+        // A caller that stopped waiting is not an error of the log.
+        match self {
+            Done::Records(reply, result) => drop(reply.send(result)),
+            Done::Unit(reply, result) => drop(reply.send(result)),
+            Done::Blob(reply, result) => drop(reply.send(result)),
+        }
+    }
+}
+
+/// Serves commands until every sender is dropped.
+pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
+    while let Ok(first) = commands.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP_LIMIT {
+            match commands.try_recv() {
+                Ok(more) => group.push(more),
+                Err(_) => break,
+            }
+        }
+        let results = run_group(&mut conn, group);
+        for done in results {
+            done.send();
+        }
+    }
+}
+
+fn run_group(conn: &mut Connection, group: Vec<Command>) -> Vec<Done> {
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(err) => {
+            let err = map_err("starting a write transaction", &err);
+            return group.into_iter().map(|c| refuse(c, &err)).collect();
+        }
+    };
+    let mut done = Vec::with_capacity(group.len());
+    let mut tx = tx;
+    for command in group {
+        done.push(run_one(&mut tx, command));
+    }
+    let any_ok = done.iter().any(Done::is_ok);
+    let committed = if any_ok { tx.commit() } else { tx.rollback() };
+    match committed {
+        Ok(()) => done,
+        Err(err) => {
+            let err = map_err("committing", &err);
+            done.into_iter().map(|d| d.fail(&err)).collect()
+        }
+    }
+}
+
+fn refuse(command: Command, err: &LogError) -> Done {
+    let copy = || LogError::storage("starting a write transaction", err);
+    match command {
+        Command::Append { reply, .. } | Command::Fork { reply, .. } => {
+            Done::Records(reply, Err(copy()))
+        }
+        Command::Import { reply, .. } => Done::Unit(reply, Err(copy())),
+        Command::PutBlob { reply, .. } => Done::Blob(reply, Err(copy())),
+    }
+}
+
+fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
+    // Each command runs in a savepoint: on error its partial writes are undone, the others stay.
+    let savepoint = match tx.savepoint() {
+        Ok(sp) => sp,
+        Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
+    };
+    let done = match command {
+        Command::Append {
+            cast,
+            expected,
+            events,
+            reply,
+        } => Done::Records(reply, append(&savepoint, &cast, expected, &events)),
+        Command::Fork {
+            cast,
+            from,
+            events,
+            reply,
+        } => Done::Records(reply, fork(&savepoint, &cast, &from, &events)),
+        Command::Import {
+            head,
+            events,
+            reply,
+        } => Done::Unit(reply, import(&savepoint, &head, &events)),
+        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(&savepoint, &bytes)),
+    };
+    if !done.is_ok() {
+        // Dropping a savepoint rolls back to it and releases it.
+        drop(savepoint);
+        return done;
+    }
+    match savepoint.commit() {
+        Ok(()) => done,
+        Err(err) => done.fail(&map_err("closing a savepoint", &err)),
+    }
+}
+
+/// `(key, head seq, head hash)` of a cast.
+fn head_of(conn: &Connection, cast: &CastId) -> Result<Option<(i64, Seq, Digest)>, LogError> {
+    let row = conn
+        .prepare_cached("SELECT id, head_seq, head_hash FROM casts WHERE cast_id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([cast.as_str()], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(|e| map_err("reading a cast head", &e))?;
+    match row {
+        None => Ok(None),
+        Some((key, seq, hash)) => {
+            let hash = digest_from_sql(cast, Seq(seq as u64), "head_hash", &hash)?;
+            Ok(Some((key, Seq(seq as u64), hash)))
+        }
+    }
+}
+
+fn append(
+    conn: &Connection,
+    cast: &CastId,
+    expected: Seq,
+    events: &[Pending],
+) -> Result<Vec<Recorded>, LogError> {
+    if events.is_empty() {
+        return Err(LogError::EmptyAppend { cast: cast.clone() });
+    }
+    match head_of(conn, cast)? {
+        None if expected == Seq::FIRST => create(conn, cast, None, events),
+        None => Err(LogError::Conflict {
+            cast: cast.clone(),
+            expected,
+            found: Seq::FIRST,
+        }),
+        Some((_, head, _)) if head.next() != expected => Err(LogError::Conflict {
+            cast: cast.clone(),
+            expected,
+            found: head.next(),
+        }),
+        Some((key, head, hash)) => {
+            let sealed = seal_batch(cast, head, hash, events);
+            insert_events(conn, key, &sealed)?;
+            move_head(conn, key, sealed.last())?;
+            Ok(sealed)
+        }
+    }
+}
+
+fn fork(
+    conn: &Connection,
+    cast: &CastId,
+    from: &ForkPoint,
+    events: &[Pending],
+) -> Result<Vec<Recorded>, LogError> {
+    if events.is_empty() {
+        return Err(LogError::EmptyAppend { cast: cast.clone() });
+    }
+    check_fork_point(conn, from)?;
+    if let Some((_, head, _)) = head_of(conn, cast)? {
+        return Err(LogError::Conflict {
+            cast: cast.clone(),
+            expected: Seq::FIRST,
+            found: head.next(),
+        });
+    }
+    create(conn, cast, Some(from), events)
+}
+
+fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError> {
+    let bad = |reason: String| LogError::BadForkPoint {
+        parent: from.cast.clone(),
+        seq: from.seq,
+        reason,
+    };
+    let Some((key, _, _)) = head_of(conn, &from.cast)? else {
+        return Err(bad("no such cast in the log".into()));
+    };
+    let stored: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT hash FROM events WHERE cast_id = ?1 AND seq = ?2")
+        .and_then(|mut stmt| {
+            stmt.query_row(params![key, from.seq.get() as i64], |r| r.get(0))
+                .optional()
+        })
+        .map_err(|e| map_err("reading a fork point", &e))?;
+    match stored {
+        None => Err(bad("no such event in the log".into())),
+        Some(bytes) if bytes.as_slice() == from.hash.0.as_slice() => Ok(()),
+        Some(bytes) => {
+            let found = digest_from_sql(&from.cast, from.seq, "hash", &bytes)?;
+            Err(bad(format!(
+                "the parent's hash there is {found}, not {}",
+                from.hash
+            )))
+        }
+    }
+}
+
+fn create(
+    conn: &Connection,
+    cast: &CastId,
+    parent: Option<&ForkPoint>,
+    events: &[Pending],
+) -> Result<Vec<Recorded>, LogError> {
+    let genesis = parent.map_or(Digest::ZERO, |p| p.hash);
+    let sealed = seal_batch(cast, Seq(0), genesis, events);
+    let created = events.first().map_or(0, |e| e.at_ms);
+    let key = insert_cast(conn, cast, parent, created)?;
+    insert_events(conn, key, &sealed)?;
+    move_head(conn, key, sealed.last())?;
+    Ok(sealed)
+}
+
+fn insert_cast(
+    conn: &Connection,
+    cast: &CastId,
+    parent: Option<&ForkPoint>,
+    created_ms: u64,
+) -> Result<i64, LogError> {
+    conn.prepare_cached(
+        "INSERT INTO casts (cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms)
+         VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            cast.as_str(),
+            Digest::ZERO.0.as_slice(),
+            parent.map(|p| p.cast.as_str()),
+            parent.map(|p| p.seq.get() as i64),
+            parent.map(|p| p.hash.0.to_vec()),
+            created_ms as i64,
+        ])
+    })
+    .map_err(|e| map_err("creating a cast", &e))?;
+    Ok(conn.last_insert_rowid())
+}
+
+fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<(), LogError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(|e| map_err("preparing an append", &e))?;
+    for r in records {
+        stmt.execute(params![
+            key,
+            r.seq.get() as i64,
+            r.at_ms as i64,
+            r.kind,
+            i64::from(r.v),
+            r.payload,
+            r.prev.0.as_slice(),
+            r.hash.0.as_slice(),
+        ])
+        .map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ConstraintViolation) => LogError::Conflict {
+                cast: r.cast.clone(),
+                expected: r.seq,
+                found: r.seq.next(),
+            },
+            _ => map_err("appending an event", &e),
+        })?;
+    }
+    Ok(())
+}
+
+fn move_head(conn: &Connection, key: i64, last: Option<&Recorded>) -> Result<(), LogError> {
+    let Some(last) = last else { return Ok(()) };
+    conn.prepare_cached("UPDATE casts SET head_seq = ?2, head_hash = ?3 WHERE id = ?1")
+        .and_then(|mut stmt| {
+            stmt.execute(params![key, last.seq.get() as i64, last.hash.0.as_slice()])
+        })
+        .map_err(|e| map_err("moving a cast head", &e))?;
+    Ok(())
+}
+
+fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
+    if head_of(conn, &head.cast)?.is_some() {
+        return Err(LogError::CastExists {
+            cast: head.cast.clone(),
+        });
+    }
+    if let Some(parent) = &head.parent {
+        check_fork_point(conn, parent)?;
+    }
+    for (i, record) in events.iter().enumerate() {
+        if record.seq != Seq(i as u64 + 1) || record.cast != head.cast {
+            return Err(LogError::BrokenImport {
+                cast: head.cast.clone(),
+                seq: record.seq,
+                message: "records are not numbered 1, 2, 3, ... for this cast".into(),
+            });
+        }
+    }
+    let key = insert_cast(conn, &head.cast, head.parent.as_ref(), head.created_ms)?;
+    insert_events(conn, key, events)?;
+    move_head(conn, key, events.last())
+}
+
+fn put_blob(conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
+    let hash = blob_hash(bytes);
+    conn.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
+        .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
+        .map_err(|e| map_err("storing a blob", &e))?;
+    Ok(hash)
+}

@@ -1,0 +1,234 @@
+//! Chain verification: re-read stored bytes and check every link.
+//!
+//! [`ChainChecker`] is fed records in storage order and reports each problem with the exact
+//! cast and seq; it never re-serializes anything. [`verify_cast`] runs it over a log (and also
+//! checks the fork link and the recorded head); `import` runs it over a file before storing.
+//! After a problem the checker carries on from the stored hash, so one damaged event is reported
+//! once instead of poisoning every later link.
+
+use std::ops::ControlFlow;
+
+use castlog_core::id::{CastId, Digest, Seq};
+use serde::Serialize;
+
+use crate::log::{CastHead, EventLog, LogError};
+use crate::record::Recorded;
+
+/// What kind of damage a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// A seq is absent (a deleted row, or a truncated tail).
+    Missing,
+    /// Two rows claim the same seq.
+    Duplicate,
+    /// An event's `prev` is not the previous event's hash.
+    BrokenLink,
+    /// The stored hash is not the hash of the stored fields.
+    HashMismatch,
+    /// The payload does not decode into a known event.
+    Undecodable,
+    /// The fork parent is missing or differs.
+    ForkParent,
+    /// The recorded head does not match the last event.
+    Head,
+    /// A referenced blob is missing or does not match its address.
+    Blob,
+    /// The store could not be read there.
+    Unreadable,
+}
+
+/// One problem found by verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The cast.
+    pub cast: CastId,
+    /// The exact seq.
+    pub seq: Seq,
+    /// The kind of damage.
+    pub kind: ProblemKind,
+    /// A sentence a person can act on.
+    pub message: String,
+}
+
+/// Checks records of one cast, in storage order.
+#[derive(Debug)]
+pub struct ChainChecker {
+    cast: CastId,
+    /// The hash the next record's `prev` must equal.
+    prev: Digest,
+    /// The seq of the last record seen.
+    last: Seq,
+    problems: Vec<Problem>,
+    events: u64,
+}
+
+impl ChainChecker {
+    /// A checker for `cast` whose first record must link to `genesis`.
+    pub fn new(cast: CastId, genesis: Digest) -> Self {
+        Self {
+            cast,
+            prev: genesis,
+            last: Seq(0),
+            problems: Vec::new(),
+            events: 0,
+        }
+    }
+
+    fn report(&mut self, seq: Seq, kind: ProblemKind, message: String) {
+        self.problems.push(Problem {
+            cast: self.cast.clone(),
+            seq,
+            kind,
+            message,
+        });
+    }
+
+    /// Checks the next record.
+    pub fn check(&mut self, record: &Recorded) {
+        self.events += 1;
+        let seq = record.seq;
+        if record.cast != self.cast {
+            let message = format!("event belongs to cast {}, not {}", record.cast, self.cast);
+            self.report(seq, ProblemKind::BrokenLink, message);
+        }
+        if seq == self.last {
+            self.report(
+                seq,
+                ProblemKind::Duplicate,
+                format!("seq {seq} is stored twice"),
+            );
+            return;
+        }
+        if seq < self.last {
+            let message = format!("seq {seq} is stored after seq {}", self.last);
+            self.report(seq, ProblemKind::BrokenLink, message);
+            return;
+        }
+        if seq != self.last.next() {
+            let missing = self.last.next();
+            let message = if seq.get() - missing.get() == 1 {
+                format!("seq {missing} is missing")
+            } else {
+                format!("seqs {missing} to {} are missing", Seq(seq.get() - 1))
+            };
+            self.report(missing, ProblemKind::Missing, message);
+        } else if record.prev != self.prev {
+            let message = format!(
+                "prev is {} but the event before has hash {}",
+                record.prev.short(),
+                self.prev.short()
+            );
+            self.report(seq, ProblemKind::BrokenLink, message);
+        }
+        let computed = record.computed_hash();
+        if computed != record.hash {
+            let message = format!(
+                "stored hash {} but the stored bytes hash to {}: the event was altered",
+                record.hash.short(),
+                computed.short()
+            );
+            self.report(seq, ProblemKind::HashMismatch, message);
+        } else if let Err(err) = record.event() {
+            self.report(seq, ProblemKind::Undecodable, err.to_string());
+        }
+        self.prev = record.hash;
+        self.last = seq;
+    }
+
+    /// Checks the end of the chain against the recorded head and returns what was found.
+    pub fn finish(mut self, head: Option<(Seq, Digest)>) -> Verified {
+        if let Some((seq, hash)) = head {
+            if self.last < seq {
+                let from = self.last.next();
+                let message = format!(
+                    "the head records seq {seq} but the chain ends at seq {}: the tail was truncated",
+                    self.last
+                );
+                self.report(from, ProblemKind::Missing, message);
+            } else if self.last > seq {
+                let message = format!("the chain goes past the recorded head seq {seq}");
+                self.report(seq.next(), ProblemKind::Head, message);
+            } else if self.prev != hash {
+                let message = format!(
+                    "the recorded head hash {} differs from the last event's {}",
+                    hash.short(),
+                    self.prev.short()
+                );
+                self.report(seq, ProblemKind::Head, message);
+            }
+        }
+        Verified {
+            events: self.events,
+            problems: self.problems,
+        }
+    }
+}
+
+/// The outcome of verifying one cast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Records read.
+    pub events: u64,
+    /// Problems found, in seq order of discovery.
+    pub problems: Vec<Problem>,
+}
+
+/// Verifies one cast of `log`: every link, every hash, the fork parent and the head.
+pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogError> {
+    let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev());
+    if let Some(parent) = &head.parent {
+        let found = log.read(&parent.cast, parent.seq, Some(parent.seq));
+        let message = match found {
+            Ok(records) => match records.first() {
+                Some(r) if r.seq == parent.seq && r.hash == parent.hash => None,
+                Some(r) => Some(format!(
+                    "forked from {} at seq {} with hash {}, but that event's hash is {}",
+                    parent.cast,
+                    parent.seq,
+                    parent.hash.short(),
+                    r.hash.short()
+                )),
+                None => Some(format!(
+                    "fork parent {} has no seq {}",
+                    parent.cast, parent.seq
+                )),
+            },
+            Err(LogError::UnknownCast { .. }) => {
+                Some(format!("fork parent {} is not in this log", parent.cast))
+            }
+            Err(err) => return Err(err),
+        };
+        if let Some(message) = message {
+            checker.report(Seq::FIRST, ProblemKind::ForkParent, message);
+        }
+    }
+    let scanned = log.scan(&head.cast, Seq::FIRST, &mut |record| {
+        checker.check(&record);
+        ControlFlow::Continue(())
+    });
+    if let Err(err) = scanned {
+        match err {
+            LogError::Corrupt { .. } => {
+                let at = checker.last.next();
+                checker.report(at, ProblemKind::Unreadable, err.to_string());
+                return Ok(checker.finish(None));
+            }
+            other => return Err(other),
+        }
+    }
+    Ok(checker.finish(Some((head.seq, head.hash))))
+}
+
+/// Checks a whole chain held in memory (an import) and returns its first problem, if any.
+pub fn first_problem(head: &CastHead, records: &[Recorded]) -> Option<Problem> {
+    let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev());
+    for record in records {
+        checker.check(record);
+    }
+    checker
+        .finish(Some((head.seq, head.hash)))
+        .problems
+        .into_iter()
+        .next()
+}

@@ -1,0 +1,3 @@
+//! Driving and re-driving casts.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]

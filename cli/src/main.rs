@@ -1,1 +1,61 @@
-fn main() {}
+//! The `castlog` binary: argument parsing, command dispatch, output and exit codes.
+#![forbid(unsafe_code)]
+
+mod args;
+mod commands;
+mod error;
+mod output;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+use error::CliError;
+
+/// The default database file in the current directory.
+const DEFAULT_DB: &str = "castlog.db";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let mut stderr = std::io::stderr().lock();
+            // If stderr is gone there is nobody left to tell.
+            let _ = writeln!(stderr, "castlog: {}", err.message);
+            ExitCode::from(err.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let db = cli.db;
+    match cli.command {
+        Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),
+        Command::Show(args) => commands::inspect::show(&existing_db(db.as_deref())?, &args),
+        Command::Verify(args) => commands::verify::run(&existing_db(db.as_deref())?, &args),
+        Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
+        Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
+        Command::Bench(bench) => commands::bench::run(db.as_deref(), bench),
+    }
+}
+
+fn db_path(db: Option<&Path>) -> PathBuf {
+    db.map_or_else(|| PathBuf::from(DEFAULT_DB), Path::to_path_buf)
+}
+
+/// The database for a command that only reads: it must exist already.
+fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
+    let path = db_path(db);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(CliError::user(format!(
+            "no castlog database at {}: run a cast first, or point --db (or CASTLOG_DB) at one",
+            path.display()
+        )))
+    }
+}

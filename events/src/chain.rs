@@ -31,6 +31,16 @@ use castlog_core::id::{CastId, Digest, Seq};
 /// The derive-key context string of format version 1.
 pub const CONTEXT: &str = "castlog event chain v1";
 
+/// The derive-key hasher with the context already absorbed; cloning it skips hashing the
+/// context string for every event.
+static CHAIN_HASHER: std::sync::LazyLock<blake3::Hasher> =
+    std::sync::LazyLock::new(|| blake3::Hasher::new_derive_key(CONTEXT));
+static BLOB_HASHER: std::sync::LazyLock<blake3::Hasher> =
+    std::sync::LazyLock::new(|| blake3::Hasher::new_derive_key(BLOB_CONTEXT));
+
+/// The derive-key context string of blob addresses.
+pub const BLOB_CONTEXT: &str = "castlog blob v1";
+
 /// The fields of one event that the hash covers, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct Link<'a> {
@@ -53,7 +63,7 @@ pub struct Link<'a> {
 impl Link<'_> {
     /// The chain hash of this event.
     pub fn hash(&self) -> Digest {
-        let mut hasher = blake3::Hasher::new_derive_key(CONTEXT);
+        let mut hasher = CHAIN_HASHER.clone();
         hasher.update(&self.prev.0);
         put_str(&mut hasher, self.cast.as_str());
         hasher.update(&self.seq.get().to_le_bytes());
@@ -76,7 +86,7 @@ fn put_str(hasher: &mut blake3::Hasher, text: &str) {
 /// The content address of a blob: plain BLAKE3 of its bytes (derive-key mode with
 /// `"castlog blob v1"`), so identical texts are stored once.
 pub fn blob_hash(bytes: &[u8]) -> Digest {
-    let mut hasher = blake3::Hasher::new_derive_key("castlog blob v1");
+    let mut hasher = BLOB_HASHER.clone();
     hasher.update(bytes);
     Digest(*hasher.finalize().as_bytes())
 }

@@ -65,7 +65,7 @@ pub enum CodecError {
         message: String,
     },
     /// The content does not verify.
-    #[error("refusing to import cast {cast}: {message} at seq {seq}")]
+    #[error("refusing to import cast {cast}: seq {seq}: {message}")]
     Tampered {
         /// The cast.
         cast: CastId,

@@ -82,7 +82,7 @@ pub enum LogError {
         reason: String,
     },
     /// Records handed to `import` do not form a valid chain.
-    #[error("refusing to import cast {cast}: {message} at seq {seq}")]
+    #[error("refusing to import cast {cast}: seq {seq}: {message}")]
     BrokenImport {
         /// The cast.
         cast: CastId,

@@ -86,6 +86,11 @@ impl ChainChecker {
 
     /// Checks the next record.
     pub fn check(&mut self, record: &Recorded) {
+        self.check_hashed(record, record.computed_hash());
+    }
+
+    /// Checks the next record whose hash was already recomputed (on another thread).
+    pub fn check_hashed(&mut self, record: &Recorded, computed: Digest) {
         self.events += 1;
         let seq = record.seq;
         if record.cast != self.cast {
@@ -121,7 +126,6 @@ impl ChainChecker {
             );
             self.report(seq, ProblemKind::BrokenLink, message);
         }
-        let computed = record.computed_hash();
         if computed != record.hash {
             let message = format!(
                 "stored hash {} but the stored bytes hash to {}: the event was altered",
@@ -203,9 +207,8 @@ pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogE
             checker.report(Seq::FIRST, ProblemKind::ForkParent, message);
         }
     }
-    let scanned = log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        checker.check(&record);
-        ControlFlow::Continue(())
+    let scanned = scan_pipelined(log, &head.cast, &mut |record, computed| {
+        checker.check_hashed(record, computed);
     });
     if let Err(err) = scanned {
         match err {
@@ -218,6 +221,50 @@ pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogE
         }
     }
     Ok(checker.finish(Some((head.seq, head.hash))))
+}
+
+/// Records per hand-off between the reading and the checking thread.
+const PIPELINE_PAGE: usize = 512;
+
+/// Scans `cast` on a second thread while `check` hashes, links and decodes on this one, so
+/// reading rows and checking them overlap (verification is the one full scan a user waits for). Order is preserved.
+fn scan_pipelined(
+    log: &dyn EventLog,
+    cast: &CastId,
+    check: &mut dyn FnMut(&Recorded, Digest),
+) -> Result<(), LogError> {
+    std::thread::scope(|scope| {
+        let (pages, received) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(8);
+        let reader = scope.spawn(move || {
+            let mut page = Vec::with_capacity(PIPELINE_PAGE);
+            let scanned = log.scan(cast, Seq::FIRST, &mut |record| {
+                page.push(record);
+                if page.len() == PIPELINE_PAGE {
+                    let full = std::mem::replace(&mut page, Vec::with_capacity(PIPELINE_PAGE));
+                    if pages.send(full).is_err() {
+                        return ControlFlow::Break(());
+                    }
+                }
+                ControlFlow::Continue(())
+            });
+            if !page.is_empty() {
+                // The checker only stops receiving when it is done; nothing is lost.
+                drop(pages.send(page));
+            }
+            scanned
+        });
+        for page in received {
+            for record in &page {
+                check(record, record.computed_hash());
+            }
+        }
+        reader.join().unwrap_or_else(|_| {
+            Err(LogError::storage(
+                "verifying",
+                "the reading thread panicked",
+            ))
+        })
+    })
 }
 
 /// Checks a whole chain held in memory (an import) and returns its first problem, if any.

@@ -4,8 +4,9 @@
 //! - One writer connection, owned by one thread ([`writer`]), reached over a channel. Every
 //!   write (append, fork, import, blob) is a command; the thread batches queued commands into one
 //!   `BEGIN IMMEDIATE` transaction (group commit) and replies after `COMMIT`.
-//! - One reader connection behind a mutex for scans and heads. WAL lets it read the last
-//!   committed state while the writer writes.
+//! - Reader connections in a small pool: a read takes an idle one (or opens one), uses it and
+//!   puts it back, so a scan visitor may itself read from the log without deadlock. WAL lets
+//!   readers see the last committed state while the writer writes.
 //!
 //! Several `SqliteLog`s (in one process or many) may open the same file: `BEGIN IMMEDIATE`
 //! serializes their writers, `UNIQUE(cast_id, seq)` and the head check turn a stale writer into a
@@ -71,8 +72,9 @@ pub struct SqliteLog {
     writer: Option<Sender<Command>>,
     /// The writer thread, joined on drop so every acknowledged write is finished.
     thread: Option<JoinHandle<()>>,
-    /// Reads go through their own connection; the mutex keeps its statement cache single-user.
-    reader: Mutex<Connection>,
+    /// Idle read-only connections. A connection is used by one read at a time (taken out of the
+    /// pool for the duration), so its statement cache is never shared.
+    readers: Mutex<Vec<Connection>>,
 }
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -95,14 +97,7 @@ impl SqliteLog {
         let writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
         configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
         migrate(&writer_conn, &shown)?;
-        let reader = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| open_err(e.to_string()))?;
-        reader
-            .busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| open_err(e.to_string()))?;
+        let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("castlog-sqlite-writer".into())
@@ -112,7 +107,7 @@ impl SqliteLog {
             path,
             writer: Some(tx),
             thread: Some(thread),
-            reader: Mutex::new(reader),
+            readers: Mutex::new(vec![reader]),
         })
     }
 
@@ -130,9 +125,27 @@ impl SqliteLog {
         answer.recv().map_err(|_| gone())?
     }
 
-    fn reader(&self) -> MutexGuard<'_, Connection> {
-        // The reader holds no invariant a panic could break; take it back if poisoned.
-        self.reader.lock().unwrap_or_else(|p| p.into_inner())
+    fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {
+        // The pool holds no invariant a panic could break; take it back if poisoned.
+        self.readers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `read` on an idle reader connection (opening one if none is idle).
+    fn read_with<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        let idle = self.pool().pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => open_reader(&self.path).map_err(|e| map_err("opening a reader", &e))?,
+        };
+        let result = read(&conn);
+        let mut pool = self.pool();
+        if pool.len() < READER_POOL {
+            pool.push(conn);
+        }
+        result
     }
 
     fn cast_key(conn: &Connection, cast: &CastId) -> Result<Option<i64>, LogError> {
@@ -151,6 +164,18 @@ impl Drop for SqliteLog {
             drop(thread.join());
         }
     }
+}
+
+/// Idle reader connections kept open.
+const READER_POOL: usize = 4;
+
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
 }
 
 fn check_magic(path: &Path) -> Result<(), String> {
@@ -256,9 +281,6 @@ pub(crate) fn digest_from_sql(
         })
 }
 
-/// How many rows a scan reads per trip to the reader connection.
-const SCAN_PAGE: i64 = 4096;
-
 impl EventLog for SqliteLog {
     fn append(
         &self,
@@ -302,59 +324,28 @@ impl EventLog for SqliteLog {
         from: Seq,
         visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
     ) -> Result<(), LogError> {
-        // Pages are read under the lock and visited without it, so a visitor may use the log.
-        let key = Self::cast_key(&self.reader(), cast)?
-            .ok_or_else(|| LogError::UnknownCast { cast: cast.clone() })?;
-        // Position after the last row visited: (seq, rowid), the storage order.
-        let mut after: (i64, i64) = (from.get() as i64 - 1, i64::MAX);
-        loop {
-            let page = {
-                let conn = self.reader();
-                read_page(&conn, cast, key, after)?
-            };
-            let full = page.len() as i64 == SCAN_PAGE;
-            for (rowid, record) in page {
-                after = (record.seq.get() as i64, rowid);
-                if visit(record).is_break() {
-                    return Ok(());
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+        self.read_with(|conn| {
+            let key = Self::cast_key(conn, cast)?
+                .ok_or_else(|| LogError::UnknownCast { cast: cast.clone() })?;
+            scan_rows(conn, cast, key, from, visit)
+        })
     }
 
     fn casts(&self) -> Result<Vec<CastHead>, LogError> {
-        let conn = self.reader();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                 FROM casts ORDER BY id",
-            )
-            .map_err(|e| map_err("listing casts", &e))?;
-        let rows = stmt
-            .query_map([], head_row)
-            .map_err(|e| map_err("listing casts", &e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(head_from_row(
-                row.map_err(|e| map_err("listing casts", &e))?,
-            )?);
-        }
-        Ok(out)
+        self.read_with(list_casts)
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
-        let conn = self.reader();
-        let row = conn
-            .prepare_cached(
-                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                 FROM casts WHERE cast_id = ?1",
-            )
-            .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
-            .map_err(|e| map_err("reading a cast head", &e))?;
-        row.map(head_from_row).transpose()
+        self.read_with(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
+                     FROM casts WHERE cast_id = ?1",
+                )
+                .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
+                .map_err(|e| map_err("reading a cast head", &e))?;
+            row.map(head_from_row).transpose()
+        })
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {
@@ -365,11 +356,31 @@ impl EventLog for SqliteLog {
     }
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-        self.reader()
-            .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
-            .and_then(|mut stmt| stmt.query_row([hash.0.as_slice()], |r| r.get(0)).optional())
-            .map_err(|e| map_err("reading a blob", &e))
+        self.read_with(|conn| {
+            conn.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+                .and_then(|mut stmt| stmt.query_row([hash.0.as_slice()], |r| r.get(0)).optional())
+                .map_err(|e| map_err("reading a blob", &e))
+        })
     }
+}
+
+fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
+                 FROM casts ORDER BY id",
+        )
+        .map_err(|e| map_err("listing casts", &e))?;
+    let rows = stmt
+        .query_map([], head_row)
+        .map_err(|e| map_err("listing casts", &e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(head_from_row(
+            row.map_err(|e| map_err("listing casts", &e))?,
+        )?);
+    }
+    Ok(out)
 }
 
 type HeadRow = (
@@ -421,43 +432,44 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
     })
 }
 
-fn read_page(
+/// Visits the rows of one cast from `from` on, in storage order (seq, then rowid: a duplicated
+/// seq, possible only in a damaged store, shows up twice).
+fn scan_rows(
     conn: &Connection,
     cast: &CastId,
     key: i64,
-    after: (i64, i64),
-) -> Result<Vec<(i64, Recorded)>, LogError> {
+    from: Seq,
+    visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+) -> Result<(), LogError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT rowid, seq, at_ms, kind, v, payload, prev, hash FROM events
-             WHERE cast_id = ?1 AND (seq, rowid) > (?2, ?3)
-             ORDER BY seq, rowid LIMIT ?4",
+            "SELECT seq, at_ms, kind, v, payload, prev, hash FROM events
+             WHERE cast_id = ?1 AND seq >= ?2
+             ORDER BY seq, rowid",
         )
         .map_err(|e| map_err("reading events", &e))?;
     let mut rows = stmt
-        .query(params![key, after.0, after.1, SCAN_PAGE])
+        .query(params![key, from.get() as i64])
         .map_err(|e| map_err("reading events", &e))?;
-    let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
         let get = |e: rusqlite::Error| map_err("decoding an event row", &e);
-        let rowid: i64 = row.get(0).map_err(get)?;
-        let seq = Seq(row.get::<_, i64>(1).map_err(get)?.max(0) as u64);
-        let prev: Vec<u8> = row.get(6).map_err(get)?;
-        let hash: Vec<u8> = row.get(7).map_err(get)?;
-        let v: i64 = row.get(4).map_err(get)?;
-        out.push((
-            rowid,
-            Recorded {
-                cast: cast.clone(),
-                seq,
-                at_ms: row.get::<_, i64>(2).map_err(get)?.max(0) as u64,
-                kind: row.get(3).map_err(get)?,
-                v: u16::try_from(v).unwrap_or(u16::MAX),
-                payload: row.get(5).map_err(get)?,
-                prev: digest_from_sql(cast, seq, "prev", &prev)?,
-                hash: digest_from_sql(cast, seq, "hash", &hash)?,
-            },
-        ));
+        let seq = Seq(row.get::<_, i64>(0).map_err(get)?.max(0) as u64);
+        let prev = row.get_ref(5).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
+        let hash = row.get_ref(6).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
+        let v: i64 = row.get(3).map_err(get)?;
+        let record = Recorded {
+            cast: cast.clone(),
+            seq,
+            at_ms: row.get::<_, i64>(1).map_err(get)?.max(0) as u64,
+            kind: row.get(2).map_err(get)?,
+            v: u16::try_from(v).unwrap_or(u16::MAX),
+            payload: row.get(4).map_err(get)?,
+            prev: digest_from_sql(cast, seq, "prev", prev)?,
+            hash: digest_from_sql(cast, seq, "hash", hash)?,
+        };
+        if visit(record).is_break() {
+            break;
+        }
     }
-    Ok(out)
+    Ok(())
 }

@@ -1,0 +1,174 @@
+//! Command-line arguments. Parsing touches nothing; commands turn these into effects.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// castlog: an event-sourced runtime for LLM agent workflows.
+///
+/// Every cast (one run of a workflow) is an immutable, hash-chained log of events in a SQLite
+/// file. State, timelines and exports are rebuilt from that log.
+#[derive(Debug, Parser)]
+#[command(name = "castlog", version, propagate_version = true)]
+pub struct Cli {
+    /// The castlog database file [default: ./castlog.db; `bench` uses a temporary one].
+    #[arg(long, global = true, env = "CASTLOG_DB")]
+    pub db: Option<PathBuf>,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the casts in the database with their head seq and hash.
+    ///
+    /// Example: castlog casts --json
+    Casts(JsonFlag),
+    /// Print a cast's timeline, one line per event.
+    ///
+    /// Example: castlog show demo-1
+    Show(ShowArgs),
+    /// Check every hash chain (or one cast's): links, hashes, heads, fork parents, blobs.
+    ///
+    /// Exits 3 and names the exact cast and seq when anything is wrong.
+    ///
+    /// Example: castlog verify --all --json
+    Verify(VerifyArgs),
+    /// Write one cast (and the blobs it references) to a file.
+    ///
+    /// Example: castlog export demo-1 --format jsonl -o demo-1.jsonl
+    Export(ExportArgs),
+    /// Read a cast from an export file; its chain is verified before anything is stored.
+    ///
+    /// Example: castlog --db other.db import demo-1.jsonl
+    Import(ImportArgs),
+    /// Measure castlog; prints figures as JSON.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// Just `--json`.
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The cast.
+    pub cast: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The cast to verify (default: all casts).
+    #[arg(conflicts_with = "all")]
+    pub cast: Option<String>,
+    /// Verify every cast (the default when no cast is named).
+    #[arg(long)]
+    pub all: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Export formats on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// One JSON object per line (readable).
+    Jsonl,
+    /// bincode (compact).
+    Bincode,
+}
+
+/// `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The cast.
+    pub cast: String,
+    /// The file format.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: FormatArg,
+    /// The output file (`-` for stdout, JSONL only).
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The export file (JSONL or bincode; detected from its content).
+    pub file: PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Durability on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DurabilityArg {
+    /// fsync every commit: survives a power cut.
+    Full,
+    /// WAL synchronous=NORMAL: survives a process crash, not a power cut.
+    Normal,
+}
+
+/// `bench` workloads.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Append N events of B payload bytes in batches of K, then verify the chain.
+    ///
+    /// Without --db the run uses a fresh temporary database that is removed afterwards.
+    ///
+    /// Example: castlog bench append --events 20000 --payload-bytes 512 --batch 64 --baseline raw --json
+    Append(BenchAppendArgs),
+}
+
+/// `bench append`.
+#[derive(Debug, Args)]
+pub struct BenchAppendArgs {
+    /// Number of events to append.
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u64,
+    /// Payload bytes per event.
+    #[arg(long, default_value_t = 256)]
+    pub payload_bytes: usize,
+    /// Events per append call (one transaction each).
+    #[arg(long, default_value_t = 1)]
+    pub batch: u64,
+    /// Also measure plain rusqlite inserts of the same bytes in the same transactions.
+    #[arg(long, value_enum)]
+    pub baseline: Option<BaselineArg>,
+    /// Commit durability.
+    #[arg(long, value_enum, default_value = "full")]
+    pub durability: DurabilityArg,
+    /// The cast to append to (continued from its head if it exists).
+    #[arg(long, default_value = "bench-append")]
+    pub cast: String,
+    /// Print `acked SEQ` on stderr after every acknowledged append.
+    #[arg(long)]
+    pub acks: bool,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Baselines for `bench append`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BaselineArg {
+    /// Plain rusqlite inserts.
+    Raw,
+}

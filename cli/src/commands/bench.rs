@@ -1,0 +1,281 @@
+//! `bench`: figures printed as JSON, never asserted by tests.
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use castlog_core::event::{Event, SteeringNoted};
+use castlog_core::id::{CastId, Seq};
+use castlog_events::record::seal_batch;
+use castlog_events::verify::verify_cast;
+use castlog_events::{Durability, EventLog, Pending, Recorded, SqliteLog};
+use rusqlite::params;
+use serde::Serialize;
+
+use crate::args::{BenchAppendArgs, BenchCommand, DurabilityArg};
+use crate::error::CliError;
+use crate::output;
+
+/// `castlog bench WORKLOAD`.
+pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
+    match command {
+        BenchCommand::Append(args) => append(db, &args),
+    }
+}
+
+/// A scratch directory removed on drop (kept when the user named a database).
+struct Scratch(Option<PathBuf>);
+
+impl Scratch {
+    fn new() -> Result<Self, CliError> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("castlog-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::user(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(Self(Some(dir)))
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0
+            .as_ref()
+            .map_or_else(|| PathBuf::from(name), |d| d.join(name))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            // Best effort: a leftover temp dir is harmless.
+            drop(std::fs::remove_dir_all(dir));
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct AppendFigures {
+    events: u64,
+    batch: u64,
+    payload_bytes: usize,
+    durability: &'static str,
+    wall_s: f64,
+    events_per_s: f64,
+    db_bytes: u64,
+    verify_s: f64,
+    verify_events_per_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<Box<AppendFigures>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    append_vs_baseline: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify_vs_baseline: Option<f64>,
+}
+
+fn durability(arg: DurabilityArg) -> Durability {
+    match arg {
+        DurabilityArg::Full => Durability::Full,
+        DurabilityArg::Normal => Durability::Normal,
+    }
+}
+
+/// The benchmark's events: steering notes whose payload is exactly `bytes` long (at least the
+/// JSON frame), with deterministic text.
+fn pending(count: u64, bytes: usize, start_ms: u64) -> Vec<Pending> {
+    const FRAME: usize = r#"{"text":""}"#.len();
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 ";
+    (0..count)
+        .map(|i| {
+            let len = bytes.saturating_sub(FRAME);
+            let text: String = (0..len)
+                .map(|j| alphabet[(j + i as usize) % alphabet.len()] as char)
+                .collect();
+            let event = Event::from(SteeringNoted {
+                text,
+                locked: false,
+                origin: None,
+            });
+            Pending::new(start_ms + i, &event)
+        })
+        .collect()
+}
+
+fn rate(count: u64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+fn db_bytes(path: &Path) -> u64 {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).ok()
+        })
+        .map(|m| m.len())
+        .sum()
+}
+
+fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
+    if args.batch == 0 {
+        return Err(CliError::user("--batch must be at least 1"));
+    }
+    let scratch = if db.is_some() {
+        Scratch(None)
+    } else {
+        Scratch::new()?
+    };
+    let path = db.map_or_else(|| scratch.file("castlog.db"), Path::to_path_buf);
+    let durability = durability(args.durability);
+    let start_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let events = pending(args.events, args.payload_bytes, start_ms);
+    let cast = CastId::new(args.cast.as_str());
+
+    let log = SqliteLog::open_with(&path, durability)?;
+    let mut next = log.head(&cast)?.map_or(Seq::FIRST, |h| h.seq.next());
+    let first = next;
+    let started = Instant::now();
+    for chunk in events.chunks(args.batch as usize) {
+        let sealed = log.append(&cast, next, chunk)?;
+        next = Seq(next.get() + chunk.len() as u64);
+        if args.acks
+            && let Some(last) = sealed.last()
+        {
+            eprintln!("acked {}", last.seq);
+        }
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let head = log
+        .head(&cast)?
+        .ok_or_else(|| CliError::internal("bench cast vanished"))?;
+    let started = Instant::now();
+    let verified = verify_cast(&log, &head)?;
+    let verify_s = started.elapsed().as_secs_f64();
+    if !verified.problems.is_empty() {
+        return Err(CliError::integrity(format!(
+            "the benchmark chain does not verify: {:?}",
+            verified.problems[0]
+        )));
+    }
+    drop(log);
+
+    let mut figures = AppendFigures {
+        events: args.events,
+        batch: args.batch,
+        payload_bytes: args.payload_bytes,
+        durability: durability.as_str(),
+        wall_s,
+        events_per_s: rate(args.events, wall_s),
+        db_bytes: db_bytes(&path),
+        verify_s,
+        verify_events_per_s: rate(verified.events, verify_s),
+        baseline: None,
+        append_vs_baseline: None,
+        verify_vs_baseline: None,
+    };
+    if args.baseline.is_some() {
+        let raw_scratch = Scratch::new()?;
+        let sealed = seal_batch(
+            &cast,
+            Seq(first.get() - 1),
+            castlog_core::id::Digest::ZERO,
+            &events,
+        );
+        let raw = raw_baseline(&raw_scratch.file("raw.db"), &sealed, args, durability)?;
+        figures.append_vs_baseline =
+            Some(figures.events_per_s / raw.events_per_s.max(f64::MIN_POSITIVE));
+        figures.verify_vs_baseline =
+            Some(figures.verify_events_per_s / raw.verify_events_per_s.max(f64::MIN_POSITIVE));
+        figures.baseline = Some(Box::new(raw));
+    }
+    output::json(&figures)
+}
+
+/// Plain rusqlite: the same rows, the same transactions, the same pragmas, nothing else.
+fn raw_baseline(
+    path: &Path,
+    records: &[Recorded],
+    args: &BenchAppendArgs,
+    durability: Durability,
+) -> Result<AppendFigures, CliError> {
+    let sql = |e: rusqlite::Error| CliError::internal(format!("raw baseline: {e}"));
+    let mut conn = rusqlite::Connection::open(path).map_err(sql)?;
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync};
+         CREATE TABLE events (cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
+           kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL, prev BLOB NOT NULL,
+           hash BLOB NOT NULL, UNIQUE (cast_id, seq));"
+    ))
+    .map_err(sql)?;
+    let started = Instant::now();
+    for chunk in records.chunks(args.batch as usize) {
+        let tx = conn.transaction().map_err(sql)?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                     VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(sql)?;
+            for r in chunk {
+                stmt.execute(params![
+                    r.seq.get() as i64,
+                    r.at_ms as i64,
+                    r.kind,
+                    i64::from(r.v),
+                    r.payload,
+                    r.prev.0.as_slice(),
+                    r.hash.0.as_slice()
+                ])
+                .map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)?;
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut scanned = 0u64;
+    let mut touched = 0usize;
+    {
+        let mut stmt = conn
+            .prepare("SELECT seq, at_ms, kind, v, payload, prev, hash FROM events WHERE cast_id = 1 ORDER BY seq")
+            .map_err(sql)?;
+        let mut rows = stmt.query([]).map_err(sql)?;
+        while let Some(row) = rows.next().map_err(sql)? {
+            // Fetch every column, as verification does, and keep nothing.
+            let seq: i64 = row.get(0).map_err(sql)?;
+            let at_ms: i64 = row.get(1).map_err(sql)?;
+            let kind: String = row.get(2).map_err(sql)?;
+            let v: i64 = row.get(3).map_err(sql)?;
+            let payload: Vec<u8> = row.get(4).map_err(sql)?;
+            let prev: Vec<u8> = row.get(5).map_err(sql)?;
+            let hash: Vec<u8> = row.get(6).map_err(sql)?;
+            touched +=
+                (seq + at_ms + v) as usize + kind.len() + payload.len() + prev.len() + hash.len();
+            scanned += 1;
+        }
+    }
+    let verify_s = started.elapsed().as_secs_f64();
+    std::hint::black_box(touched);
+    drop(conn);
+    Ok(AppendFigures {
+        events: records.len() as u64,
+        batch: args.batch,
+        payload_bytes: args.payload_bytes,
+        durability: durability.as_str(),
+        wall_s,
+        events_per_s: rate(records.len() as u64, wall_s),
+        db_bytes: db_bytes(path),
+        verify_s,
+        verify_events_per_s: rate(scanned, verify_s),
+        baseline: None,
+        append_vs_baseline: None,
+        verify_vs_baseline: None,
+    })
+}

@@ -1,0 +1,141 @@
+//! `casts` and `show`: reading what the log holds.
+
+use std::path::Path;
+
+use castlog_core::id::CastId;
+use castlog_events::{CastHead, EventLog, ForkPoint};
+use castlog_projections::timeline::TimelineLine;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::args::ShowArgs;
+use crate::error::CliError;
+use crate::output;
+
+#[derive(Serialize)]
+struct CastRow {
+    cast: String,
+    head: u64,
+    hash: String,
+    parent: Option<ForkPoint>,
+    created_ms: u64,
+}
+
+impl From<&CastHead> for CastRow {
+    fn from(head: &CastHead) -> Self {
+        CastRow {
+            cast: head.cast.to_string(),
+            head: head.seq.get(),
+            hash: head.hash.to_hex(),
+            parent: head.parent.clone(),
+            created_ms: head.created_ms,
+        }
+    }
+}
+
+/// `castlog casts`.
+pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let heads = log.casts()?;
+    if json {
+        let rows: Vec<CastRow> = heads.iter().map(CastRow::from).collect();
+        return output::json(&serde_json::json!({ "casts": rows }));
+    }
+    if heads.is_empty() {
+        println!("no casts in {}", db.display());
+        return Ok(());
+    }
+    println!(
+        "{:<28} {:>7}  {:<12}  {:<24}  parent",
+        "cast", "events", "head", "created"
+    );
+    for head in &heads {
+        let parent = head
+            .parent
+            .as_ref()
+            .map(|p| format!("{}@{}", p.cast, p.seq))
+            .unwrap_or_default();
+        println!(
+            "{:<28} {:>7}  {:<12}  {:<24}  {parent}",
+            head.cast,
+            head.seq,
+            head.hash.short(),
+            output::timestamp(head.created_ms)
+        );
+    }
+    Ok(())
+}
+
+/// The head of `cast`, or a user error naming it.
+pub fn head_of(log: &dyn EventLog, cast: &str) -> Result<CastHead, CliError> {
+    log.head(&CastId::new(cast))?.ok_or_else(|| {
+        CliError::user(format!(
+            "no cast named {cast:?} in this database (see `castlog casts`)"
+        ))
+    })
+}
+
+#[derive(Serialize)]
+struct ShowEvent {
+    seq: u64,
+    at_ms: u64,
+    kind: String,
+    v: u16,
+    hash: String,
+    summary: String,
+    payload: Value,
+}
+
+/// `castlog show CAST`.
+pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let head = head_of(&log, &args.cast)?;
+    let records = log.read(&head.cast, castlog_core::id::Seq::FIRST, None)?;
+    if args.json {
+        let events: Vec<ShowEvent> = records
+            .iter()
+            .map(|r| {
+                let line = TimelineLine::of(r);
+                ShowEvent {
+                    seq: r.seq.get(),
+                    at_ms: r.at_ms,
+                    kind: r.kind.clone(),
+                    v: r.v,
+                    hash: r.hash.to_hex(),
+                    summary: line.summary,
+                    payload: serde_json::from_slice(&r.payload).unwrap_or(Value::Null),
+                }
+            })
+            .collect();
+        return output::json(&serde_json::json!({
+            "cast": head.cast,
+            "head": head.seq,
+            "hash": head.hash,
+            "parent": head.parent,
+            "events": events,
+        }));
+    }
+    if let Some(parent) = &head.parent {
+        println!(
+            "cast {} (fork of {} at seq {}, {})",
+            head.cast,
+            parent.cast,
+            parent.seq,
+            parent.hash.short()
+        );
+    } else {
+        println!("cast {}", head.cast);
+    }
+    for record in &records {
+        let line = TimelineLine::of(record);
+        println!(
+            "{:>6}  {}  {:<26} {}",
+            line.seq,
+            output::timestamp(line.at_ms),
+            line.kind,
+            line.summary
+        );
+    }
+    println!("head {} {}", head.seq, head.hash.short());
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! One module per group of commands.
+
+pub mod bench;
+pub mod inspect;
+pub mod transfer;
+pub mod verify;
+
+use std::path::Path;
+
+use castlog_events::SqliteLog;
+
+use crate::error::CliError;
+
+/// Opens the database at `path`.
+pub fn open(path: &Path) -> Result<SqliteLog, CliError> {
+    Ok(SqliteLog::open(path)?)
+}

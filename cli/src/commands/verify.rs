@@ -1,0 +1,103 @@
+//! `verify`: every chain, every link, every referenced blob.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use castlog_core::id::Seq;
+use castlog_events::chain::blob_hash;
+use castlog_events::verify::{Problem, ProblemKind, verify_cast};
+use castlog_events::{CastHead, EventLog};
+use serde::Serialize;
+
+use crate::args::VerifyArgs;
+use crate::error::{CliError, INTEGRITY};
+use crate::output;
+
+#[derive(Serialize)]
+struct Report {
+    ok: bool,
+    casts: u64,
+    events: u64,
+    problems: Vec<Problem>,
+}
+
+/// `castlog verify [CAST|--all]`.
+pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let heads = match &args.cast {
+        Some(cast) => vec![super::inspect::head_of(&log, cast)?],
+        None => log.casts()?,
+    };
+    let mut report = Report {
+        ok: true,
+        casts: 0,
+        events: 0,
+        problems: Vec::new(),
+    };
+    for head in &heads {
+        let verified = verify_cast(&log, head)?;
+        report.casts += 1;
+        report.events += verified.events;
+        report.problems.extend(verified.problems);
+        report.problems.extend(check_blobs(&log, head)?);
+    }
+    report.ok = report.problems.is_empty();
+    if args.json {
+        output::json(&report)?;
+    } else {
+        for p in &report.problems {
+            println!("{} seq {}: {:?}: {}", p.cast, p.seq, p.kind, p.message);
+        }
+        println!(
+            "{}: {} casts, {} events, {} problems",
+            if report.ok { "ok" } else { "FAILED" },
+            report.casts,
+            report.events,
+            report.problems.len()
+        );
+    }
+    if report.ok {
+        Ok(())
+    } else {
+        let first = &report.problems[0];
+        Err(CliError {
+            code: INTEGRITY,
+            message: format!(
+                "verification failed: {} problems, first at cast {} seq {}",
+                report.problems.len(),
+                first.cast,
+                first.seq
+            ),
+        })
+    }
+}
+
+/// Every blob an event references must be present and match its address.
+fn check_blobs(log: &dyn EventLog, head: &CastHead) -> Result<Vec<Problem>, CliError> {
+    let mut refs = Vec::new();
+    log.scan(&head.cast, Seq::FIRST, &mut |record| {
+        if let Ok(event) = record.event() {
+            for hash in event.blob_refs() {
+                refs.push((record.seq, hash));
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    let mut problems = Vec::new();
+    for (seq, hash) in refs {
+        let message = match log.get_blob(&hash)? {
+            None => format!("blob {} is missing", hash.short()),
+            Some(bytes) if blob_hash(&bytes) != hash => {
+                format!("blob {} does not match its content", hash.short())
+            }
+            Some(_) => continue,
+        };
+        problems.push(Problem {
+            cast: head.cast.clone(),
+            seq,
+            kind: ProblemKind::Blob,
+            message,
+        });
+    }
+    Ok(problems)
+}

@@ -1,0 +1,85 @@
+//! The one place where library errors become messages and exit codes.
+//!
+//! Exit codes (a contract, see DESIGN.md): 0 ok, 1 user or configuration error, 2 internal
+//! error, 3 integrity failure (broken chain, prompt drift, replay divergence).
+
+use castlog_events::LogError;
+use castlog_events::codec::CodecError;
+
+/// An error on its way out of the binary.
+#[derive(Debug)]
+pub struct CliError {
+    /// The process exit code.
+    pub code: u8,
+    /// The message printed on stderr (lowercase, says what failed and what to do).
+    pub message: String,
+}
+
+/// User or configuration error.
+pub const USER: u8 = 1;
+/// Internal error.
+pub const INTERNAL: u8 = 2;
+/// Integrity failure.
+pub const INTEGRITY: u8 = 3;
+
+impl CliError {
+    /// A user error (exit 1).
+    pub fn user(message: impl Into<String>) -> Self {
+        Self {
+            code: USER,
+            message: message.into(),
+        }
+    }
+
+    /// An integrity failure (exit 3).
+    pub fn integrity(message: impl Into<String>) -> Self {
+        Self {
+            code: INTEGRITY,
+            message: message.into(),
+        }
+    }
+
+    /// An internal error (exit 2).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self {
+            code: INTERNAL,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<LogError> for CliError {
+    fn from(err: LogError) -> Self {
+        let code = match &err {
+            LogError::Open { .. }
+            | LogError::SchemaTooNew { .. }
+            | LogError::UnknownCast { .. }
+            | LogError::CastExists { .. }
+            | LogError::EmptyAppend { .. } => USER,
+            LogError::Corrupt { .. }
+            | LogError::BrokenImport { .. }
+            | LogError::BadForkPoint { .. } => INTEGRITY,
+            _ => INTERNAL,
+        };
+        Self {
+            code,
+            message: err.to_string(),
+        }
+    }
+}
+
+impl From<CodecError> for CliError {
+    fn from(err: CodecError) -> Self {
+        match err {
+            CodecError::Log(log) => log.into(),
+            CodecError::Tampered { .. } => CliError::integrity(err.to_string()),
+            _ => CliError::user(err.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(err: std::io::Error) -> Self {
+        CliError::user(err.to_string())
+    }
+}

@@ -1,0 +1,63 @@
+//! The backends under test, each opened fresh and empty.
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+
+use castlog_events::{Durability, EventLog, InMemoryLog, SqliteLog};
+use tempfile::TempDir;
+
+/// Which `EventLog` implementation a test body runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `InMemoryLog`, the reference.
+    Memory,
+    /// `SqliteLog` on a file in a fresh temporary directory.
+    Sqlite,
+}
+
+impl Backend {
+    /// Opens an empty log of this kind.
+    pub fn open(self) -> Subject {
+        match self {
+            Backend::Memory => Subject {
+                log: Box::new(InMemoryLog::new()),
+                _dir: None,
+            },
+            Backend::Sqlite => {
+                let (dir, path) = scratch();
+                Subject {
+                    log: Box::new(open_sqlite(&path)),
+                    _dir: Some(dir),
+                }
+            }
+        }
+    }
+}
+
+/// A log under test, with the directory its file lives in (if any).
+pub struct Subject {
+    // Declared before `dir`: fields drop in order, so the log closes its file before the
+    // directory is removed.
+    log: Box<dyn EventLog>,
+    _dir: Option<TempDir>,
+}
+
+impl Deref for Subject {
+    type Target = dyn EventLog;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.log
+    }
+}
+
+/// A fresh temporary directory and the path of a database file inside it (not yet created).
+pub fn scratch() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("castlog.db");
+    (dir, path)
+}
+
+/// Opens a SQLite log; tests do not need fsync on every commit, so durability is `Normal`.
+pub fn open_sqlite(path: &Path) -> SqliteLog {
+    SqliteLog::open_with(path, Durability::Normal).unwrap()
+}

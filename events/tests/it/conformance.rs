@@ -1,0 +1,316 @@
+//! The `EventLog` contract: appends, conflicts, batches, reads, heads and blobs. Every test body
+//! runs against both backends.
+
+use std::ops::ControlFlow;
+use std::thread;
+
+use castlog_core::id::{Digest, Seq};
+use castlog_events::chain::blob_hash;
+use castlog_events::verify::verify_cast;
+use castlog_events::{CastHead, ForkPoint, LogError, Pending};
+use rstest::rstest;
+
+use super::backend::Backend;
+use super::sample::{self, AT, assert_chain, seqs};
+
+#[rstest]
+fn append_creates_a_cast_at_seq_one(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    assert_eq!(log.head(&cast).unwrap(), None);
+    let event = sample::event(0);
+    let sealed = log
+        .append(&cast, Seq::FIRST, &[Pending::new(AT, &event)])
+        .unwrap();
+    assert_eq!(sealed.len(), 1);
+    let first = &sealed[0];
+    assert_eq!(first.cast, cast);
+    assert_eq!(first.seq, Seq(1));
+    assert_eq!(first.at_ms, AT);
+    assert_eq!(
+        (first.kind.as_str(), first.v),
+        (event.kind(), event.version())
+    );
+    assert_eq!(first.payload, event.encode());
+    assert_eq!(first.prev, Digest::ZERO);
+    assert_eq!(first.hash, first.computed_hash());
+    assert_eq!(first.event().unwrap(), event);
+    let head = CastHead {
+        cast: cast.clone(),
+        seq: Seq(1),
+        hash: first.hash,
+        parent: None,
+        created_ms: AT,
+    };
+    assert_eq!(log.head(&cast).unwrap(), Some(head));
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), sealed);
+}
+
+#[rstest]
+#[case::behind(Seq(2))]
+#[case::at_the_head(Seq(3))]
+#[case::ahead(Seq(5))]
+#[case::recreating(Seq(1))]
+#[case::zero(Seq(0))]
+fn a_wrong_expected_seq_is_a_conflict_and_writes_nothing(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[case] expected: Seq,
+) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    let before = sample::seed(&*log, &cast, 3);
+    let head = log.head(&cast).unwrap();
+    let err = log
+        .append(&cast, expected, &sample::batch(10, 2))
+        .unwrap_err();
+    match err {
+        LogError::Conflict {
+            cast: c,
+            expected: e,
+            found,
+        } => assert_eq!((c, e, found), (cast.clone(), expected, Seq(4))),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), before);
+    assert_eq!(log.head(&cast).unwrap(), head);
+}
+
+#[rstest]
+fn appending_past_the_start_of_a_missing_cast_is_a_conflict(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let cast = sample::cast("nobody");
+    let err = log.append(&cast, Seq(3), &sample::batch(0, 1)).unwrap_err();
+    assert!(
+        matches!(&err, LogError::Conflict { cast: c, expected: Seq(3), found: Seq(1) } if *c == cast),
+        "{err:?}"
+    );
+    assert_eq!(log.head(&cast).unwrap(), None);
+    assert!(log.casts().unwrap().is_empty());
+    let err = log.read(&cast, Seq::FIRST, None).unwrap_err();
+    assert!(
+        matches!(&err, LogError::UnknownCast { cast: c } if *c == cast),
+        "{err:?}"
+    );
+}
+
+#[rstest]
+fn a_batch_is_sealed_as_one_chain(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    let first = log.append(&cast, Seq(1), &sample::batch(0, 4)).unwrap();
+    assert_eq!(seqs(&first), [1, 2, 3, 4]);
+    let second = log.append(&cast, Seq(5), &sample::batch(4, 3)).unwrap();
+    assert_eq!(seqs(&second), [5, 6, 7]);
+    let all = log.read(&cast, Seq::FIRST, None).unwrap();
+    assert_eq!(all, [first, second].concat());
+    assert_chain(&all, Digest::ZERO);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!((head.seq, head.hash), (Seq(7), all[6].hash));
+}
+
+#[rstest]
+fn an_empty_append_is_refused(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    let log = backend.open();
+    let fresh = sample::cast("fresh");
+    let err = log.append(&fresh, Seq::FIRST, &[]).unwrap_err();
+    assert!(
+        matches!(&err, LogError::EmptyAppend { cast } if *cast == fresh),
+        "{err:?}"
+    );
+    assert_eq!(log.head(&fresh).unwrap(), None);
+    let cast = sample::cast("c");
+    sample::seed(&*log, &cast, 2);
+    let err = log.append(&cast, Seq(3), &[]).unwrap_err();
+    assert!(
+        matches!(&err, LogError::EmptyAppend { cast: c } if *c == cast),
+        "{err:?}"
+    );
+    assert_eq!(log.head(&cast).unwrap().unwrap().seq, Seq(2));
+}
+
+#[rstest]
+fn readers_never_see_half_a_batch(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    const BATCH: u64 = 4;
+    const BATCHES: u64 = 50;
+    let log = backend.open();
+    let cast = sample::cast("c");
+    sample::seed(&*log, &cast, BATCH);
+    thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for i in 1..BATCHES {
+                let next = Seq(i * BATCH + 1);
+                log.append(&cast, next, &sample::batch(i * BATCH, BATCH))
+                    .unwrap();
+            }
+        });
+        // Read while the writer writes (and once more after it ends): every read sees whole
+        // batches only.
+        loop {
+            let finished = writer.is_finished();
+            let records = log.read(&cast, Seq::FIRST, None).unwrap();
+            assert_eq!(
+                records.len() as u64 % BATCH,
+                0,
+                "a read saw part of a batch"
+            );
+            assert_eq!(log.head(&cast).unwrap().unwrap().seq.get() % BATCH, 0);
+            if finished {
+                assert_eq!(records.len() as u64, BATCH * BATCHES);
+                break;
+            }
+        }
+    });
+}
+
+#[rstest]
+#[case::everything(1, None, &[1, 2, 3, 4, 5])]
+#[case::from_the_middle(3, None, &[3, 4, 5])]
+#[case::bounded(2, Some(4), &[2, 3, 4])]
+#[case::one_event(3, Some(3), &[3])]
+#[case::to_the_last(4, Some(5), &[4, 5])]
+#[case::past_the_end(6, None, &[])]
+#[case::reversed(4, Some(2), &[])]
+#[case::from_zero(0, Some(2), &[1, 2])]
+fn read_returns_the_asked_range(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[case] from: u64,
+    #[case] to: Option<u64>,
+    #[case] expected: &[u64],
+) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    let all = sample::seed(&*log, &cast, 5);
+    let read = log.read(&cast, Seq(from), to.map(Seq)).unwrap();
+    assert_eq!(seqs(&read), expected);
+    for record in &read {
+        assert_eq!(record, &all[record.seq.get() as usize - 1]);
+    }
+}
+
+#[rstest]
+fn scan_stops_when_the_visitor_breaks(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    sample::seed(&*log, &cast, 5);
+    let mut seen = Vec::new();
+    log.scan(&cast, Seq(2), &mut |record| {
+        seen.push(record.seq.get());
+        if seen.len() == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, [2, 3]);
+    let missing = sample::cast("missing");
+    let err = log
+        .scan(&missing, Seq::FIRST, &mut |_| ControlFlow::Continue(()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, LogError::UnknownCast { cast } if *cast == missing),
+        "{err:?}"
+    );
+}
+
+#[rstest]
+fn a_long_chain_reads_across_scan_pages(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    // The SQLite log reads 4096 rows per page; 9000 events span three pages.
+    const TOTAL: u64 = 9000;
+    let log = backend.open();
+    let cast = sample::cast("long");
+    for start in (0..TOTAL).step_by(1000) {
+        log.append(&cast, Seq(start + 1), &sample::batch(start, 1000))
+            .unwrap();
+    }
+    let all = log.read(&cast, Seq::FIRST, None).unwrap();
+    assert_eq!(all.len() as u64, TOTAL);
+    assert_chain(&all, Digest::ZERO);
+    let middle = log.read(&cast, Seq(4000), Some(Seq(4200))).unwrap();
+    assert_eq!(seqs(&middle), (4000..=4200).collect::<Vec<_>>());
+    let mut seen = 0;
+    log.scan(&cast, Seq::FIRST, &mut |record| {
+        seen += 1;
+        assert_eq!(record.seq, Seq(seen));
+        if seen == 5000 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, 5000);
+    let head = log.head(&cast).unwrap().unwrap();
+    let verified = verify_cast(&*log, &head).unwrap();
+    assert_eq!((verified.events, verified.problems), (TOTAL, vec![]));
+}
+
+#[rstest]
+fn casts_lists_heads_in_creation_order(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let (b, a, c) = (sample::cast("b"), sample::cast("a"), sample::cast("c"));
+    let b_records = sample::seed(&*log, &b, 2);
+    log.append(&a, Seq(1), &sample::batch(20, 1)).unwrap();
+    let point = ForkPoint {
+        cast: b.clone(),
+        seq: Seq(1),
+        hash: b_records[0].hash,
+    };
+    log.fork(&c, &point, &sample::batch(30, 2)).unwrap();
+    log.append(&b, Seq(3), &sample::batch(2, 3)).unwrap();
+    log.append(&a, Seq(2), &sample::batch(21, 1)).unwrap();
+    let heads = log.casts().unwrap();
+    let names: Vec<&str> = heads.iter().map(|h| h.cast.as_str()).collect();
+    assert_eq!(names, ["b", "a", "c"]);
+    for head in &heads {
+        let records = log.read(&head.cast, Seq::FIRST, None).unwrap();
+        let (first, last) = (&records[0], &records[records.len() - 1]);
+        assert_eq!(
+            (head.seq, head.hash),
+            (last.seq, last.hash),
+            "{}",
+            head.cast
+        );
+        assert_eq!(head.created_ms, first.at_ms, "{}", head.cast);
+        assert_eq!(log.head(&head.cast).unwrap().as_ref(), Some(head));
+    }
+    assert_eq!(heads[2].parent, Some(point));
+    assert_eq!(heads[0].parent, None);
+}
+
+#[rstest]
+fn blobs_are_stored_by_content_hash(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    let log = backend.open();
+    let hash = log.put_blob(b"hello").unwrap();
+    assert_eq!(hash, blob_hash(b"hello"));
+    assert_eq!(log.get_blob(&hash).unwrap(), Some(b"hello".to_vec()));
+    assert_eq!(log.put_blob(b"hello").unwrap(), hash);
+    assert_eq!(log.get_blob(&hash).unwrap(), Some(b"hello".to_vec()));
+    let empty = log.put_blob(b"").unwrap();
+    assert_eq!(log.get_blob(&empty).unwrap(), Some(Vec::new()));
+    assert_ne!(empty, hash);
+    assert_eq!(log.get_blob(&blob_hash(b"never stored")).unwrap(), None);
+}
+
+#[rstest]
+fn verify_finds_no_problem_in_an_intact_log(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    sample::populate(&*log);
+    let heads = log.casts().unwrap();
+    assert_eq!(heads.len(), 2);
+    for head in heads {
+        let verified = verify_cast(&*log, &head).unwrap();
+        assert_eq!(verified.problems, vec![], "{}", head.cast);
+        assert_eq!(verified.events, head.seq.get());
+    }
+}

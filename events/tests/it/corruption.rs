@@ -1,0 +1,170 @@
+//! Damage made in code through a raw SQLite connection, after the log is closed. `verify` must
+//! name the damaged cast and the exact seq, and leave the other cast alone.
+
+use std::path::{Path, PathBuf};
+
+use castlog_core::id::Seq;
+use castlog_events::EventLog;
+use castlog_events::verify::{ProblemKind, verify_cast};
+use rstest::rstest;
+use rusqlite::{Connection, params};
+use tempfile::TempDir;
+
+use super::backend::{open_sqlite, scratch};
+use super::sample;
+
+/// Events in the damaged cast.
+const EVENTS: i64 = 6;
+/// The damaged cast's row key in `events.cast_id`.
+const VICTIM: &str = "(SELECT id FROM casts WHERE cast_id = 'victim')";
+
+/// A closed log file holding `victim` (6 events) and `bystander` (4 events), their rows
+/// interleaved in storage.
+fn closed_log() -> (TempDir, PathBuf) {
+    let (dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let (victim, bystander) = (sample::cast("victim"), sample::cast("bystander"));
+    sample::seed(&log, &bystander, 2);
+    sample::seed(&log, &victim, 3);
+    log.append(&bystander, Seq(3), &sample::batch(2, 2))
+        .unwrap();
+    log.append(&victim, Seq(4), &sample::batch(3, 3)).unwrap();
+    (dir, path)
+}
+
+fn damage(path: &Path, sql: &str) {
+    Connection::open(path).unwrap().execute_batch(sql).unwrap();
+}
+
+/// Every problem `verify` reports in the file, as (cast, seq, kind), cast by cast.
+fn problems(path: &Path) -> Vec<(String, u64, ProblemKind)> {
+    let log = open_sqlite(path);
+    let mut out = Vec::new();
+    for head in log.casts().unwrap() {
+        for problem in verify_cast(&log, &head).unwrap().problems {
+            assert_eq!(problem.cast, head.cast);
+            assert!(!problem.message.is_empty());
+            out.push((problem.cast.to_string(), problem.seq.get(), problem.kind));
+        }
+    }
+    out
+}
+
+fn victim(seq: i64, kind: ProblemKind) -> Vec<(String, u64, ProblemKind)> {
+    vec![("victim".to_owned(), seq as u64, kind)]
+}
+
+#[test]
+fn an_undamaged_file_verifies() {
+    let (_dir, path) = closed_log();
+    assert_eq!(problems(&path), vec![]);
+}
+
+#[rstest]
+#[case::first(1)]
+#[case::middle(3)]
+#[case::last(6)]
+fn a_flipped_payload_byte_is_a_hash_mismatch_at_its_seq(#[case] seq: i64) {
+    let (_dir, path) = closed_log();
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TRIGGER events_no_update").unwrap();
+    let select = format!("SELECT payload FROM events WHERE cast_id = {VICTIM} AND seq = ?1");
+    let mut payload: Vec<u8> = conn.query_row(&select, [seq], |r| r.get(0)).unwrap();
+    let middle = payload.len() / 2;
+    payload[middle] ^= 0x01;
+    let update = format!("UPDATE events SET payload = ?1 WHERE cast_id = {VICTIM} AND seq = ?2");
+    assert_eq!(conn.execute(&update, params![payload, seq]).unwrap(), 1);
+    drop(conn);
+    assert_eq!(problems(&path), victim(seq, ProblemKind::HashMismatch));
+}
+
+#[rstest]
+#[case::first(1)]
+#[case::middle(3)]
+#[case::second_to_last(5)]
+fn a_deleted_row_is_missing_at_its_seq(#[case] seq: i64) {
+    let (_dir, path) = closed_log();
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_delete;
+             DELETE FROM events WHERE cast_id = {VICTIM} AND seq = {seq};"
+        ),
+    );
+    assert_eq!(problems(&path), victim(seq, ProblemKind::Missing));
+}
+
+#[rstest]
+#[case::adjacent(1, 2)]
+#[case::apart(2, 5)]
+#[case::at_the_tail(5, 6)]
+fn swapped_rows_are_reported_from_the_first_swapped_seq(#[case] first: i64, #[case] second: i64) {
+    let (_dir, path) = closed_log();
+    // Through a temporary seq, so UNIQUE(cast_id, seq) holds at every step.
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_update;
+             UPDATE events SET seq = -1 WHERE cast_id = {VICTIM} AND seq = {first};
+             UPDATE events SET seq = {first} WHERE cast_id = {VICTIM} AND seq = {second};
+             UPDATE events SET seq = {second} WHERE cast_id = {VICTIM} AND seq = -1;"
+        ),
+    );
+    let found = problems(&path);
+    assert!(!found.is_empty());
+    assert_eq!((found[0].0.as_str(), found[0].1), ("victim", first as u64));
+    for (cast, seq, _) in &found {
+        assert_eq!(cast, "victim");
+        assert!(
+            (first as u64..=second as u64 + 1).contains(seq),
+            "problem outside the swapped span: {found:?}"
+        );
+    }
+}
+
+#[rstest]
+#[case::last_row(1)]
+#[case::two_rows(2)]
+#[case::all_but_one(5)]
+fn a_truncated_tail_is_missing_from_the_first_deleted_seq(#[case] deleted: i64) {
+    let (_dir, path) = closed_log();
+    // The casts table still records the old head, which is how the truncation shows.
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_delete;
+             DELETE FROM events WHERE cast_id = {VICTIM} AND seq > {};",
+            EVENTS - deleted
+        ),
+    );
+    let first_deleted = EVENTS - deleted + 1;
+    assert_eq!(problems(&path), victim(first_deleted, ProblemKind::Missing));
+}
+
+#[rstest]
+#[case::first(1)]
+#[case::middle(3)]
+#[case::last(6)]
+fn a_duplicated_seq_is_reported_at_that_seq(#[case] seq: i64) {
+    let (_dir, path) = closed_log();
+    // UNIQUE(cast_id, seq) is part of the table definition, so rebuild the table without it
+    // (keeping rowids, hence storage order), then store a copy of one row.
+    damage(
+        &path,
+        &format!(
+            "CREATE TABLE events_loose (
+                 cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
+                 kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL,
+                 prev BLOB NOT NULL, hash BLOB NOT NULL
+             );
+             INSERT INTO events_loose (rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                 SELECT rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
+             DROP TABLE events;
+             ALTER TABLE events_loose RENAME TO events;
+             INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events
+                 WHERE cast_id = {VICTIM} AND seq = {seq};"
+        ),
+    );
+    assert_eq!(problems(&path), victim(seq, ProblemKind::Duplicate));
+}

@@ -1,0 +1,163 @@
+//! SQLite files: what `SqliteLog::open` accepts and refuses, the append-only triggers, and
+//! records surviving a reopen.
+
+use castlog_core::id::Seq;
+use castlog_events::sqlite::SCHEMA_VERSION;
+use castlog_events::verify::verify_cast;
+use castlog_events::{EventLog, LogError, SqliteLog};
+use rstest::rstest;
+use rusqlite::Connection;
+
+use super::backend::{open_sqlite, scratch};
+use super::sample;
+
+fn user_version(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_new_file_gets_the_current_schema() {
+    let (_dir, path) = scratch();
+    drop(SqliteLog::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(user_version(&conn), SCHEMA_VERSION);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn an_empty_file_is_opened_as_a_new_log() {
+    let (_dir, path) = scratch();
+    std::fs::write(&path, b"").unwrap();
+    let log = SqliteLog::open(&path).unwrap();
+    assert!(log.casts().unwrap().is_empty());
+    sample::seed(&log, &sample::cast("c"), 2);
+    drop(log);
+    assert_eq!(
+        user_version(&Connection::open(&path).unwrap()),
+        SCHEMA_VERSION
+    );
+}
+
+#[test]
+fn a_text_file_is_refused_as_an_open_error() {
+    let (_dir, path) = scratch();
+    let text = b"this is a shopping list, not a database\n- eggs\n- milk\n";
+    std::fs::write(&path, text).unwrap();
+    let err = SqliteLog::open(&path).unwrap_err();
+    match &err {
+        LogError::Open {
+            path: shown,
+            message,
+        } => {
+            assert_eq!(shown, &path.display().to_string());
+            assert!(message.contains("not a SQLite database"), "{message}");
+        }
+        other => panic!("expected an open error, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        text,
+        "the refused file was changed"
+    );
+}
+
+#[test]
+fn a_foreign_sqlite_file_is_refused_as_an_open_error() {
+    let (_dir, path) = scratch();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE recipes (name TEXT); INSERT INTO recipes VALUES ('soup');",
+        )
+        .unwrap();
+        assert_eq!(user_version(&conn), 0);
+    }
+    let err = SqliteLog::open(&path).unwrap_err();
+    match &err {
+        LogError::Open {
+            path: shown,
+            message,
+        } => {
+            assert_eq!(shown, &path.display().to_string());
+            assert!(message.contains("not a castlog database"), "{message}");
+        }
+        other => panic!("expected an open error, got {other:?}"),
+    }
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(user_version(&conn), 0);
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tables, 1, "the refused file got castlog tables");
+}
+
+#[test]
+fn a_file_from_a_newer_castlog_is_refused() {
+    let (_dir, path) = scratch();
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99;")
+        .unwrap();
+    let err = SqliteLog::open(&path).unwrap_err();
+    match err {
+        LogError::SchemaTooNew {
+            path: shown,
+            found,
+            supported,
+        } => {
+            assert_eq!(shown, path.display().to_string());
+            assert_eq!((found, supported), (99, SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+}
+
+#[rstest]
+#[case::update_a_payload("UPDATE events SET payload = x'7b7d' WHERE seq = 2")]
+#[case::update_every_seq("UPDATE events SET seq = seq + 100")]
+#[case::delete_one_row("DELETE FROM events WHERE seq = 2")]
+#[case::delete_every_row("DELETE FROM events")]
+fn stored_events_cannot_be_changed_through_sql(#[case] sql: &str) {
+    let (_dir, path) = scratch();
+    let cast = sample::cast("c");
+    let records = {
+        let log = open_sqlite(&path);
+        sample::seed(&log, &cast, 3)
+    };
+    let conn = Connection::open(&path).unwrap();
+    let err = conn.execute(sql, []).unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{err}");
+    drop(conn);
+    let log = open_sqlite(&path);
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), records);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!(verify_cast(&log, &head).unwrap().problems, vec![]);
+}
+
+#[test]
+fn everything_survives_a_reopen() {
+    let (_dir, path) = scratch();
+    let (written, heads, origin, recast) = {
+        let log = SqliteLog::open(&path).unwrap();
+        let written = sample::populate(&log);
+        let origin = log.read(&written.origin, Seq::FIRST, None).unwrap();
+        let recast = log.read(&written.recast, Seq::FIRST, None).unwrap();
+        (written, log.casts().unwrap(), origin, recast)
+    };
+    let log = SqliteLog::open(&path).unwrap();
+    assert_eq!(log.casts().unwrap(), heads);
+    assert_eq!(log.read(&written.origin, Seq::FIRST, None).unwrap(), origin);
+    assert_eq!(log.read(&written.recast, Seq::FIRST, None).unwrap(), recast);
+    for blob in &written.blobs {
+        assert!(log.get_blob(blob).unwrap().is_some());
+    }
+    // The reopened log continues the chain where it stopped.
+    let more = log
+        .append(&written.origin, Seq(7), &sample::batch(50, 1))
+        .unwrap();
+    assert_eq!(more[0].prev, origin[5].hash);
+}

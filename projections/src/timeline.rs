@@ -1,0 +1,251 @@
+//! The timeline: one human line per recorded event.
+
+use castlog_core::event::{Allowance, Event, Target};
+use castlog_events::Recorded;
+use serde::Serialize;
+
+/// One line of a cast's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TimelineLine {
+    /// The event's seq.
+    pub seq: u64,
+    /// When it was recorded.
+    pub at_ms: u64,
+    /// Its kind.
+    pub kind: String,
+    /// A short description.
+    pub summary: String,
+}
+
+impl TimelineLine {
+    /// The line for one record; an undecodable payload is described, not hidden.
+    pub fn of(record: &Recorded) -> Self {
+        let summary = match record.event() {
+            Ok(event) => describe(&event),
+            Err(err) => format!("<{err}>"),
+        };
+        Self {
+            seq: record.seq.get(),
+            at_ms: record.at_ms,
+            kind: record.kind.clone(),
+            summary,
+        }
+    }
+}
+
+fn target(t: &Target) -> String {
+    match t {
+        Target::Socket(s) => s.to_string(),
+        Target::End => "end".into(),
+    }
+}
+
+fn allowance(a: &Allowance) -> String {
+    match a {
+        Allowance::Edge { from, to, item } => format!(
+            "edge {from} -> {}{}",
+            target(to),
+            item.as_ref()
+                .map(|i| format!(" for {i}"))
+                .unwrap_or_default()
+        ),
+        Allowance::NoAdvance { item } => format!(
+            "no-advance guard{}",
+            item.as_ref()
+                .map(|i| format!(" for {i}"))
+                .unwrap_or_default()
+        ),
+        Allowance::Tokens => "token budget".into(),
+        Allowance::Repair { socket } => format!("repairs of {socket}"),
+    }
+}
+
+/// Cuts `text` to `max` characters on one line, marking the cut.
+pub fn excerpt(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut chars = flat.chars();
+    let head: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+/// A short human description of an event.
+pub fn describe(event: &Event) -> String {
+    match event {
+        Event::CastStarted(e) => format!(
+            "loadout {} ({}), policy {}: {}",
+            e.loadout_name,
+            e.loadout_hash.short(),
+            e.policy,
+            excerpt(&e.request, 60)
+        ),
+        Event::CastForked(e) => format!(
+            "forked from {} at seq {} ({})",
+            e.parent,
+            e.parent_seq,
+            e.parent_hash.short()
+        ),
+        Event::CastCompleted(e) => format!("completed, {} tokens", e.usage.total()),
+        Event::CastFailed(e) => format!("failed: {}", excerpt(&e.reason, 80)),
+        Event::CastAborted(e) => format!("aborted: {}", excerpt(&e.reason, 80)),
+        Event::CastRevived(e) => format!(
+            "revived at {}{}",
+            e.socket,
+            e.allowance
+                .as_ref()
+                .map(|a| format!(", extended {}", allowance(a)))
+                .unwrap_or_default()
+        ),
+        Event::CastResumed(e) => {
+            if e.redispatch {
+                "resumed, re-dispatching the unanswered prompt".into()
+            } else {
+                "resumed".into()
+            }
+        }
+        Event::SocketStarted(e) => format!(
+            "{} visit {} ({}){}",
+            e.socket,
+            e.visit,
+            e.materia_label,
+            e.item
+                .as_ref()
+                .map(|i| format!(" item {i}"))
+                .unwrap_or_default()
+        ),
+        Event::PromptDispatched(e) => format!(
+            "{}:{} turn {} prompt {} ({} entries){}",
+            e.socket,
+            e.visit,
+            e.turn,
+            e.prompt_hash.short(),
+            e.placements.len(),
+            if e.redispatch { ", re-dispatch" } else { "" }
+        ),
+        Event::AgentReplied(e) => format!(
+            "{}:{} turn {}: {}",
+            e.socket,
+            e.visit,
+            e.turn,
+            excerpt(&e.text, 60)
+        ),
+        Event::AgentFailed(e) => format!(
+            "{}:{} {:?} failure: {}",
+            e.socket,
+            e.visit,
+            e.class,
+            excerpt(&e.message, 60)
+        ),
+        Event::UtilityFinished(e) => format!(
+            "{}:{} exit {}{}",
+            e.socket,
+            e.visit,
+            e.code.map_or_else(|| "none".into(), |c| c.to_string()),
+            if e.timed_out { " (timed out)" } else { "" }
+        ),
+        Event::RefinementRecorded(e) => format!(
+            "{}:{} draft {}: {}",
+            e.socket,
+            e.visit,
+            e.turn,
+            excerpt(&e.text, 50)
+        ),
+        Event::UserRefined(e) => format!("{}:{} user: {}", e.socket, e.visit, excerpt(&e.text, 60)),
+        Event::FinalizeRequested(e) => format!("{}:{} finalize requested", e.socket, e.visit),
+        Event::OutputRejected(e) => format!(
+            "{}:{} output rejected ({}): {}",
+            e.socket,
+            e.visit,
+            if e.repair {
+                "repair turn follows"
+            } else {
+                "no repair left"
+            },
+            excerpt(&e.issues.join("; "), 60)
+        ),
+        Event::SocketCompleted(e) => format!(
+            "{}:{} completed{}",
+            e.socket,
+            e.visit,
+            match e.satisfied {
+                Some(true) => ", satisfied",
+                Some(false) => ", not satisfied",
+                None => "",
+            }
+        ),
+        Event::DataAssigned(e) => format!("{} = {}", e.path, excerpt(&e.value.to_string(), 60)),
+        Event::CursorAdvanced(e) => format!("{}: {} -> {}", e.cursor, e.from, e.to),
+        Event::EdgeTaken(e) => format!(
+            "{} -> {} ({:?}, traversal {})",
+            e.from,
+            target(&e.to),
+            e.when,
+            e.traversal
+        ),
+        Event::ReworkRouted(e) => format!(
+            "rework {} -> {}: {}",
+            e.source,
+            e.target,
+            excerpt(&e.reason, 60)
+        ),
+        Event::ReworkCleared(e) => format!("rework cleared by {}", e.by),
+        Event::DispatchScheduled(e) => format!("{}:{} key {}", e.socket, e.visit, e.key),
+        Event::DispatchSkipped(e) => format!("key {} skipped ({:?})", e.key, e.reason),
+        Event::AllowanceExhausted(e) => format!(
+            "{} exhausted ({}/{})",
+            allowance(&e.allowance),
+            e.count,
+            e.limit
+        ),
+        Event::AllowanceExtended(e) => {
+            format!("{} extended to {}", allowance(&e.allowance), e.limit)
+        }
+        Event::SteeringNoted(e) => format!(
+            "{}steering: {}",
+            if e.locked { "locked " } else { "" },
+            excerpt(&e.text, 60)
+        ),
+        Event::PostClaimed(e) => format!(
+            "claim {} for {} ({}){}",
+            e.claim,
+            e.destination,
+            e.day,
+            if e.dry_run { ", dry run" } else { "" }
+        ),
+        Event::PostStaged(e) => format!("claim {} staged as {}", e.claim, e.message_id),
+        Event::PostRefused(e) => format!("claim {} refused: {}", e.claim, e.reason),
+        Event::PostResolved(e) => format!("claim {} resolved: {:?}", e.claim, e.resolution),
+        Event::EngagementCandidateSeen(e) => format!("candidate {}", e.candidate),
+        Event::EngagementCandidateRejected(e) => {
+            format!(
+                "candidate {} dropped at {}: {}",
+                e.candidate, e.stage, e.reason
+            )
+        }
+        Event::EngagementDraftAttempted(e) => format!(
+            "candidate {} draft {}: {}",
+            e.candidate, e.attempt, e.outcome
+        ),
+        Event::EngagementDraftSelected(e) => {
+            format!("candidate {} draft {} selected", e.candidate, e.attempt)
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_cuts_and_flattens() {
+        assert_eq!(excerpt("a\nb", 10), "a b");
+        assert_eq!(excerpt("abcdef", 3), "abc…");
+    }
+}

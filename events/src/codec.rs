@@ -190,8 +190,11 @@ fn encode_jsonl(export: &CastExport) -> Vec<u8> {
         };
         let mut line = serde_json::to_vec(&head).unwrap_or_default();
         line.pop(); // the closing brace; the payload goes last
+        // Verbatim only when the payload is exactly one JSON value with no surrounding
+        // whitespace (which a JSON reader would drop) and no newline (which ends the line).
         let verbatim = !record.payload.contains(&b'\n')
-            && serde_json::from_slice::<&RawValue>(&record.payload).is_ok();
+            && serde_json::from_slice::<&RawValue>(&record.payload)
+                .is_ok_and(|raw| raw.get().len() == record.payload.len());
         if verbatim {
             line.extend_from_slice(b",\"payload\":");
             line.extend_from_slice(&record.payload);
@@ -323,6 +326,31 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
                 line: 0,
                 message: format!("blob {hash} does not match its content"),
             });
+        }
+    }
+    // Refuse what the log would refuse before storing any blob, so a refused import leaves
+    // nothing behind.
+    if log.head(&export.head.cast)?.is_some() {
+        return Err(LogError::CastExists {
+            cast: export.head.cast.clone(),
+        }
+        .into());
+    }
+    if let Some(parent) = &export.head.parent {
+        let found = match log.read(&parent.cast, parent.seq, Some(parent.seq)) {
+            Ok(records) => records.first().map(|r| r.hash),
+            Err(LogError::UnknownCast { .. }) => None,
+            Err(err) => return Err(err.into()),
+        };
+        if found != Some(parent.hash) {
+            return Err(LogError::BadForkPoint {
+                parent: parent.cast.clone(),
+                seq: parent.seq,
+                reason:
+                    "the fork parent is not in this log with that hash: import the parent first"
+                        .into(),
+            }
+            .into());
         }
     }
     for (_, bytes) in &export.blobs {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use castlog_core::event::{Event, SteeringNoted};
-use castlog_core::id::{CastId, Seq};
+use castlog_core::id::{CastId, Digest, Seq};
 use castlog_events::record::seal_batch;
 use castlog_events::verify::verify_cast;
 use castlog_events::{Durability, EventLog, Pending, Recorded, SqliteLog};
@@ -79,12 +79,13 @@ fn durability(arg: DurabilityArg) -> Durability {
     }
 }
 
-/// The benchmark's events: steering notes whose payload is exactly `bytes` long (at least the
-/// JSON frame), with deterministic text.
-fn pending(count: u64, bytes: usize, start_ms: u64) -> Vec<Pending> {
+/// Events `first..first + count` of the benchmark: steering notes whose payload is exactly
+/// `bytes` long (at least the JSON frame), with deterministic text. Made one batch at a time so
+/// a long run holds one batch in memory.
+fn pending(first: u64, count: u64, bytes: usize, start_ms: u64) -> Vec<Pending> {
     const FRAME: usize = r#"{"text":""}"#.len();
     let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 ";
-    (0..count)
+    (first..first + count)
         .map(|i| {
             let len = bytes.saturating_sub(FRAME);
             let text: String = (0..len)
@@ -98,6 +99,13 @@ fn pending(count: u64, bytes: usize, start_ms: u64) -> Vec<Pending> {
             Pending::new(start_ms + i, &event)
         })
         .collect()
+}
+
+/// The batches of the run: (index of the first event, events in the batch).
+fn batches(events: u64, batch: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..events)
+        .step_by(batch as usize)
+        .map(move |first| (first, batch.min(events - first)))
 }
 
 fn rate(count: u64, secs: f64) -> f64 {
@@ -130,16 +138,15 @@ fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
     let start_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let events = pending(args.events, args.payload_bytes, start_ms);
     let cast = CastId::new(args.cast.as_str());
 
     let log = SqliteLog::open_with(&path, durability)?;
     let mut next = log.head(&cast)?.map_or(Seq::FIRST, |h| h.seq.next());
-    let first = next;
     let started = Instant::now();
-    for chunk in events.chunks(args.batch as usize) {
-        let sealed = log.append(&cast, next, chunk)?;
-        next = Seq(next.get() + chunk.len() as u64);
+    for (index, count) in batches(args.events, args.batch) {
+        let chunk = pending(index, count, args.payload_bytes, start_ms);
+        let sealed = log.append(&cast, next, &chunk)?;
+        next = Seq(next.get() + count);
         if args.acks
             && let Some(last) = sealed.last()
         {
@@ -177,13 +184,13 @@ fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
     };
     if args.baseline.is_some() {
         let raw_scratch = Scratch::new()?;
-        let sealed = seal_batch(
+        let raw = raw_baseline(
+            &raw_scratch.file("raw.db"),
             &cast,
-            Seq(first.get() - 1),
-            castlog_core::id::Digest::ZERO,
-            &events,
-        );
-        let raw = raw_baseline(&raw_scratch.file("raw.db"), &sealed, args, durability)?;
+            start_ms,
+            args,
+            durability,
+        )?;
         figures.append_vs_baseline =
             Some(figures.events_per_s / raw.events_per_s.max(f64::MIN_POSITIVE));
         figures.verify_vs_baseline =
@@ -196,7 +203,8 @@ fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
 /// Plain rusqlite: the same rows, the same transactions, the same pragmas, nothing else.
 fn raw_baseline(
     path: &Path,
-    records: &[Recorded],
+    cast: &CastId,
+    start_ms: u64,
     args: &BenchAppendArgs,
     durability: Durability,
 ) -> Result<AppendFigures, CliError> {
@@ -213,8 +221,19 @@ fn raw_baseline(
            hash BLOB NOT NULL, UNIQUE (cast_id, seq));"
     ))
     .map_err(sql)?;
+    // The same sealed bytes castlog stores, made before the clock starts.
+    let mut sealed: Vec<Vec<Recorded>> = Vec::new();
+    let (mut head, mut prev) = (Seq(0), Digest::ZERO);
+    for (index, count) in batches(args.events, args.batch) {
+        let chunk = pending(index, count, args.payload_bytes, start_ms);
+        let chunk = seal_batch(cast, head, prev, &chunk);
+        if let Some(last) = chunk.last() {
+            (head, prev) = (last.seq, last.hash);
+        }
+        sealed.push(chunk);
+    }
     let started = Instant::now();
-    for chunk in records.chunks(args.batch as usize) {
+    for chunk in &sealed {
         let tx = conn.transaction().map_err(sql)?;
         {
             let mut stmt = tx
@@ -223,7 +242,7 @@ fn raw_baseline(
                      VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .map_err(sql)?;
-            for r in chunk {
+            for r in chunk.iter() {
                 stmt.execute(params![
                     r.seq.get() as i64,
                     r.at_ms as i64,
@@ -265,12 +284,12 @@ fn raw_baseline(
     std::hint::black_box(touched);
     drop(conn);
     Ok(AppendFigures {
-        events: records.len() as u64,
+        events: args.events,
         batch: args.batch,
         payload_bytes: args.payload_bytes,
         durability: durability.as_str(),
         wall_s,
-        events_per_s: rate(records.len() as u64, wall_s),
+        events_per_s: rate(args.events, wall_s),
         db_bytes: db_bytes(path),
         verify_s,
         verify_events_per_s: rate(scanned, verify_s),

@@ -95,8 +95,11 @@ impl SqliteLog {
         };
         check_magic(&path).map_err(&open_err)?;
         let writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
+        // Look before touching: a foreign file is refused before WAL mode (a persistent change)
+        // is switched on.
+        let version = schema_version(&writer_conn, &shown)?;
         configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
-        migrate(&writer_conn, &shown)?;
+        migrate(&writer_conn, &shown, version)?;
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -214,11 +217,14 @@ fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> 
     Ok(())
 }
 
-fn migrate(conn: &Connection, shown: &str) -> Result<(), LogError> {
+/// The file's schema version, refusing files that are not (or not yet) castlog databases.
+fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogError> {
     let open_err = |message: String| LogError::Open {
         path: shown.to_owned(),
         message,
     };
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| open_err(e.to_string()))?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(|e| open_err(e.to_string()))?;
@@ -239,6 +245,15 @@ fn migrate(conn: &Connection, shown: &str) -> Result<(), LogError> {
             ));
         }
     }
+    Ok(version)
+}
+
+/// Applies the schema scripts newer than `version`.
+fn migrate(conn: &Connection, shown: &str, version: i64) -> Result<(), LogError> {
+    let open_err = |message: String| LogError::Open {
+        path: shown.to_owned(),
+        message,
+    };
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
         conn.execute_batch(&format!(

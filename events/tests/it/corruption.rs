@@ -168,3 +168,19 @@ fn a_duplicated_seq_is_reported_at_that_seq(#[case] seq: i64) {
     );
     assert_eq!(problems(&path), victim(seq, ProblemKind::Duplicate));
 }
+
+#[rstest]
+#[case::a_short_hash_first("hash", 1)]
+#[case::a_short_hash_in_the_middle("hash", 4)]
+#[case::a_short_prev_last("prev", 6)]
+fn an_unreadable_digest_is_reported_at_its_seq(#[case] column: &str, #[case] seq: i64) {
+    let (_dir, path) = closed_log();
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_update;
+             UPDATE events SET {column} = x'010203' WHERE cast_id = {VICTIM} AND seq = {seq};"
+        ),
+    );
+    assert_eq!(problems(&path), victim(seq, ProblemKind::Unreadable));
+}

@@ -87,3 +87,23 @@ fn an_import_checks_numbering_and_the_fork_parent(
     );
     assert!(log.casts().unwrap().is_empty());
 }
+
+/// Regression: a refused import used to store the export's blobs before the log refused the
+/// cast. Nothing may be left behind.
+#[rstest]
+fn a_refused_import_stores_no_blob(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+    let source = Backend::Memory.open();
+    let written = sample::populate(&*source);
+    let mut recast = codec::collect(&*source, &written.recast).unwrap();
+    let orphan = b"a blob only the refused export carries".to_vec();
+    let orphan_hash = castlog_events::chain::blob_hash(&orphan);
+    recast.blobs.push((orphan_hash, orphan));
+    let log = backend.open();
+    let err = codec::import(&*log, &recast).unwrap_err();
+    assert!(
+        matches!(&err, codec::CodecError::Log(LogError::BadForkPoint { .. })),
+        "{err:?}"
+    );
+    assert_eq!(log.get_blob(&orphan_hash).unwrap(), None);
+    assert!(log.casts().unwrap().is_empty());
+}

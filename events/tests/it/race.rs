@@ -162,7 +162,7 @@ fn free_running_writers_take_every_seq_exactly_once(
                     let expected = believed_next(&log.head(cast));
                     let pending = sample::pending(won.len() as u64 * 2 + i as u64);
                     match log.append(cast, expected, &[pending]) {
-                        Ok(sealed) => won.push(sealed[0].seq),
+                        Ok(sealed) => won.push((expected, sealed[0].seq)),
                         Err(err) => lost.push((expected, err)),
                     }
                 }
@@ -174,7 +174,11 @@ fn free_running_writers_take_every_seq_exactly_once(
     let total = 2 * PER_WRITER as u64;
     let mut won: Vec<u64> = outcomes
         .iter()
-        .flat_map(|(won, _)| won.iter().map(|s| s.get()))
+        .flat_map(|(won, _)| won.iter())
+        .map(|(expected, seq)| {
+            assert_eq!(expected, seq, "an append landed elsewhere than it expected");
+            seq.get()
+        })
         .collect();
     won.sort_unstable();
     assert_eq!(

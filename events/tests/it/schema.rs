@@ -93,6 +93,11 @@ fn a_foreign_sqlite_file_is_refused_as_an_open_error() {
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .unwrap();
     assert_eq!(tables, 1, "the refused file got castlog tables");
+    // Regression: the refusal happens before WAL mode (a persistent change) is switched on.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "the refused file was switched to WAL");
 }
 
 #[test]

@@ -1,0 +1,90 @@
+//! Running the real `castlog` binary in a scratch directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch directory with a database path and a way to run castlog against it.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+/// What one run printed and returned.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
+    }
+}
+
+pub fn castlog_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_castlog")
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.path("castlog.db")
+    }
+
+    /// A command for castlog against `db`, run in the sandbox directory.
+    pub fn command_on(&self, db: &Path) -> Command {
+        let mut cmd = Command::new(castlog_bin());
+        cmd.current_dir(self.dir.path())
+            .env_remove("CASTLOG_DB")
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(db);
+        cmd
+    }
+
+    /// Runs castlog with `args` against the sandbox database.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_on(&self.db(), args)
+    }
+
+    /// Runs castlog with `args` against another database file.
+    pub fn run_on(&self, db: &Path, args: &[&str]) -> Run {
+        to_run(&self.command_on(db).args(args).output().unwrap())
+    }
+
+    /// Appends `events` steering events to `cast` through `bench append`.
+    pub fn append(&self, cast: &str, events: u64) {
+        let run = self.run(&[
+            "bench",
+            "append",
+            "--events",
+            &events.to_string(),
+            "--payload-bytes",
+            "64",
+            "--durability",
+            "normal",
+            "--cast",
+            cast,
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "bench append failed: {}", run.stderr);
+    }
+}
+
+fn to_run(out: &Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

@@ -1,0 +1,272 @@
+//! `casts`, `show`, `verify`, `export`, `import` against real database files.
+
+use rstest::rstest;
+
+use crate::common::Sandbox;
+
+fn raw(sandbox: &Sandbox) -> rusqlite::Connection {
+    rusqlite::Connection::open(sandbox.db()).unwrap()
+}
+
+fn drop_triggers(conn: &rusqlite::Connection) {
+    conn.execute_batch("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;")
+        .unwrap();
+}
+
+/// Runs `verify --json`, expects exit 3 and returns the first problem's (cast, seq, kind).
+fn first_problem(sandbox: &Sandbox) -> (String, u64, String) {
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 3, "verify should fail: {}", run.stdout);
+    let report = run.json();
+    assert_eq!(report["ok"], false);
+    let problem = &report["problems"][0];
+    (
+        problem["cast"].as_str().unwrap().to_owned(),
+        problem["seq"].as_u64().unwrap(),
+        problem["kind"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn an_intact_log_verifies_with_the_documented_shape() {
+    let sandbox = Sandbox::new();
+    sandbox.append("one", 7);
+    sandbox.append("two", 3);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["casts"], 2);
+    assert_eq!(report["events"], 10);
+    assert_eq!(report["problems"].as_array().unwrap().len(), 0);
+
+    let one = sandbox.run(&["verify", "one", "--json"]).json();
+    assert_eq!(one["casts"], 1);
+    assert_eq!(one["events"], 7);
+
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    let names: Vec<&str> = casts["casts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cast"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["one", "two"]);
+    assert_eq!(casts["casts"][0]["head"], 7);
+
+    let show = sandbox.run(&["show", "one"]);
+    assert_eq!(show.code, 0);
+    assert_eq!(
+        show.stdout
+            .lines()
+            .filter(|l| l.contains("steering_noted"))
+            .count(),
+        7
+    );
+}
+
+#[test]
+fn a_flipped_payload_byte_is_named_by_seq() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 10);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    let payload: Vec<u8> = conn
+        .query_row("SELECT payload FROM events WHERE seq = 6", [], |r| r.get(0))
+        .unwrap();
+    let mut flipped = payload;
+    flipped[12] ^= 0x01;
+    conn.execute("UPDATE events SET payload = ?1 WHERE seq = 6", [flipped])
+        .unwrap();
+    drop(conn);
+    assert_eq!(
+        first_problem(&sandbox),
+        ("c".into(), 6, "hash_mismatch".into())
+    );
+}
+
+#[test]
+fn a_deleted_row_is_named_by_seq() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 10);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute("DELETE FROM events WHERE seq = 4", [])
+        .unwrap();
+    drop(conn);
+    assert_eq!(first_problem(&sandbox), ("c".into(), 4, "missing".into()));
+}
+
+#[test]
+fn reordered_rows_are_named_by_seq() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 10);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(
+        "UPDATE events SET seq = -1 WHERE seq = 3;
+         UPDATE events SET seq = 3 WHERE seq = 8;
+         UPDATE events SET seq = 8 WHERE seq = -1;",
+    )
+    .unwrap();
+    drop(conn);
+    let (cast, seq, _) = first_problem(&sandbox);
+    assert_eq!((cast.as_str(), seq), ("c", 3));
+}
+
+#[test]
+fn a_truncated_tail_is_named_by_seq() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 10);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute("DELETE FROM events WHERE seq > 7", [])
+        .unwrap();
+    drop(conn);
+    assert_eq!(first_problem(&sandbox), ("c".into(), 8, "missing".into()));
+}
+
+#[test]
+fn a_duplicated_seq_is_named() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 6);
+    let conn = raw(&sandbox);
+    // UNIQUE(cast_id, seq) is part of the table, so rebuild it without the constraint first.
+    conn.execute_batch(
+        "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;
+         CREATE TABLE loose AS SELECT * FROM events;
+         DROP TABLE events;
+         ALTER TABLE loose RENAME TO events;
+         INSERT INTO events SELECT * FROM events WHERE seq = 5;",
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(first_problem(&sandbox), ("c".into(), 5, "duplicate".into()));
+}
+
+#[rstest]
+#[case::update("UPDATE events SET at_ms = 0 WHERE seq = 1")]
+#[case::delete("DELETE FROM events WHERE seq = 1")]
+fn sql_cannot_change_an_intact_log(#[case] sql: &str) {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 2);
+    let err = raw(&sandbox).execute(sql, []).unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{err}");
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+#[rstest]
+#[case::jsonl("jsonl")]
+#[case::bincode("bincode")]
+fn export_then_import_reproduces_the_cast(#[case] format: &str) {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 12);
+    let file = sandbox.path("c.export");
+    let file_arg = file.to_str().unwrap();
+    let run = sandbox.run(&["export", "c", "--format", format, "-o", file_arg, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["events"], 12);
+
+    let other = sandbox.path("other.db");
+    let run = sandbox.run_on(&other, &["import", file_arg, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let original = sandbox.run(&["show", "c", "--json"]).json();
+    let imported = sandbox.run_on(&other, &["show", "c", "--json"]).json();
+    assert_eq!(original, imported);
+    assert_eq!(sandbox.run_on(&other, &["verify"]).code, 0);
+
+    // A second import of the same cast is refused, not merged.
+    let again = sandbox.run_on(&other, &["import", file_arg]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+}
+
+#[test]
+fn a_tampered_export_is_refused_naming_the_seq() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 5);
+    let file = sandbox.path("c.jsonl");
+    let file_arg = file.to_str().unwrap();
+    assert_eq!(sandbox.run(&["export", "c", "-o", file_arg]).code, 0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    // Line 0 is the header; line 4 is seq 4. Change one character of its payload text.
+    let pos = lines[4].rfind("\"}").unwrap() - 1;
+    let mut bytes = lines[4].clone().into_bytes();
+    bytes[pos] = if bytes[pos] == b'x' { b'y' } else { b'x' };
+    lines[4] = String::from_utf8(bytes).unwrap();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let other = sandbox.path("other.db");
+    let run = sandbox.run_on(&other, &["import", file_arg]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("seq 4"), "{}", run.stderr);
+    let casts = sandbox.run_on(&other, &["casts", "--json"]).json();
+    assert_eq!(
+        casts["casts"].as_array().unwrap().len(),
+        0,
+        "nothing was stored"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_a_clear_user_error() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.path("notes.txt");
+    std::fs::write(&db, "these are my notes, not a database\n").unwrap();
+    let run = sandbox.run_on(&db, &["casts"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("not a SQLite database"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"));
+}
+
+#[test]
+fn a_damaged_database_file_is_an_error_not_a_panic() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 400);
+    // Checkpointed on close: the events live in the main file. Cut it in half.
+    let bytes = std::fs::read(sandbox.db()).unwrap();
+    std::fs::write(sandbox.db(), &bytes[..bytes.len() / 2]).unwrap();
+    let run = sandbox.run(&["verify", "--json"]);
+    assert!(
+        run.code == 1 || run.code == 3,
+        "exit {}: {}",
+        run.code,
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(!run.stderr.is_empty() || !run.stdout.is_empty());
+}
+
+#[test]
+fn another_sqlite_database_is_not_taken_for_castlog() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.path("app.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE users (id INTEGER);")
+        .unwrap();
+    let run = sandbox.run_on(&db, &["casts"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("not a castlog database"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn unknown_casts_and_missing_databases_are_user_errors() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["casts"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("no castlog database"), "{}", run.stderr);
+    sandbox.append("c", 1);
+    let run = sandbox.run(&["show", "nope"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("no cast named"), "{}", run.stderr);
+}

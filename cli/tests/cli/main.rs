@@ -1,0 +1,7 @@
+//! Integration tests of the `castlog` binary: each module drives the real executable.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod crash;
+mod log_commands;

@@ -45,6 +45,27 @@ pub enum Command {
     ///
     /// Example: castlog --db other.db import demo-1.jsonl
     Import(ImportArgs),
+    /// Start a cast of a loadout and drive it until it ends or waits.
+    ///
+    /// Example: castlog run fixtures/loadouts/build-loop.json --task "add a greeting"
+    ///   --agent scripted:fixtures/scripts/build-loop.jsonl
+    Run(RunArgs),
+    /// Send a refinement message to a paused multi-turn socket.
+    ///
+    /// Every message (even "continue") is a refinement; only `castlog continue` finalizes.
+    Refine(RefineArgs),
+    /// Finalize a paused multi-turn socket.
+    Continue(CastAgentArgs),
+    /// Abort a cast (recorded as an event; `revive` continues it).
+    Abort(AbortArgs),
+    /// Revive a failed or aborted cast, extending exactly the allowance that ran out.
+    Revive(CastAgentArgs),
+    /// Pick a cast up again after a crash or an interruption and drive it on.
+    Resume(CastAgentArgs),
+    /// Add an operator steering note to a cast's next prompts.
+    Steer(SteerArgs),
+    /// Print a cast's state (folded from its log).
+    State(StateArgs),
     /// Measure castlog; prints figures as JSON.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -171,4 +192,95 @@ pub struct BenchAppendArgs {
 pub enum BaselineArg {
     /// Plain rusqlite inserts.
     Raw,
+}
+
+/// `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The config file (pi-materia's JSON format).
+    pub config: PathBuf,
+    /// The loadout to run [default: the config's activeLoadout].
+    #[arg(long)]
+    pub loadout: Option<String>,
+    /// The request the cast works on.
+    #[arg(long)]
+    pub task: String,
+    /// Who answers prompts: scripted:FILE or cmd:PROGRAM ARGS...
+    #[arg(long)]
+    pub agent: String,
+    /// The cast id [default: cast-<time>].
+    #[arg(long)]
+    pub cast: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A cast and an optional agent to drive it on with.
+#[derive(Debug, Args)]
+pub struct CastAgentArgs {
+    /// The cast.
+    pub cast: String,
+    /// Who answers the next prompts (without it the cast is left waiting for an agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `refine`.
+#[derive(Debug, Args)]
+pub struct RefineArgs {
+    /// The cast.
+    pub cast: String,
+    /// The message.
+    pub text: String,
+    /// Who answers the next prompts.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `abort`.
+#[derive(Debug, Args)]
+pub struct AbortArgs {
+    /// The cast.
+    pub cast: String,
+    /// Why.
+    #[arg(long, default_value = "aborted by user")]
+    pub reason: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `steer`.
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// The cast.
+    pub cast: String,
+    /// The note.
+    pub text: String,
+    /// Lock the note into the system prefix (with a trailing reminder).
+    #[arg(long)]
+    pub locked: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `state`.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// The cast.
+    pub cast: String,
+    /// Show the state as it was right after this seq.
+    #[arg(long)]
+    pub at: Option<u64>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -78,6 +78,23 @@ impl From<CodecError> for CliError {
     }
 }
 
+impl From<castlog_replay::driver::DriveError> for CliError {
+    fn from(err: castlog_replay::driver::DriveError) -> Self {
+        use castlog_replay::driver::DriveError;
+        match err {
+            DriveError::Log(log) => log.into(),
+            DriveError::Fold { .. } => CliError::integrity(err.to_string()),
+            _ => CliError::user(err.to_string()),
+        }
+    }
+}
+
+impl From<castlog_core::loadout::LoadError> for CliError {
+    fn from(err: castlog_core::loadout::LoadError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
 impl From<std::io::Error> for CliError {
     fn from(err: std::io::Error) -> Self {
         CliError::user(err.to_string())

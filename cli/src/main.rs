@@ -40,6 +40,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
         Command::Bench(bench) => commands::bench::run(db.as_deref(), bench),
+        Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),
+        Command::Refine(args) => commands::cast::refine(&existing_db(db.as_deref())?, &args),
+        Command::Continue(args) => commands::cast::finalize(&existing_db(db.as_deref())?, &args),
+        Command::Abort(args) => commands::cast::abort(&existing_db(db.as_deref())?, &args),
+        Command::Revive(args) => commands::cast::revive(&existing_db(db.as_deref())?, &args),
+        Command::Resume(args) => commands::cast::resume(&existing_db(db.as_deref())?, &args),
+        Command::Steer(args) => commands::cast::steer(&existing_db(db.as_deref())?, &args),
+        Command::State(args) => commands::cast::state(&existing_db(db.as_deref())?, &args),
     }
 }
 

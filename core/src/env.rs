@@ -1,11 +1,13 @@
-//! The environment a decision runs in: time and fresh ids, injected.
+//! The environment a decision runs in: time and the blob digest, injected.
 //!
 //! `core` never reads a clock or draws randomness. The shell reads its [`Clock`] once per
 //! decision and passes the reading in an [`Env`]; whatever the decision derives from it (an event
 //! time, a claim day, a new id) is recorded in the events it returns, so replay needs no clock.
 
+use crate::id::Digest;
+
 /// A source of wall-clock time in milliseconds since the Unix epoch.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time.
     fn now_ms(&self) -> u64;
 }
@@ -44,23 +46,29 @@ impl Clock for FixedClock {
     }
 }
 
-/// One decision's environment: the time it happens at and a nonce from which fresh ids are
-/// derived deterministically.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The content-address function the log uses for blobs, passed in so that `core` can name the
+/// blobs its events refer to (a rendered prompt, an entry body) without depending on a hash
+/// implementation. It must be a pure function of its input.
+pub type DigestFn = fn(&[u8]) -> Digest;
+
+/// One decision's environment: the time it happens at and the blob digest function.
+#[derive(Debug, Clone, Copy)]
 pub struct Env {
     /// Milliseconds since the Unix epoch.
     pub now_ms: u64,
+    /// The blob content-address function.
+    pub digest: DigestFn,
 }
 
 impl Env {
     /// An environment at a fixed instant.
-    pub fn at(now_ms: u64) -> Self {
-        Self { now_ms }
+    pub fn new(now_ms: u64, digest: DigestFn) -> Self {
+        Self { now_ms, digest }
     }
 
     /// Reads `clock` once.
-    pub fn from_clock(clock: &dyn Clock) -> Self {
-        Self::at(clock.now_ms())
+    pub fn from_clock(clock: &dyn Clock, digest: DigestFn) -> Self {
+        Self::new(clock.now_ms(), digest)
     }
 }
 
@@ -73,6 +81,6 @@ mod tests {
         let clock = FixedClock::stepping(1_000, 5);
         assert_eq!(clock.now_ms(), 1_000);
         assert_eq!(clock.now_ms(), 1_005);
-        assert_eq!(Env::from_clock(&clock).now_ms, 1_010);
+        assert_eq!(Env::from_clock(&clock, |_| Digest::ZERO).now_ms, 1_010);
     }
 }

@@ -47,9 +47,16 @@ pub enum Input {
     UserRefined {
         /// The message (even the word "continue" is a refinement).
         text: String,
+        /// Where it came from when not typed by a person (`script`, or `cast:seq` in a recast).
+        #[serde(default)]
+        origin: Option<String>,
     },
     /// The explicit `continue` command: finalize the multi-turn socket.
-    Continue,
+    Continue {
+        /// Where it came from when not typed by a person.
+        #[serde(default)]
+        origin: Option<String>,
+    },
     /// Stop the cast.
     Abort {
         /// Why.

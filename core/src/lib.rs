@@ -24,5 +24,11 @@
 
 pub mod env;
 pub mod event;
+pub mod handoff;
 pub mod id;
 pub mod input;
+pub mod loadout;
+pub mod machine;
+pub mod path;
+pub mod prompt;
+pub mod template;

@@ -1,3 +1,16 @@
-//! Driving and re-driving casts.
+//! Driving and re-driving casts: the driver, the agent and utility adapters, the system clock.
+//!
+//! # Layout
+//! - [`driver`]: fold the log, decide, append, act, feed back (first run, resume, inputs).
+//! - [`agent`]: the `Agent` port, the scripted and command adapters.
+//! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
+//! - [`process`]: spawning a child without a shell, with a timeout and capped output.
+//! - [`clock`]: the system clock.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod agent;
+pub mod clock;
+pub mod driver;
+pub mod process;
+pub mod utility;

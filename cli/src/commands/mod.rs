@@ -1,6 +1,7 @@
 //! One module per group of commands.
 
 pub mod bench;
+pub mod cast;
 pub mod inspect;
 pub mod transfer;
 pub mod verify;

@@ -1,0 +1,317 @@
+//! Commands that start or feed a cast: run, refine, continue, abort, revive, resume, steer, and
+//! `state` to look at one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use castlog_core::env::Clock;
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::Input;
+use castlog_core::loadout::load_config;
+use castlog_core::machine::CastState;
+use castlog_core::machine::decide::started_event;
+use castlog_events::chain::blob_hash;
+use castlog_events::{EventLog, SqliteLog};
+use castlog_projections::timeline::TimelineLine;
+use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
+use castlog_replay::clock::SystemClock;
+use castlog_replay::driver::{Driver, Stop};
+use serde_json::json;
+
+use crate::args::{AbortArgs, CastAgentArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
+use crate::error::CliError;
+use crate::output;
+
+/// How long a `cmd:` agent may take for one turn.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// Builds the agent a SPEC names; `used` answers of a script are skipped.
+fn agent(spec: &str, used: usize) -> Result<Box<dyn Agent>, CliError> {
+    if let Some(file) = spec.strip_prefix("scripted:") {
+        return Ok(Box::new(
+            ScriptedAgent::open(Path::new(file), used)
+                .map_err(|e| CliError::user(e.to_string()))?,
+        ));
+    }
+    if let Some(rest) = spec.strip_prefix("cmd:") {
+        let argv = command_argv(rest);
+        if argv.is_empty() {
+            return Err(CliError::user(
+                "cmd: needs a program, e.g. cmd:ollama run llama3",
+            ));
+        }
+        return Ok(Box::new(CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT)));
+    }
+    if spec.starts_with("openai:") {
+        return Err(CliError::user(
+            "the openai: agent is not available in this build; use scripted:FILE or cmd:PROGRAM",
+        ));
+    }
+    Err(CliError::user(format!(
+        "unknown agent spec {spec:?}: use scripted:FILE or cmd:PROGRAM ARGS..."
+    )))
+}
+
+fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError> {
+    let stamp = output::timestamp(clock.now_ms())
+        .replace([':', '.'], "-")
+        .trim_end_matches('Z')
+        .to_owned();
+    let base = format!("cast-{stamp}");
+    let mut candidate = CastId::new(base.as_str());
+    let mut n = 1;
+    while log.head(&candidate)?.is_some() {
+        n += 1;
+        candidate = CastId::new(format!("{base}-{n}"));
+    }
+    Ok(candidate)
+}
+
+/// Prints what happened from `from` on and the final status.
+fn report(
+    log: &SqliteLog,
+    cast: &CastId,
+    from: Seq,
+    stop: &Stop,
+    json: bool,
+) -> Result<(), CliError> {
+    let head = log
+        .head(cast)?
+        .ok_or_else(|| CliError::internal("the cast vanished"))?;
+    if json {
+        return output::json(&json!({
+            "cast": cast,
+            "status": stop.status.as_str(),
+            "events": head.seq.get(),
+            "head": head.hash,
+            "message": stop.message,
+        }));
+    }
+    for record in log.read(cast, from, None)? {
+        let line = TimelineLine::of(&record);
+        println!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
+    }
+    println!("cast {cast}: {}", stop.status.as_str());
+    if let Some(message) = &stop.message {
+        println!("{message}");
+    }
+    Ok(())
+}
+
+/// `castlog run`.
+pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(&args.config).map_err(|e| {
+        CliError::user(format!("cannot read config {}: {e}", args.config.display()))
+    })?;
+    let config = load_config(&text)
+        .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+    let loadout = config
+        .resolve(args.loadout.as_deref())
+        .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+    // Check the agent before anything is recorded.
+    let mut agent = agent(&args.agent, 0)?;
+    let log = super::open(db)?;
+    let clock = SystemClock;
+    let cast = match &args.cast {
+        Some(id) => {
+            let id = CastId::new(id.as_str());
+            if log.head(&id)?.is_some() {
+                return Err(CliError::user(format!(
+                    "cast {id} already exists; pick another --cast"
+                )));
+            }
+            id
+        }
+        None => new_cast_id(&log, &clock)?,
+    };
+    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
+    let policy = config
+        .placement_policy
+        .clone()
+        .unwrap_or_else(|| "recommended".into());
+    let started = started_event(
+        cast.clone(),
+        &loadout,
+        blob_hash(&frozen),
+        args.task.clone(),
+        policy,
+        Some(args.config.display().to_string()),
+    );
+    let mut driver = Driver::start(&log, &clock, started, &cwd())?;
+    let stop = driver.drive(agent.as_mut())?;
+    report(&log, &cast, Seq::FIRST, &stop, args.json)
+}
+
+/// Opens a cast, applies `input`, and drives on when an agent is given.
+fn feed(
+    db: &Path,
+    cast: &str,
+    input: &Input,
+    spec: Option<&str>,
+    json: bool,
+) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let clock = SystemClock;
+    let cast = CastId::new(cast);
+    let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;
+    let from = driver.state.head.next();
+    driver.apply(input)?;
+    let stop = match spec {
+        Some(spec) => {
+            let mut agent = agent(spec, driver.answers_used)?;
+            driver.drive(agent.as_mut())?
+        }
+        None => Stop {
+            status: driver.state.status,
+            message: None,
+        },
+    };
+    report(&log, &cast, from, &stop, json)
+}
+
+/// `castlog refine`.
+pub fn refine(db: &Path, args: &RefineArgs) -> Result<(), CliError> {
+    let input = Input::UserRefined {
+        text: args.text.clone(),
+        origin: None,
+    };
+    feed(db, &args.cast, &input, args.agent.as_deref(), args.json)
+}
+
+/// `castlog continue`.
+pub fn finalize(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+    feed(
+        db,
+        &args.cast,
+        &Input::Continue { origin: None },
+        args.agent.as_deref(),
+        args.json,
+    )
+}
+
+/// `castlog abort`.
+pub fn abort(db: &Path, args: &AbortArgs) -> Result<(), CliError> {
+    let input = Input::Abort {
+        reason: args.reason.clone(),
+    };
+    feed(db, &args.cast, &input, None, args.json)
+}
+
+/// `castlog revive`.
+pub fn revive(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+    feed(
+        db,
+        &args.cast,
+        &Input::Revive,
+        args.agent.as_deref(),
+        args.json,
+    )
+}
+
+/// `castlog resume`.
+pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+    feed(
+        db,
+        &args.cast,
+        &Input::Resume,
+        args.agent.as_deref(),
+        args.json,
+    )
+}
+
+/// `castlog steer`.
+pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
+    let input = Input::Steer {
+        text: args.text.clone(),
+        locked: args.locked,
+    };
+    feed(db, &args.cast, &input, None, args.json)
+}
+
+/// The JSON form of a cast's state.
+pub fn state_json(state: &CastState) -> serde_json::Value {
+    let current = state.current.as_ref();
+    json!({
+        "cast": state.cast,
+        "status": state.status.as_str(),
+        "loadout": state.loadout.name,
+        "socket": current.map(|c| c.socket.to_string()),
+        "visit": current.map(|c| c.visit),
+        "item": current.and_then(|c| c.item.as_ref().map(ToString::to_string)),
+        "item_label": current.and_then(|c| c.item_label.clone()),
+        "phase": current.map(|c| c.phase),
+        "data": state.data,
+        "cursors": state.cursors,
+        "visits": state.visits,
+        "attempts": state.attempts,
+        "traversals": state.traversals,
+        "allowances": state.allowances,
+        "rework": state.rework,
+        "refinement_turns": state.refinement_turns,
+        "usage": state.usage,
+        "failure": state.failure,
+        "head": state.head,
+    })
+}
+
+/// `castlog state`.
+pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let cast = CastId::new(args.cast.as_str());
+    let state = match args.at {
+        None => castlog_replay::driver::fold(&log, &cast)?.0,
+        Some(at) => castlog_replay::driver::fold_until(&log, &cast, Seq(at))?.0,
+    };
+    let value = state_json(&state);
+    if args.json {
+        return output::json(&value);
+    }
+    println!(
+        "cast {} ({}) at seq {}: {}",
+        state.cast,
+        state.loadout.name,
+        state.head,
+        state.status.as_str()
+    );
+    if let Some(c) = &state.current {
+        println!(
+            "socket {} visit {}{} phase {:?}",
+            c.socket,
+            c.visit,
+            c.item_label
+                .as_ref()
+                .map(|l| format!(" item {l:?}"))
+                .unwrap_or_default(),
+            c.phase
+        );
+    }
+    if let Some(f) = &state.failure {
+        println!("failed: {}", f.reason);
+    }
+    println!(
+        "cursors {}",
+        serde_json::to_string(&state.cursors).unwrap_or_default()
+    );
+    println!(
+        "visits {}",
+        serde_json::to_string(&state.visits).unwrap_or_default()
+    );
+    for r in &state.rework {
+        println!(
+            "rework {} -> {} ({}): {}",
+            r.source,
+            r.target,
+            r.item.as_ref().map(ToString::to_string).unwrap_or_default(),
+            r.reason
+        );
+    }
+    println!(
+        "data {}",
+        serde_json::to_string_pretty(&state.data).unwrap_or_default()
+    );
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! The handoff contract: how a socket's output is parsed and what a JSON output may contain.
+//!
+//! Parsing is lenient the way the reference is: the first fenced code block if there is one,
+//! else the text from the first `{` or `[`, and the first complete JSON value in it (trailing
+//! prose is ignored). Validation returns every issue as a sentence the agent can act on in its
+//! repair turn.
+//!
+//! One deliberate improvement on the reference: an assignment of the whole output (`"$"`) does
+//! not open the door to arbitrary extra keys. Extra agent keys are accepted only when a `$.key`
+//! path of an assignment or an advance condition consumes them, so validation never weakens
+//! silently (pinned by `whole_output_assign_does_not_admit_extra_keys`).
+
+use serde_json::Value;
+
+use crate::event::When;
+use crate::loadout::Socket;
+
+/// The keys an agent may always emit.
+pub const CANONICAL_KEYS: [&str; 4] = ["workItems", "satisfied", "context", "text"];
+
+/// Parses an output leniently into one JSON value.
+pub fn parse_lenient(text: &str) -> Result<Value, String> {
+    let candidate = fenced_block(text).unwrap_or(text);
+    let start = candidate
+        .find(['{', '['])
+        .ok_or_else(|| "the output contains no JSON object".to_owned())?;
+    let body = &candidate[start..];
+    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    match values.next() {
+        Some(Ok(value)) => Ok(value),
+        Some(Err(err)) => Err(format!("the output is not valid JSON: {err}")),
+        None => Err("the output contains no JSON value".to_owned()),
+    }
+}
+
+fn fenced_block(text: &str) -> Option<&str> {
+    let open = text.find("```")?;
+    let after = &text[open + 3..];
+    let body_start = after.find('\n').map_or(0, |i| i + 1);
+    let body = &after[body_start..];
+    let close = body.find("```")?;
+    Some(&body[..close])
+}
+
+/// The `$.key` top-level keys this socket consumes (from assignments and advance conditions).
+fn consumed_keys(socket: &Socket) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut take = |expr: &str| {
+        let mut rest = expr;
+        while let Some(pos) = rest.find("$.") {
+            let tail = &rest[pos + 2..];
+            let key: String = tail
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            if !key.is_empty() {
+                keys.push(key);
+            }
+            rest = tail;
+        }
+    };
+    for (_, source) in &socket.assign {
+        take(source);
+    }
+    if let Some(when) = socket.advance.as_ref().and_then(|a| a.when.as_deref()) {
+        take(when);
+    }
+    keys
+}
+
+/// Whether routing or advancing reads `satisfied`.
+pub fn needs_satisfied(socket: &Socket) -> bool {
+    socket
+        .edges
+        .iter()
+        .any(|e| matches!(e.when, When::Satisfied | When::NotSatisfied))
+        || socket
+            .advance
+            .as_ref()
+            .and_then(|a| a.when.as_deref())
+            .is_some_and(|w| matches!(w.trim(), "satisfied" | "not_satisfied"))
+}
+
+/// Whether the socket must emit `workItems`.
+pub fn needs_work_items(socket: &Socket) -> bool {
+    socket.generator
+        || socket
+            .assign
+            .iter()
+            .any(|(target, source)| target == "workItems" && source.trim() == "$.workItems")
+}
+
+/// Validates a parsed JSON output of `socket`. Returns every issue found (empty = valid).
+pub fn validate(socket: &Socket, value: &Value) -> Vec<String> {
+    let mut issues = Vec::new();
+    let Value::Object(map) = value else {
+        issues.push("the output must be one JSON object, not an array or a scalar".to_owned());
+        return issues;
+    };
+    let agent = socket.is_agent();
+    let consumed = consumed_keys(socket);
+    if agent {
+        for key in map.keys() {
+            if !CANONICAL_KEYS.contains(&key.as_str()) && !consumed.contains(key) {
+                issues.push(format!(
+                    "unexpected top-level field \"{key}\": only workItems, satisfied and context are allowed; put explanations in context"
+                ));
+            }
+        }
+        if map.get("text").is_some_and(Value::is_string) && !consumed.iter().any(|k| k == "text") {
+            issues.push(
+                "\"text\" is not read by this socket: move the prose into context and drop text"
+                    .to_owned(),
+            );
+        }
+    }
+    let type_checks: [(&str, fn(&Value) -> bool, &str); 4] = [
+        ("context", Value::is_string, "a string"),
+        ("text", Value::is_string, "a string"),
+        ("satisfied", Value::is_boolean, "a boolean"),
+        ("workItems", Value::is_array, "an array"),
+    ];
+    for (key, ok, wanted) in type_checks {
+        if let Some(v) = map.get(key)
+            && !ok(v)
+        {
+            issues.push(format!("\"{key}\" at $.{key} must be {wanted}"));
+        }
+    }
+    if needs_satisfied(socket) && !map.contains_key("satisfied") {
+        issues.push(
+            "\"satisfied\" at $.satisfied is required: a boolean saying whether the work is accepted"
+                .to_owned(),
+        );
+    }
+    if needs_work_items(socket) && !map.contains_key("workItems") {
+        issues.push(
+            "\"workItems\" at $.workItems is required: an array of {title, context} objects"
+                .to_owned(),
+        );
+    }
+    if (agent || socket.generator)
+        && let Some(Value::Array(items)) = map.get("workItems")
+    {
+        for (i, item) in items.iter().enumerate() {
+            work_item_issues(i, item, &mut issues);
+        }
+    }
+    for (_, source) in &socket.assign {
+        if let Some(path) = source.trim().strip_prefix("$.")
+            && crate::path::get(value, path).is_none()
+        {
+            issues.push(format!(
+                "$.{path} is required by this socket's assignments but missing"
+            ));
+        }
+    }
+    issues
+}
+
+fn work_item_issues(index: usize, item: &Value, issues: &mut Vec<String>) {
+    let Value::Object(fields) = item else {
+        issues.push(format!(
+            "$.workItems.{index} must be an object with title and context"
+        ));
+        return;
+    };
+    for key in ["title", "context"] {
+        match fields.get(key) {
+            Some(Value::String(s)) if !s.trim().is_empty() => {}
+            Some(_) => issues.push(format!(
+                "$.workItems.{index}.{key} must be a non-empty string"
+            )),
+            None => issues.push(format!("$.workItems.{index}.{key} is missing")),
+        }
+    }
+    for key in fields.keys() {
+        if key != "title" && key != "context" {
+            let hint = match key.as_str() {
+                "architecture" | "architectureGuidance" => ": fold it into context",
+                "passed" => ": use the top-level satisfied instead",
+                _ => ": a work item has exactly title and context",
+            };
+            issues.push(format!("$.workItems.{index}.{key} is not allowed{hint}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::When;
+    use crate::id::MateriaName;
+    use crate::loadout::{AgentSpec, Edge, EdgeTarget, Parse, SocketKind};
+    use serde_json::json;
+
+    fn socket(assign: &[(&str, &str)], edges: Vec<Edge>, generator: bool) -> Socket {
+        Socket {
+            materia: MateriaName::new("M"),
+            label: "M".into(),
+            kind: SocketKind::Agent(AgentSpec {
+                prompt: "p".into(),
+                multi_turn: false,
+                model: None,
+                thinking: None,
+            }),
+            generator,
+            parse: Parse::Json,
+            assign: assign
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect(),
+            edges,
+            advance: None,
+            foreach: None,
+        }
+    }
+
+    fn eval_edges() -> Vec<Edge> {
+        vec![Edge {
+            when: When::Satisfied,
+            to: EdgeTarget::End,
+            max_traversals: None,
+        }]
+    }
+
+    #[test]
+    fn lenient_parse_finds_the_json() {
+        assert_eq!(
+            parse_lenient("sure:\n```json\n{\"a\":1}\n```\nbye"),
+            Ok(json!({"a": 1}))
+        );
+        assert_eq!(
+            parse_lenient("result {\"a\":[1]} trailing {"),
+            Ok(json!({"a": [1]}))
+        );
+        assert!(parse_lenient("no json here").is_err());
+        assert!(parse_lenient("{\"a\": }").is_err());
+    }
+
+    #[test]
+    fn satisfied_is_required_only_when_consumed() {
+        let s = socket(&[], eval_edges(), false);
+        assert_eq!(validate(&s, &json!({"context": "ok"})).len(), 1);
+        assert!(validate(&s, &json!({"satisfied": true})).is_empty());
+        let plain = socket(&[], vec![], false);
+        assert!(validate(&plain, &json!({"context": "ok"})).is_empty());
+    }
+
+    #[test]
+    fn wrong_types_and_extra_keys_are_issues() {
+        let s = socket(&[], eval_edges(), false);
+        let issues = validate(&s, &json!({"satisfied": "yes", "feedback": "x"}));
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.contains("$.satisfied must be a boolean"))
+        );
+        assert!(issues.iter().any(|i| i.contains("\"feedback\"")));
+    }
+
+    #[test]
+    fn whole_output_assign_does_not_admit_extra_keys() {
+        // The reference accepts any key once a socket assigns "$"; castlog does not.
+        let s = socket(&[("lastCheck", "$")], eval_edges(), false);
+        let issues = validate(&s, &json!({"satisfied": true, "verdict": "x"}));
+        assert!(
+            issues.iter().any(|i| i.contains("\"verdict\"")),
+            "{issues:?}"
+        );
+        let consuming = socket(&[("v", "$.verdict")], eval_edges(), false);
+        assert!(validate(&consuming, &json!({"satisfied": true, "verdict": "x"})).is_empty());
+    }
+
+    #[test]
+    fn work_items_are_exactly_title_and_context() {
+        let g = socket(&[("workItems", "$.workItems")], vec![], true);
+        assert!(validate(&g, &json!({"workItems": [{"title": "a", "context": "b"}]})).is_empty());
+        let issues = validate(
+            &g,
+            &json!({"workItems": [{"title": "", "context": "b", "id": 1}, "x"]}),
+        );
+        assert_eq!(issues.len(), 3, "{issues:?}");
+        assert!(!validate(&g, &json!({"context": "none"})).is_empty());
+    }
+
+    #[test]
+    fn text_needs_a_consumer() {
+        let s = socket(&[], vec![], false);
+        assert_eq!(validate(&s, &json!({"text": "prose"})).len(), 1);
+        let t = socket(&[("summary", "$.text")], vec![], false);
+        assert!(validate(&t, &json!({"text": "prose"})).is_empty());
+    }
+}

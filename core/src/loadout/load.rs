@@ -1,0 +1,219 @@
+//! Reading pi-materia's config format into resolved loadouts.
+//!
+//! The caller passes the config text (castlog reads pi-materia's `config/default.json` format
+//! unchanged); [`load_config`] validates the whole file and every loadout in it, applying the
+//! load-time derivations of the reference (generator ⇒ json + `workItems` assign, loop
+//! `consumes.from` from topology, legacy loop `exit` materialization, iterator derivation).
+//! Errors name the JSON path of the offending value (`loadouts.Full-Auto.sockets.Socket-5.
+//! edges[1].when`) and say what to do.
+//!
+//! Two kinds of problem only fail [`Config::resolve`] for the loadout concerned, so that the
+//! bundled config loads unchanged: parallel generator materia (castlog runs no parallel lanes)
+//! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
+//! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
+
+mod json;
+mod loops;
+mod materia;
+mod sockets;
+
+#[cfg(test)]
+mod tests;
+
+use super::{Budget, Limits, Loadout};
+use json::{Json, as_object, err, get, join, opt_int, opt_number, opt_object, opt_str};
+
+/// A config error: the JSON path of the offending value and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config error at {path}: {reason}")]
+pub struct LoadError {
+    /// JSON path, e.g. `loadouts.Full-Auto.sockets.Socket-5.edges[1].when`.
+    pub path: String,
+    /// What is wrong and what to do.
+    pub reason: String,
+}
+
+/// A validated config: every loadout in it resolves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `activeLoadout`.
+    pub active: String,
+    /// Every loadout name, in file order.
+    pub names: Vec<String>,
+    /// Top-level `placementPolicy`, if present.
+    pub placement_policy: Option<String>,
+    loadouts: Vec<Result<Loadout, LoadError>>,
+}
+
+/// Default `limits.maxNoAdvanceCycles`.
+const DEFAULT_MAX_NO_ADVANCE_CYCLES: u32 = 3;
+/// Default `budget.maxTokens`.
+const DEFAULT_MAX_TOKENS: u64 = 10_000_000;
+/// Default `budget.warnAtPercent`.
+const DEFAULT_WARN_AT_PERCENT: f64 = 75.0;
+/// The accepted `placementPolicy` values.
+const PLACEMENT_POLICIES: [&str; 2] = ["legacy", "recommended"];
+
+/// Parses and validates a config.
+pub fn load_config(text: &str) -> Result<Config, LoadError> {
+    let root = Json::parse(text)?;
+    json::reject_duplicate_keys(&root, "")?;
+    let top = match &root {
+        Json::Object(entries) => entries.as_slice(),
+        other => {
+            return Err(err(
+                "$",
+                format!(
+                    "the config must be a JSON object with `activeLoadout`, `loadouts` and \
+                     `materia`, found {}",
+                    other.kind()
+                ),
+            ));
+        }
+    };
+
+    let loadouts_obj = match get(top, "loadouts") {
+        None => {
+            return Err(err(
+                "loadouts",
+                "`loadouts` is missing; add an object mapping loadout names to loadouts",
+            ));
+        }
+        Some(v) => as_object(v, "loadouts", "`loadouts`")?,
+    };
+    if loadouts_obj.is_empty() {
+        return Err(err(
+            "loadouts",
+            "`loadouts` is empty; define at least one loadout",
+        ));
+    }
+    let names: Vec<String> = loadouts_obj.iter().map(|(k, _)| k.clone()).collect();
+
+    let materia_obj = match get(top, "materia") {
+        None => {
+            return Err(err(
+                "materia",
+                "`materia` is missing; add an object mapping materia ids to materia",
+            ));
+        }
+        Some(v) => as_object(v, "materia", "`materia`")?,
+    };
+
+    let active = opt_str(top, "activeLoadout", "")?.ok_or_else(|| {
+        err(
+            "activeLoadout",
+            format!(
+                "`activeLoadout` is missing; name one of the loadouts: {}",
+                names.join(", ")
+            ),
+        )
+    })?;
+    if !names.iter().any(|n| n == active) {
+        return Err(err(
+            "activeLoadout",
+            format!(
+                "no loadout named {active:?}; use one of: {}",
+                names.join(", ")
+            ),
+        ));
+    }
+
+    let placement_policy = match opt_str(top, "placementPolicy", "")? {
+        None => None,
+        Some(p) if PLACEMENT_POLICIES.contains(&p) => Some(p.to_owned()),
+        Some(p) => {
+            return Err(err(
+                "placementPolicy",
+                format!("unknown placement policy {p:?}; use \"legacy\" or \"recommended\""),
+            ));
+        }
+    };
+
+    let limits = read_limits(top)?;
+    let budget = read_budget(top)?;
+    let materia = materia::read_all(materia_obj)?;
+
+    let mut loadouts = Vec::with_capacity(loadouts_obj.len());
+    for (name, value) in loadouts_obj {
+        let path = join("loadouts", name);
+        loadouts.push(sockets::build_loadout(
+            name, value, &path, &materia, limits, budget,
+        )?);
+    }
+
+    Ok(Config {
+        active: active.to_owned(),
+        names,
+        placement_policy,
+        loadouts,
+    })
+}
+
+/// Top-level `limits`.
+fn read_limits(top: &json::Obj) -> Result<Limits, LoadError> {
+    let Some(limits) = opt_object(top, "limits", "", "`limits`")? else {
+        return Ok(Limits {
+            max_no_advance_cycles: DEFAULT_MAX_NO_ADVANCE_CYCLES,
+        });
+    };
+    // `maxSocketVisits` / `maxEdgeTraversals` are legacy and ignored, as in the reference.
+    let cycles = opt_int(
+        limits,
+        "maxNoAdvanceCycles",
+        "limits",
+        1,
+        u64::from(u32::MAX),
+    )?
+    .and_then(|v| u32::try_from(v).ok())
+    .unwrap_or(DEFAULT_MAX_NO_ADVANCE_CYCLES);
+    Ok(Limits {
+        max_no_advance_cycles: cycles,
+    })
+}
+
+/// Top-level `budget` (`maxCostUsd` / `stopAtLimit` are dropped, as in the reference).
+fn read_budget(top: &json::Obj) -> Result<Budget, LoadError> {
+    let Some(budget) = opt_object(top, "budget", "", "`budget`")? else {
+        return Ok(Budget {
+            max_tokens: DEFAULT_MAX_TOKENS,
+            warn_at_percent: DEFAULT_WARN_AT_PERCENT,
+        });
+    };
+    let max_tokens =
+        opt_int(budget, "maxTokens", "budget", 0, u64::MAX)?.unwrap_or(DEFAULT_MAX_TOKENS);
+    let warn_at_percent = match opt_number(budget, "warnAtPercent", "budget")? {
+        None => DEFAULT_WARN_AT_PERCENT,
+        Some(p) if (0.0..=100.0).contains(&p) => p,
+        Some(p) => {
+            return Err(err(
+                "budget.warnAtPercent",
+                format!("`warnAtPercent` must be a percentage from 0 to 100, found {p}"),
+            ));
+        }
+    };
+    Ok(Budget {
+        max_tokens,
+        warn_at_percent,
+    })
+}
+
+impl Config {
+    /// Resolves `name` (default: `activeLoadout`) for a cast.
+    pub fn resolve(&self, name: Option<&str>) -> Result<Loadout, LoadError> {
+        let name = name.unwrap_or(&self.active);
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .and_then(|index| self.loadouts.get(index))
+            .cloned()
+            .unwrap_or_else(|| {
+                Err(LoadError {
+                    path: "loadouts".into(),
+                    reason: format!(
+                        "no loadout named {name:?}; use one of: {}",
+                        self.names.join(", ")
+                    ),
+                })
+            })
+    }
+}

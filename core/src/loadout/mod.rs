@@ -1,0 +1,270 @@
+//! Loadouts: the resolved workflow graph a cast runs.
+//!
+//! A loadout is read from pi-materia's config format ([`load`]) and resolved into the types
+//! below: every socket carries its materia's effective settings (parse mode, assignments,
+//! executable), every load-time derivation of the reference is already applied (generator ⇒
+//! json + `workItems` assign; loop `consumes.from` from topology; legacy loop `exit` materialized
+//! into parse/advance/exit routes; loop iterators derived). The resolved loadout is what a cast
+//! freezes in its `cast_started` event (as JSON, see [`Loadout::to_json`]), so a later edit of
+//! the config file never changes a running or recorded cast.
+
+pub mod load;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::When;
+use crate::id::{MateriaName, SocketId};
+
+pub use load::{Config, LoadError, load_config};
+
+/// How a socket's output is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Parse {
+    /// Raw text; `satisfied` is never read from it.
+    #[default]
+    Text,
+    /// One JSON object, validated against the handoff contract.
+    Json,
+}
+
+/// A graph edge target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeTarget {
+    /// Continue at a socket.
+    Socket(SocketId),
+    /// End the cast.
+    End,
+}
+
+/// One ordered route out of a socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    /// The condition.
+    pub when: When,
+    /// Where it goes.
+    pub to: EdgeTarget,
+    /// Per-edge, per-item traversal allowance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_traversals: Option<u32>,
+}
+
+/// A cursor advance after a socket completes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Advance {
+    /// The cursor name (`workItemIndex`).
+    pub cursor: String,
+    /// The items path (`state.workItems`).
+    pub items: String,
+    /// The condition (`satisfied`, `exists(path)`, `a == b`, ...); `None` = always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+}
+
+/// How a loop (or a `foreach` socket) picks its current item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemSource {
+    /// The items path.
+    pub items: String,
+    /// The name the item is also exposed under in `state.data`.
+    #[serde(rename = "as")]
+    pub as_name: String,
+    /// The cursor name.
+    pub cursor: String,
+}
+
+/// A canonical post-exhaustion route of a loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRoute {
+    /// Unique id (`exit:Socket-6:always`).
+    pub id: String,
+    /// The member socket whose advance exhausted the list.
+    pub from: SocketId,
+    /// Which outcome it matches.
+    pub condition: When,
+    /// Where the cast continues.
+    pub target: EdgeTarget,
+}
+
+/// A loop region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopRegion {
+    /// The loop's id in the config.
+    pub id: String,
+    /// Member sockets.
+    pub sockets: Vec<SocketId>,
+    /// The generator socket whose list is iterated, derived from topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumes_from: Option<SocketId>,
+    /// The item selection.
+    pub iterator: ItemSource,
+    /// Exit routes, in declaration order.
+    #[serde(default)]
+    pub exits: Vec<ExitRoute>,
+}
+
+/// What runs a utility socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "exec", rename_all = "snake_case")]
+pub enum Exec {
+    /// An argv spawned without a shell.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+    /// A fixed output (`params.output`), no process.
+    Output {
+        /// The output (a string is used verbatim, anything else as compact JSON).
+        output: Value,
+    },
+    /// One of castlog's built-in equivalents of pi-materia's shipped scripts.
+    Builtin {
+        /// `ensure-ignored` or `detect-vcs`.
+        name: String,
+    },
+}
+
+/// An agent socket's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// The prompt template.
+    pub prompt: String,
+    /// Pauses for refinement until `continue`.
+    #[serde(default)]
+    pub multi_turn: bool,
+    /// Model id, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Thinking level, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+}
+
+/// A utility socket's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UtilitySpec {
+    /// What runs.
+    #[serde(flatten)]
+    pub exec: Exec,
+    /// `params` passed on stdin.
+    #[serde(default)]
+    pub params: Value,
+    /// Timeout in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Agent or utility.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SocketKind {
+    /// Run by a model.
+    Agent(AgentSpec),
+    /// Run by a program.
+    Utility(UtilitySpec),
+}
+
+/// One resolved socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Socket {
+    /// Its materia's id.
+    pub materia: MateriaName,
+    /// The materia's label (or id).
+    pub label: String,
+    /// Agent or utility, with settings.
+    #[serde(flatten)]
+    pub kind: SocketKind,
+    /// Whether the materia is a generator (emits `workItems`).
+    #[serde(default)]
+    pub generator: bool,
+    /// Effective parse mode.
+    pub parse: Parse,
+    /// Effective assignments `(target, source)`, in order.
+    #[serde(default)]
+    pub assign: Vec<(String, String)>,
+    /// Ordered edges.
+    #[serde(default)]
+    pub edges: Vec<Edge>,
+    /// Cursor advance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advance: Option<Advance>,
+    /// Legacy per-socket iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreach: Option<ItemSource>,
+}
+
+impl Socket {
+    /// Whether an agent runs this socket.
+    pub fn is_agent(&self) -> bool {
+        matches!(self.kind, SocketKind::Agent(_))
+    }
+
+    /// Whether this is a multi-turn agent socket.
+    pub fn is_multi_turn(&self) -> bool {
+        matches!(&self.kind, SocketKind::Agent(a) if a.multi_turn)
+    }
+}
+
+/// Cast-wide limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// `limits.maxNoAdvanceCycles` (default 3).
+    pub max_no_advance_cycles: u32,
+}
+
+/// The token budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// `budget.maxTokens` (default 10 000 000).
+    pub max_tokens: u64,
+    /// `budget.warnAtPercent` (default 75).
+    pub warn_at_percent: f64,
+}
+
+/// A resolved loadout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Loadout {
+    /// Its name in the config.
+    pub name: String,
+    /// The entry socket.
+    pub entry: SocketId,
+    /// Sockets by id.
+    pub sockets: BTreeMap<SocketId, Socket>,
+    /// Loop regions, in config order.
+    #[serde(default)]
+    pub loops: Vec<LoopRegion>,
+    /// Limits.
+    pub limits: Limits,
+    /// Budget.
+    pub budget: Budget,
+}
+
+impl Loadout {
+    /// A socket by id.
+    pub fn socket(&self, id: &SocketId) -> Option<&Socket> {
+        self.sockets.get(id)
+    }
+
+    /// The loops containing `socket`, in config order.
+    pub fn loops_of<'a>(
+        &'a self,
+        socket: &'a SocketId,
+    ) -> impl Iterator<Item = &'a LoopRegion> + 'a {
+        self.loops
+            .iter()
+            .filter(move |l| l.sockets.contains(socket))
+    }
+
+    /// The frozen JSON form stored in `cast_started` (compact, keys in a fixed order).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Reads a frozen loadout back from a `cast_started` event.
+    pub fn from_json(value: &Value) -> Result<Loadout, String> {
+        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+    }
+}

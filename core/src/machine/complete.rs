@@ -1,0 +1,538 @@
+//! Completing a visit: handoff validation and repair, envelope and assignments, advance,
+//! routing with allowances, rework capture, budgets; and revive.
+
+use serde_json::Value;
+
+use super::decide::{Decider, Rejection};
+use super::{Phase, Status};
+use crate::event::{
+    Allowance, AllowanceExhausted, AllowanceExtended, CastRevived, CursorAdvanced, DataAssigned,
+    EdgeTaken, OutputRejected, RefinementRecorded, ReworkCleared, ReworkRouted, SocketCompleted,
+    Target, UtilityFinished, When,
+};
+use crate::handoff;
+use crate::id::{SocketId, Turn};
+use crate::loadout::{EdgeTarget, Parse, SocketKind};
+use crate::path::{self, Scope};
+
+/// How much of an output a rework reason or an error message quotes.
+const REASON_LIMIT: usize = 900;
+
+/// Collapses whitespace and cuts `text` to `limit` characters with `…`.
+pub(crate) fn bounded(text: &str, limit: usize) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= limit {
+        collapsed
+    } else {
+        let mut cut: String = collapsed.chars().take(limit).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn target_of(to: &EdgeTarget) -> Target {
+    match to {
+        EdgeTarget::Socket(s) => Target::Socket(s.clone()),
+        EdgeTarget::End => Target::End,
+    }
+}
+
+impl Decider<'_> {
+    /// An agent reply to the prompt in flight.
+    pub fn on_reply(&mut self, text: String, usage: Option<crate::event::Usage>) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        self.emit(crate::event::AgentReplied {
+            socket: current.socket.clone(),
+            visit: current.visit,
+            turn: current.turn,
+            text,
+            usage,
+        });
+        if self.over_budget() {
+            return;
+        }
+        self.process_pending();
+    }
+
+    /// Checks the token budget after a reply. A stop leaves the reply pending (recorded, not
+    /// committed): no assignment, advance or routing happens until revive extends the budget.
+    fn over_budget(&mut self) -> bool {
+        let configured = self.state.loadout.budget.max_tokens;
+        let limit = self.state.limit(&Allowance::Tokens, configured);
+        let used = self.state.usage.total();
+        if used < limit {
+            return false;
+        }
+        let socket = self.state.current.as_ref().map(|c| c.socket.clone());
+        self.emit(AllowanceExhausted {
+            allowance: Allowance::Tokens,
+            count: used,
+            limit,
+        });
+        self.fail(
+            format!(
+                "token budget reached: {used} tokens used of {limit}; revive to extend the budget"
+            ),
+            socket,
+            Some(Allowance::Tokens),
+        );
+        true
+    }
+
+    /// Handles the recorded, uncommitted reply of the current visit.
+    fn process_pending(&mut self) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let Some(text) = current.pending_reply.clone() else {
+            return;
+        };
+        let Some(socket) = self.state.loadout.socket(&current.socket).cloned() else {
+            return;
+        };
+        if socket.is_multi_turn() && !current.finalizing {
+            let key = format!(
+                "{}#{}",
+                super::item_key(current.socket.as_str(), current.item.as_ref()),
+                current.visit
+            );
+            let turn = self.state.refinement_turns.get(&key).copied().unwrap_or(0) + 1;
+            self.emit(RefinementRecorded {
+                socket: current.socket,
+                visit: current.visit,
+                turn: Turn(turn),
+                text,
+            });
+            return;
+        }
+        if socket.parse == Parse::Text {
+            self.complete(&current.socket, text, None);
+            return;
+        }
+        let parsed = handoff::parse_lenient(&text);
+        let issues = match &parsed {
+            Ok(value) => handoff::validate(&socket, value),
+            Err(message) => vec![message.clone()],
+        };
+        match parsed {
+            Ok(value) if issues.is_empty() => self.complete(&current.socket, text, Some(value)),
+            _ => self.reject(issues),
+        }
+    }
+
+    /// An agent output broke the contract: one same-socket repair turn, then failure.
+    fn reject(&mut self, issues: Vec<String>) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let allowance = Allowance::Repair {
+            socket: current.socket.clone(),
+        };
+        let limit = self.state.limit(&allowance, 1);
+        let repair = u64::from(current.repairs) < limit;
+        self.emit(OutputRejected {
+            socket: current.socket.clone(),
+            visit: current.visit,
+            turn: current.turn,
+            issues: issues.clone(),
+            repair,
+        });
+        if repair {
+            self.dispatch(current.turn.next(), false);
+            return;
+        }
+        self.emit(AllowanceExhausted {
+            allowance: allowance.clone(),
+            count: u64::from(current.repairs) + 1,
+            limit,
+        });
+        self.fail(
+            format!(
+                "{} gave invalid output after {} repair turn(s): {}; revive to allow another repair",
+                current.socket,
+                current.repairs,
+                bounded(&issues.join("; "), 400)
+            ),
+            Some(current.socket),
+            Some(allowance),
+        );
+    }
+
+    /// A utility process ended.
+    pub fn on_utility(
+        &mut self,
+        code: Option<i32>,
+        timed_out: bool,
+        stdout: &str,
+        stderr: &str,
+        truncated: bool,
+    ) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let Some(socket) = self.state.loadout.socket(&current.socket).cloned() else {
+            return;
+        };
+        self.emit(UtilityFinished {
+            socket: current.socket.clone(),
+            visit: current.visit,
+            code,
+            timed_out,
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            truncated,
+        });
+        let argv = match &socket.kind {
+            SocketKind::Utility(u) => match &u.exec {
+                crate::loadout::Exec::Command { argv } => argv.join(" "),
+                crate::loadout::Exec::Builtin { name } => format!("builtin {name}"),
+                crate::loadout::Exec::Output { .. } => "params.output".into(),
+            },
+            SocketKind::Agent(_) => String::new(),
+        };
+        if timed_out || code != Some(0) {
+            let how = if timed_out {
+                "timed out and was killed".to_owned()
+            } else {
+                code.map_or_else(
+                    || "was killed by a signal".into(),
+                    |c| format!("exited with code {c}"),
+                )
+            };
+            self.fail(
+                format!(
+                    "utility {} ({argv}) {how}: {}",
+                    current.socket,
+                    bounded(stderr, 800)
+                ),
+                Some(current.socket),
+                None,
+            );
+            return;
+        }
+        if socket.parse == Parse::Text {
+            self.complete(&current.socket, stdout.to_owned(), None);
+            return;
+        }
+        let parsed = match handoff::parse_lenient(stdout) {
+            Ok(value) => value,
+            Err(message) => {
+                self.fail(
+                    format!(
+                        "utility {} ({argv}) printed invalid JSON: {message}",
+                        current.socket
+                    ),
+                    Some(current.socket),
+                    None,
+                );
+                return;
+            }
+        };
+        let issues = handoff::validate(&socket, &parsed);
+        if !issues.is_empty() {
+            self.fail(
+                format!(
+                    "utility {} ({argv}) broke the handoff contract: {}",
+                    current.socket,
+                    issues.join("; ")
+                ),
+                Some(current.socket),
+                None,
+            );
+            return;
+        }
+        self.complete(&current.socket, stdout.to_owned(), Some(parsed));
+    }
+
+    /// Commits an accepted output and routes.
+    pub fn complete(&mut self, socket_id: &SocketId, output: String, parsed: Option<Value>) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let Some(socket) = self.state.loadout.socket(socket_id).cloned() else {
+            return;
+        };
+        let satisfied = parsed
+            .as_ref()
+            .and_then(|p| p.get("satisfied"))
+            .and_then(Value::as_bool);
+        self.emit(SocketCompleted {
+            socket: socket_id.clone(),
+            visit: current.visit,
+            item: current.item.clone(),
+            output: output.clone(),
+            parsed: parsed.clone(),
+            satisfied,
+            finalized: current.finalizing,
+        });
+        // A utility reporting satisfied:false with a failed state namespace is an
+        // infrastructure failure, not a rework request.
+        if !socket.is_agent()
+            && satisfied == Some(false)
+            && let Some(Value::Object(patch)) = parsed.as_ref().and_then(|p| p.get("state"))
+            && let Some((ns, _)) = patch
+                .iter()
+                .find(|(_, v)| v.get("ok") == Some(&Value::Bool(false)))
+        {
+            self.fail(
+                format!("utility {socket_id} reported a failure in state.{ns} (ok: false)"),
+                Some(socket_id.clone()),
+                None,
+            );
+            return;
+        }
+        let whole = parsed
+            .clone()
+            .unwrap_or_else(|| Value::String(output.clone()));
+        for (target, source) in &socket.assign {
+            let scope = Scope {
+                output: Some(&whole),
+                data: &self.state.data,
+                last_json: self.state.last_json.as_ref(),
+                last_output: self.state.last_output.as_deref(),
+            };
+            let value = path::resolve(&scope, source).unwrap_or(Value::Null);
+            self.emit(DataAssigned {
+                socket: socket_id.clone(),
+                path: target.clone(),
+                value,
+            });
+        }
+        if satisfied == Some(true) && self.state.rework.iter().any(|r| r.item == current.item) {
+            self.emit(ReworkCleared {
+                item: current.item.clone(),
+                by: socket_id.clone(),
+            });
+        }
+        let mut exhausted = false;
+        if let Some(advance) = &socket.advance {
+            let scope = Scope {
+                output: parsed.as_ref(),
+                data: &self.state.data,
+                last_json: self.state.last_json.as_ref(),
+                last_output: self.state.last_output.as_deref(),
+            };
+            let holds = advance
+                .when
+                .as_deref()
+                .is_none_or(|w| path::condition(&scope, satisfied, w));
+            if holds {
+                let from = self
+                    .state
+                    .cursors
+                    .get(&advance.cursor)
+                    .copied()
+                    .unwrap_or(0);
+                let len = match path::resolve(&scope, &advance.items) {
+                    Some(Value::Array(items)) => items.len() as u64,
+                    _ => 0,
+                };
+                self.emit(CursorAdvanced {
+                    cursor: advance.cursor.clone(),
+                    from,
+                    to: from + 1,
+                });
+                exhausted = from + 1 >= len;
+            }
+        }
+        self.route(socket_id, satisfied, exhausted);
+    }
+
+    /// Picks the route out of a completed socket and takes it.
+    pub fn route(&mut self, socket_id: &SocketId, satisfied: Option<bool>, exhausted: bool) {
+        let Some(socket) = self.state.loadout.socket(socket_id).cloned() else {
+            return;
+        };
+        if exhausted {
+            let order: &[When] = match satisfied {
+                Some(true) => &[When::Satisfied, When::Always],
+                Some(false) => &[When::NotSatisfied, When::Always],
+                None => &[When::Always],
+            };
+            let route = self
+                .state
+                .loadout
+                .loops
+                .iter()
+                .filter(|l| {
+                    l.sockets.contains(socket_id) || l.exits.iter().any(|e| &e.from == socket_id)
+                })
+                .find_map(|l| {
+                    order.iter().find_map(|when| {
+                        l.exits
+                            .iter()
+                            .find(|e| &e.from == socket_id && e.condition == *when)
+                    })
+                })
+                .cloned();
+            let (to, when) = route.map_or((Target::End, When::Always), |r| {
+                (target_of(&r.target), r.condition)
+            });
+            self.emit(EdgeTaken {
+                from: socket_id.clone(),
+                to: to.clone(),
+                when,
+                item: None,
+                traversal: 1,
+            });
+            return self.go(to);
+        }
+        let matches = |when: When| match when {
+            When::Always => true,
+            When::Satisfied => satisfied == Some(true),
+            When::NotSatisfied => satisfied == Some(false),
+        };
+        let Some(edge) = socket.edges.iter().find(|e| matches(e.when)).cloned() else {
+            return self.finish();
+        };
+        let item = self.state.current.as_ref().and_then(|c| c.item.clone());
+        let to = target_of(&edge.to);
+        let key = super::evolve::edge_key(socket_id, &to, item.as_ref());
+        let count = self.state.traversals.get(&key).copied().unwrap_or(0) + 1;
+        if let Some(max) = edge.max_traversals {
+            let allowance = Allowance::Edge {
+                from: socket_id.clone(),
+                to: to.clone(),
+                item: item.clone(),
+            };
+            let limit = self.state.limit(&allowance, u64::from(max));
+            if u64::from(count) > limit {
+                self.emit(AllowanceExhausted {
+                    allowance: allowance.clone(),
+                    count: u64::from(count),
+                    limit,
+                });
+                let item_text = item
+                    .as_ref()
+                    .map_or_else(|| "no item".to_owned(), |i| format!("item {i}"));
+                self.fail(
+                    format!(
+                        "edge {key} exhausted its allowance of {limit} traversals for {item_text}; revive to allow {max} more",
+                    ),
+                    Some(socket_id.clone()),
+                    Some(allowance),
+                );
+                return;
+            }
+        }
+        self.emit(EdgeTaken {
+            from: socket_id.clone(),
+            to: to.clone(),
+            when: edge.when,
+            item: item.clone(),
+            traversal: count,
+        });
+        if edge.when == When::NotSatisfied
+            && let Target::Socket(target) = &to
+        {
+            let reason = self.rework_reason();
+            self.emit(ReworkRouted {
+                source: socket_id.clone(),
+                materia_label: socket.label.clone(),
+                target: target.clone(),
+                item,
+                reason,
+            });
+        }
+        self.go(to);
+    }
+
+    fn go(&mut self, to: Target) {
+        match to {
+            Target::End => self.finish(),
+            Target::Socket(next) => self.enter(&next, true),
+        }
+    }
+
+    /// The rework reason: the output's `context`, else a bounded excerpt without `text`.
+    fn rework_reason(&self) -> String {
+        const PREFIX: &str = "No top-level context was provided; bounded previous output excerpt: ";
+        match &self.state.last_json {
+            Some(Value::Object(map)) => {
+                if let Some(Value::String(context)) = map.get("context")
+                    && !context.trim().is_empty()
+                {
+                    return bounded(context, REASON_LIMIT);
+                }
+                let mut stripped = map.clone();
+                stripped.remove("text");
+                if stripped.is_empty() && map.contains_key("text") {
+                    return "The output carried only renderable text and no reason; re-check the work item against its context.".into();
+                }
+                let json = serde_json::to_string(&stripped).unwrap_or_default();
+                format!("{PREFIX}{}", bounded(&json, REASON_LIMIT))
+            }
+            _ => match self.state.last_output.as_deref() {
+                Some(text) if !text.trim().is_empty() => {
+                    format!("{PREFIX}{}", bounded(text, REASON_LIMIT))
+                }
+                _ => {
+                    "The previous socket gave no context or output; re-check the work item.".into()
+                }
+            },
+        }
+    }
+
+    /// `revive`: extend exactly the exhausted allowance and continue where the cast stopped.
+    pub fn revive(&mut self) -> Result<(), Rejection> {
+        let state = &self.state;
+        if !matches!(state.status, Status::Failed | Status::Aborted) {
+            return Err(Rejection::NotNow {
+                cast: state.cast.clone(),
+                input: "revive",
+                reason: format!("it is {}, not failed or aborted", state.status.as_str()),
+            });
+        }
+        let failure = state.failure.clone();
+        let allowance = failure.as_ref().and_then(|f| f.allowance.clone());
+        let current = state.current.clone();
+        let socket = failure
+            .as_ref()
+            .and_then(|f| f.socket.clone())
+            .or_else(|| current.as_ref().map(|c| c.socket.clone()))
+            .unwrap_or_else(|| state.loadout.entry.clone());
+        if let Some(allowance) = &allowance {
+            let key = super::allowance_key(allowance);
+            let grown = state
+                .allowances
+                .get(&key)
+                .map_or(1, |a| a.effective + a.original);
+            self.emit(AllowanceExtended {
+                allowance: allowance.clone(),
+                limit: grown,
+            });
+        }
+        self.emit(CastRevived {
+            socket: socket.clone(),
+            allowance: allowance.clone(),
+        });
+        match allowance {
+            Some(Allowance::Edge { from, .. }) => {
+                let satisfied = self.state.last_satisfied;
+                self.route(&from, satisfied, false);
+            }
+            Some(Allowance::NoAdvance { .. }) => self.enter(&socket, false),
+            Some(Allowance::Repair { .. }) => {
+                let turn = current.map_or(Turn(1), |c| c.turn.next());
+                self.dispatch(turn, false);
+            }
+            Some(Allowance::Tokens) => {
+                if !self.over_budget() {
+                    self.process_pending();
+                }
+            }
+            None => match current.as_ref().map(|c| c.phase) {
+                Some(Phase::AwaitingReply) => {
+                    let turn = current.map_or(Turn(1), |c| c.turn);
+                    self.dispatch(turn, true);
+                }
+                Some(Phase::AwaitingRefinement) => {}
+                Some(Phase::AwaitingDispatch) => self.dispatch(Turn(1), false),
+                _ => self.enter(&socket, false),
+            },
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,465 @@
+//! `decide`: turning an input into events.
+//!
+//! A decision runs on a scratch copy of the state and applies every event it emits before
+//! deciding the next one ([`Decider::emit`]), so it reads exactly the state its own events make.
+//! The events and the blobs they name are returned together; the shell stores the blobs, appends
+//! the events, and only then acts on them (calls the agent, runs the utility).
+
+use crate::env::Env;
+use crate::event::{
+    Allowance, CastAborted, CastFailed, CastResumed, CastStarted, DispatchScheduled,
+    DispatchSkipped, Event, FinalizeRequested, PromptDispatched, SkipReason, SocketStarted,
+    SteeringNoted, Target, UserRefined,
+};
+use crate::id::{CastId, Digest, DispatchKey, SocketId, Turn, Visit};
+use crate::input::Input;
+use crate::loadout::{Loadout, SocketKind};
+use crate::machine::{CastState, Phase, Status, item_key};
+use crate::prompt;
+
+/// What a decision produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// The events, in order.
+    pub events: Vec<Event>,
+    /// Blob bodies the events name (prompts, entry texts); store them before the events.
+    pub blobs: Vec<Vec<u8>>,
+}
+
+/// Why an input was refused. Nothing is recorded for a refused input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The cast has stopped.
+    #[error("cast {cast} is {status}: {hint}")]
+    Stopped {
+        /// The cast.
+        cast: CastId,
+        /// Its status.
+        status: &'static str,
+        /// What to do instead.
+        hint: &'static str,
+    },
+    /// The input does not fit what the cast is waiting for.
+    #[error("cast {cast} cannot take {input} now: {reason}")]
+    NotNow {
+        /// The cast.
+        cast: CastId,
+        /// The input's name.
+        input: &'static str,
+        /// What the cast waits for instead.
+        reason: String,
+    },
+    /// The loadout cannot start.
+    #[error("cannot start the loadout: {0}")]
+    Loadout(String),
+    /// Not supported by this version.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A decision in progress: a scratch state and what was emitted so far.
+pub(crate) struct Decider<'a> {
+    pub state: CastState,
+    pub env: &'a Env,
+    pub out: Decision,
+}
+
+impl<'a> Decider<'a> {
+    pub fn new(state: &CastState, env: &'a Env) -> Self {
+        Self {
+            state: state.clone(),
+            env,
+            out: Decision::default(),
+        }
+    }
+
+    /// Applies and records one event.
+    pub fn emit(&mut self, event: impl Into<Event>) {
+        let event = event.into();
+        self.state.evolve(&event);
+        self.out.events.push(event);
+    }
+
+    /// Stores a blob and returns its address.
+    pub fn blob(&mut self, bytes: Vec<u8>) -> Digest {
+        let digest = (self.env.digest)(&bytes);
+        if !self.out.blobs.contains(&bytes) {
+            self.out.blobs.push(bytes);
+        }
+        digest
+    }
+
+    pub fn fail(&mut self, reason: String, socket: Option<SocketId>, allowance: Option<Allowance>) {
+        self.emit(CastFailed {
+            reason,
+            socket,
+            allowance,
+        });
+    }
+
+    /// Starts a visit of `target`. `deferred` schedules the first prompt instead of sending it.
+    pub fn enter(&mut self, target: &SocketId, deferred: bool) {
+        let Some(socket) = self.state.loadout.socket(target).cloned() else {
+            self.fail(
+                format!("socket {target} does not exist in the loadout"),
+                None,
+                None,
+            );
+            return;
+        };
+        let in_loop = self.state.iterator_of(target).is_some();
+        let selection = self.state.select_item(target);
+        if in_loop && selection.is_none() {
+            // Empty loop (or a list already walked): leave through the loop's `always` exit.
+            // The reference looks the route up by the entered socket and so falls to `end`,
+            // skipping e.g. Narrate; castlog uses the loop's exit route whatever member owns it.
+            let exit = self
+                .state
+                .loadout
+                .loops_of(target)
+                .flat_map(|l| l.exits.iter())
+                .find(|r| r.condition == crate::event::When::Always)
+                .map(|r| r.target.clone());
+            let to = match exit {
+                Some(crate::loadout::EdgeTarget::Socket(s)) => Target::Socket(s),
+                _ => Target::End,
+            };
+            self.emit(crate::event::EdgeTaken {
+                from: target.clone(),
+                to: to.clone(),
+                when: crate::event::When::Always,
+                item: None,
+                traversal: 1,
+            });
+            match to {
+                Target::Socket(next) => self.enter(&next, deferred),
+                Target::End => self.finish(),
+            }
+            return;
+        }
+        let item = selection.as_ref().map(|s| s.key.clone());
+        let (tracker, counted) = self.state.next_tracker(target, item.as_ref());
+        let limit_allowance = Allowance::NoAdvance { item: item.clone() };
+        let limit = self.state.limit(
+            &limit_allowance,
+            u64::from(self.state.loadout.limits.max_no_advance_cycles),
+        );
+        if counted && u64::from(tracker.count) > limit {
+            let mut cycle: Vec<String> = self
+                .state
+                .no_advance
+                .path
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            cycle.push(target.to_string());
+            let item_text = item
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |i| i.to_string());
+            self.emit(crate::event::AllowanceExhausted {
+                allowance: limit_allowance.clone(),
+                count: u64::from(tracker.count),
+                limit,
+            });
+            self.fail(
+                format!(
+                    "no-advance guard: item \"{item_text}\" went around {} without advancing more than {limit} times; revive to allow more cycles or recast with a changed loadout",
+                    cycle.join(" -> ")
+                ),
+                Some(target.clone()),
+                Some(limit_allowance),
+            );
+            return;
+        }
+        let visit = Visit(self.state.visits.get(target).copied().unwrap_or(0) + 1);
+        let attempt = self
+            .state
+            .attempts
+            .get(&item_key(target.as_str(), item.as_ref()))
+            .copied()
+            .unwrap_or(0)
+            + 1;
+        self.emit(SocketStarted {
+            socket: target.clone(),
+            materia: socket.materia.clone(),
+            materia_label: socket.label.clone(),
+            visit,
+            item,
+            item_label: selection.map(|s| s.label),
+            attempt,
+        });
+        if let SocketKind::Agent(_) = socket.kind {
+            if deferred {
+                let source = self
+                    .state
+                    .last_source
+                    .clone()
+                    .unwrap_or_else(|| (target.clone(), Visit(0)));
+                let key = DispatchKey::new(format!(
+                    "{}:{}:{}:{}:{}",
+                    self.state.cast, source.0, source.1, target, visit
+                ));
+                self.emit(DispatchScheduled {
+                    key,
+                    socket: target.clone(),
+                    visit,
+                });
+            } else {
+                self.dispatch(Turn(1), false);
+            }
+        }
+    }
+
+    /// Renders and dispatches the current visit's prompt for `turn`.
+    pub fn dispatch(&mut self, turn: Turn, redispatch: bool) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let entries = self.state.entries();
+        let rendered = prompt::render(&entries, self.env.digest);
+        for entry in &entries {
+            self.blob(entry.text.clone().into_bytes());
+        }
+        let system_hash =
+            (!rendered.system.is_empty()).then(|| self.blob(rendered.system.clone().into_bytes()));
+        let prompt_hash = self.blob(prompt::messages_json(&rendered.messages));
+        self.emit(PromptDispatched {
+            socket: current.socket,
+            visit: current.visit,
+            turn,
+            prompt_hash,
+            system_hash,
+            placements: rendered.placements,
+            redispatch,
+        });
+    }
+
+    /// The cast reached `end`.
+    pub fn finish(&mut self) {
+        self.emit(crate::event::CastCompleted {
+            usage: self.state.usage,
+        });
+    }
+}
+
+fn stopped(state: &CastState) -> Option<Rejection> {
+    let (status, hint) = match state.status {
+        Status::Completed => ("completed", "start a new cast or recast from a point"),
+        Status::Failed => ("failed", "revive it, or recast from a point"),
+        Status::Aborted => ("aborted", "revive it to continue"),
+        _ => return None,
+    };
+    Some(Rejection::Stopped {
+        cast: state.cast.clone(),
+        status,
+        hint,
+    })
+}
+
+fn not_now(state: &CastState, input: &'static str, reason: impl Into<String>) -> Rejection {
+    Rejection::NotNow {
+        cast: state.cast.clone(),
+        input,
+        reason: reason.into(),
+    }
+}
+
+fn phase_of(state: &CastState) -> Option<Phase> {
+    state.current.as_ref().map(|c| c.phase)
+}
+
+/// Starts a cast: `cast_started`, then the entry socket's first visit.
+pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), Rejection> {
+    let state = CastState::started(&started).map_err(Rejection::Loadout)?;
+    let entry = state.loadout.entry.clone();
+    let mut d = Decider::new(&state, env);
+    d.out.events.push(Event::CastStarted(started));
+    d.enter(&entry, false);
+    Ok((d.state, d.out))
+}
+
+/// Builds the `cast_started` event for a loadout.
+pub fn started_event(
+    cast: CastId,
+    loadout: &Loadout,
+    loadout_hash: Digest,
+    request: String,
+    policy: String,
+    config_source: Option<String>,
+) -> CastStarted {
+    CastStarted {
+        cast,
+        loadout_name: loadout.name.clone(),
+        loadout: loadout.to_json(),
+        loadout_hash,
+        request,
+        policy,
+        config_source,
+    }
+}
+
+impl CastState {
+    /// Decides what `input` means for this cast. Pure: the state is not changed.
+    pub fn decide(&self, input: &Input, env: &Env) -> Result<Decision, Rejection> {
+        let mut d = Decider::new(self, env);
+        match input {
+            Input::Abort { reason } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                d.emit(CastAborted {
+                    reason: reason.clone(),
+                });
+            }
+            Input::Steer { text, locked } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                d.emit(SteeringNoted {
+                    text: text.clone(),
+                    locked: *locked,
+                    origin: None,
+                });
+            }
+            Input::Revive => d.revive()?,
+            Input::Resume => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                match phase_of(self) {
+                    Some(Phase::AwaitingReply) => {
+                        let turn = self.current.as_ref().map_or(Turn(1), |c| c.turn);
+                        d.emit(CastResumed { redispatch: true });
+                        d.dispatch(turn, true);
+                    }
+                    Some(Phase::AwaitingRefinement) => {
+                        return Err(not_now(
+                            self,
+                            "resume",
+                            "it waits for a refinement: use `castlog refine` or `castlog continue`",
+                        ));
+                    }
+                    _ => d.emit(CastResumed { redispatch: false }),
+                }
+            }
+            Input::DispatchDue { key } => {
+                if self.dispatched.contains(key) {
+                    d.emit(DispatchSkipped {
+                        key: key.clone(),
+                        reason: SkipReason::Duplicate,
+                    });
+                } else if self.scheduled.as_ref() != Some(key)
+                    || phase_of(self) != Some(Phase::AwaitingDispatch)
+                    || self.status.is_stopped()
+                {
+                    d.emit(DispatchSkipped {
+                        key: key.clone(),
+                        reason: SkipReason::Stale,
+                    });
+                } else {
+                    d.dispatch(Turn(1), false);
+                }
+            }
+            Input::AgentReplied { text, usage } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                if phase_of(self) != Some(Phase::AwaitingReply) {
+                    return Err(not_now(
+                        self,
+                        "an agent reply",
+                        "no prompt is waiting for one",
+                    ));
+                }
+                d.on_reply(text.clone(), *usage);
+            }
+            Input::AgentFailed { class, message } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                let Some(current) = self
+                    .current
+                    .as_ref()
+                    .filter(|c| c.phase == Phase::AwaitingReply)
+                else {
+                    return Err(not_now(
+                        self,
+                        "an agent failure",
+                        "no prompt is waiting for a reply",
+                    ));
+                };
+                d.emit(crate::event::AgentFailed {
+                    socket: current.socket.clone(),
+                    visit: current.visit,
+                    turn: current.turn,
+                    class: *class,
+                    message: message.clone(),
+                    attempt: current.transient_failures + 1,
+                });
+            }
+            Input::UserRefined { text, origin } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                let Some(current) = self
+                    .current
+                    .clone()
+                    .filter(|c| c.phase == Phase::AwaitingRefinement)
+                else {
+                    return Err(not_now(
+                        self,
+                        "a refinement",
+                        "no multi-turn socket is paused",
+                    ));
+                };
+                d.emit(UserRefined {
+                    socket: current.socket.clone(),
+                    visit: current.visit,
+                    text: text.clone(),
+                    origin: origin.clone(),
+                });
+                d.dispatch(current.turn.next(), false);
+            }
+            Input::Continue { origin } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                let Some(current) = self
+                    .current
+                    .clone()
+                    .filter(|c| c.phase == Phase::AwaitingRefinement)
+                else {
+                    return Err(not_now(self, "continue", "no multi-turn socket is paused"));
+                };
+                d.emit(FinalizeRequested {
+                    socket: current.socket.clone(),
+                    visit: current.visit,
+                    origin: origin.clone(),
+                });
+                d.dispatch(current.turn.next(), false);
+            }
+            Input::UtilityFinished {
+                code,
+                timed_out,
+                stdout,
+                stderr,
+                truncated,
+            } => {
+                if let Some(r) = stopped(self) {
+                    return Err(r);
+                }
+                if phase_of(self) != Some(Phase::RunningUtility) {
+                    return Err(not_now(self, "a utility result", "no utility is running"));
+                }
+                d.on_utility(*code, *timed_out, stdout, stderr, *truncated);
+            }
+            Input::ResolveClaim { .. } => {
+                return Err(Rejection::Unsupported(
+                    "claims are resolved through the claims ledger".into(),
+                ));
+            }
+        }
+        Ok(d.out)
+    }
+}

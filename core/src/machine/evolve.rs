@@ -1,0 +1,494 @@
+//! `evolve`: applying one recorded event to the state. Total: never fails, never panics.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{
+    AllowanceState, CastState, Current, NoAdvance, Phase, Status, TranscriptLine, item_key,
+};
+use crate::event::{CastStarted, Event, Target, Usage};
+use crate::id::{ItemKey, Seq, SocketId, Turn};
+use crate::loadout::{EdgeTarget, ItemSource, Loadout, Socket, SocketKind};
+use crate::path::{self, Scope};
+
+/// The item a socket start selects.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Selection {
+    /// The cursor name.
+    pub cursor: String,
+    /// The index.
+    pub index: u64,
+    /// The item value.
+    pub value: Value,
+    /// `WI-<n>` or `<index>`.
+    pub key: ItemKey,
+    /// Title, name, or key.
+    pub label: String,
+    /// The iterator it came from.
+    pub source: ItemSource,
+}
+
+impl CastState {
+    /// The state right after `cast_started`.
+    pub fn started(event: &CastStarted) -> Result<CastState, String> {
+        let loadout = Loadout::from_json(&event.loadout)
+            .map_err(|e| format!("the frozen loadout does not decode: {e}"))?;
+        Ok(CastState {
+            cast: event.cast.clone(),
+            loadout: Arc::new(loadout),
+            loadout_hash: event.loadout_hash,
+            request: event.request.clone(),
+            policy: event.policy.clone(),
+            status: Status::Running,
+            current: None,
+            data: Value::Object(Map::new()),
+            cursors: Default::default(),
+            visits: Default::default(),
+            attempts: Default::default(),
+            traversals: Default::default(),
+            allowances: Default::default(),
+            no_advance: NoAdvance::default(),
+            last_edge_budgeted: false,
+            rework: Vec::new(),
+            refinement_turns: Default::default(),
+            last_output: None,
+            last_json: None,
+            usage: Usage::default(),
+            failure: None,
+            last_source: None,
+            last_satisfied: None,
+            dispatched: Default::default(),
+            scheduled: None,
+            steering: Vec::new(),
+            head: Seq(1),
+        })
+    }
+
+    /// The iterator of `socket`: its `foreach`, or the iterator of the first loop containing it.
+    pub(crate) fn iterator_of(&self, socket: &SocketId) -> Option<ItemSource> {
+        let s = self.loadout.socket(socket)?;
+        s.foreach.clone().or_else(|| {
+            self.loadout
+                .loops_of(socket)
+                .next()
+                .map(|l| l.iterator.clone())
+        })
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            output: None,
+            data: &self.data,
+            last_json: self.last_json.as_ref(),
+            last_output: self.last_output.as_deref(),
+        }
+    }
+
+    /// The items an iterator walks.
+    pub(crate) fn items_of(&self, source: &ItemSource) -> Vec<Value> {
+        match path::resolve(&self.scope(), &source.items) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The item a start of `socket` would select (`None` outside loops or past the end).
+    pub(crate) fn select_item(&self, socket: &SocketId) -> Option<Selection> {
+        let source = self.iterator_of(socket)?;
+        let index = self.cursors.get(&source.cursor).copied().unwrap_or(0);
+        let items = self.items_of(&source);
+        let value = items.get(usize::try_from(index).ok()?)?.clone();
+        let key = if source.items.contains("workItems") {
+            ItemKey::new(format!("WI-{}", index + 1))
+        } else {
+            ItemKey::new(index.to_string())
+        };
+        let label = value
+            .get("title")
+            .or_else(|| value.get("name"))
+            .and_then(Value::as_str)
+            .map_or_else(|| key.to_string(), str::to_owned);
+        Some(Selection {
+            cursor: source.cursor.clone(),
+            index,
+            value,
+            key,
+            label,
+            source,
+        })
+    }
+
+    /// The no-advance tracker after a start of `socket` for `item`, and whether that start
+    /// closes a counted cycle.
+    pub(crate) fn next_tracker(
+        &self,
+        socket: &SocketId,
+        item: Option<&ItemKey>,
+    ) -> (NoAdvance, bool) {
+        let Some(item) = item else {
+            return (NoAdvance::default(), false);
+        };
+        let mut tracker = self.no_advance.clone();
+        if tracker.item.as_ref() != Some(item) {
+            return (
+                NoAdvance {
+                    item: Some(item.clone()),
+                    count: 0,
+                    path: vec![socket.clone()],
+                },
+                false,
+            );
+        }
+        if !tracker.path.contains(socket) {
+            tracker.path.push(socket.clone());
+            return (tracker, false);
+        }
+        tracker.path = vec![socket.clone()];
+        if self.last_edge_budgeted {
+            return (tracker, false);
+        }
+        tracker.count += 1;
+        (tracker, true)
+    }
+
+    fn refinement_key(current: &Current) -> String {
+        format!(
+            "{}#{}",
+            item_key(current.socket.as_str(), current.item.as_ref()),
+            current.visit
+        )
+    }
+
+    /// Applies one recorded event.
+    pub fn evolve(&mut self, event: &Event) {
+        self.head = self.head.next();
+        match event {
+            Event::CastStarted(_) | Event::CastForked(_) => {}
+            Event::CastCompleted(_) => {
+                self.status = Status::Completed;
+                if let Some(c) = &mut self.current {
+                    c.phase = Phase::Done;
+                }
+            }
+            Event::CastFailed(e) => {
+                self.status = Status::Failed;
+                self.failure = Some(e.clone());
+            }
+            Event::CastAborted(_) => self.status = Status::Aborted,
+            Event::CastRevived(_) => {
+                self.status = Status::Running;
+                self.failure = None;
+                if let Some(c) = &mut self.current {
+                    c.recovering = true;
+                }
+            }
+            Event::CastResumed(e) => {
+                if let Some(c) = &mut self.current {
+                    c.recovering |= e.redispatch;
+                }
+            }
+            Event::SocketStarted(e) => self.start_socket(e),
+            Event::PromptDispatched(e) => {
+                if let Some(key) = self.scheduled.take() {
+                    self.dispatched.insert(key);
+                }
+                if let Some(c) = &mut self.current {
+                    c.turn = e.turn;
+                    c.phase = Phase::AwaitingReply;
+                    c.prompt = Some(e.prompt_hash);
+                    c.transient_failures = 0;
+                    c.interrupted = false;
+                    c.recovering = false;
+                }
+                self.status = Status::AwaitingAgent;
+            }
+            Event::AgentReplied(e) => {
+                if let Some(usage) = e.usage {
+                    self.usage.input = self.usage.input.saturating_add(usage.input);
+                    self.usage.output = self.usage.output.saturating_add(usage.output);
+                }
+                if let Some(c) = &mut self.current {
+                    c.pending_reply = Some(e.text.clone());
+                    c.phase = Phase::Done;
+                }
+                self.status = Status::Running;
+            }
+            Event::AgentFailed(e) => {
+                if let Some(c) = &mut self.current {
+                    match e.class {
+                        crate::event::FailureClass::Transient => c.transient_failures += 1,
+                        crate::event::FailureClass::Interruption => c.interrupted = true,
+                    }
+                }
+            }
+            Event::UtilityFinished(_) => {
+                if let Some(c) = &mut self.current {
+                    c.phase = Phase::Done;
+                }
+            }
+            Event::RefinementRecorded(e) => {
+                if let Some(c) = &mut self.current {
+                    c.transcript.push(TranscriptLine {
+                        role: "assistant",
+                        text: e.text.clone(),
+                    });
+                    c.pending_reply = None;
+                    c.phase = Phase::AwaitingRefinement;
+                    let key = Self::refinement_key(c);
+                    self.refinement_turns.insert(key, e.turn.get());
+                }
+                self.status = Status::AwaitingRefinement;
+            }
+            Event::UserRefined(e) => {
+                if let Some(c) = &mut self.current {
+                    c.transcript.push(TranscriptLine {
+                        role: "user",
+                        text: e.text.clone(),
+                    });
+                    c.phase = Phase::Done;
+                }
+                self.status = Status::Running;
+            }
+            Event::FinalizeRequested(_) => {
+                if let Some(c) = &mut self.current {
+                    c.finalizing = true;
+                    c.phase = Phase::Done;
+                }
+                self.status = Status::Running;
+            }
+            Event::OutputRejected(e) => {
+                if let Some(c) = &mut self.current {
+                    if e.repair {
+                        c.repairs += 1;
+                    }
+                    let bad = c.pending_reply.take().unwrap_or_default();
+                    c.repair_feedback = Some(repair_text(&e.issues, &bad));
+                }
+            }
+            Event::SocketCompleted(e) => {
+                let socket = self.loadout.socket(&e.socket).cloned();
+                if let Some(c) = &mut self.current {
+                    c.pending_reply = None;
+                    c.repair_feedback = None;
+                    c.phase = Phase::Done;
+                }
+                self.last_output = Some(e.output.clone());
+                self.last_source = Some((e.socket.clone(), e.visit));
+                self.last_satisfied = e.satisfied;
+                if let Some(parsed) = &e.parsed {
+                    self.last_json = Some(parsed.clone());
+                    if let Some(socket) = socket {
+                        self.apply_envelope(&e.socket, &socket, parsed);
+                    }
+                }
+            }
+            Event::DataAssigned(e) => path::assign(&mut self.data, &e.path, Some(e.value.clone())),
+            Event::CursorAdvanced(e) => {
+                self.cursors.insert(e.cursor.clone(), e.to);
+                self.no_advance = NoAdvance::default();
+            }
+            Event::EdgeTaken(e) => {
+                let to = match &e.to {
+                    Target::Socket(s) => EdgeTarget::Socket(s.clone()),
+                    Target::End => EdgeTarget::End,
+                };
+                let budget = self
+                    .loadout
+                    .socket(&e.from)
+                    .and_then(|s| {
+                        s.edges
+                            .iter()
+                            .find(|edge| edge.to == to && edge.when == e.when)
+                    })
+                    .and_then(|edge| edge.max_traversals);
+                self.last_edge_budgeted = budget.is_some();
+                let key = edge_key(&e.from, &e.to, e.item.as_ref());
+                self.traversals.insert(key.clone(), e.traversal);
+                if let Some(limit) = budget {
+                    self.allowances
+                        .entry(format!("edge:{key}"))
+                        .or_insert(AllowanceState {
+                            original: u64::from(limit),
+                            effective: u64::from(limit),
+                            revives: 0,
+                        });
+                }
+            }
+            Event::ReworkRouted(e) => self.rework.push(e.clone()),
+            Event::ReworkCleared(e) => self.rework.retain(|r| r.item != e.item),
+            Event::DispatchScheduled(e) => {
+                self.scheduled = Some(e.key.clone());
+                if let Some(c) = &mut self.current {
+                    c.phase = Phase::AwaitingDispatch;
+                }
+                self.status = Status::Running;
+            }
+            Event::DispatchSkipped(e) => {
+                if self.scheduled.as_ref() == Some(&e.key) {
+                    self.scheduled = None;
+                }
+            }
+            Event::AllowanceExhausted(e) => {
+                self.allowances
+                    .entry(super::allowance_key(&e.allowance))
+                    .or_insert(AllowanceState {
+                        original: e.limit,
+                        effective: e.limit,
+                        revives: 0,
+                    });
+            }
+            Event::AllowanceExtended(e) => {
+                let entry = self
+                    .allowances
+                    .entry(super::allowance_key(&e.allowance))
+                    .or_insert(AllowanceState {
+                        original: e.limit,
+                        effective: e.limit,
+                        revives: 0,
+                    });
+                entry.effective = e.limit;
+                entry.revives += 1;
+            }
+            Event::SteeringNoted(e) => self.steering.push((e.text.clone(), e.locked)),
+            _ => {}
+        }
+    }
+
+    fn start_socket(&mut self, e: &crate::event::SocketStarted) {
+        let selection = self.select_item(&e.socket);
+        let (tracker, _) = self.next_tracker(&e.socket, e.item.as_ref());
+        self.no_advance = tracker;
+        self.last_edge_budgeted = false;
+        self.visits.insert(e.socket.clone(), e.visit.get());
+        self.attempts
+            .insert(item_key(e.socket.as_str(), e.item.as_ref()), e.attempt);
+        if let Value::Object(data) = &mut self.data {
+            match &selection {
+                Some(sel) => {
+                    self.cursors.insert(sel.cursor.clone(), sel.index);
+                    data.insert("item".into(), sel.value.clone());
+                    data.insert("currentWorkItem".into(), sel.value.clone());
+                    if sel.source.as_name != "item" {
+                        data.insert(sel.source.as_name.clone(), sel.value.clone());
+                    }
+                    if sel.source.as_name == "workItem" || sel.source.items.contains("workItems") {
+                        data.insert("workItem".into(), sel.value.clone());
+                    }
+                }
+                None => {
+                    // Outside loops the item is not stale data from the last loop (the
+                    // reference leaves it behind).
+                    data.remove("item");
+                    data.remove("currentWorkItem");
+                    data.remove("workItem");
+                }
+            }
+        }
+        let utility = self
+            .loadout
+            .socket(&e.socket)
+            .is_some_and(|s| matches!(s.kind, SocketKind::Utility(_)));
+        self.current = Some(Current {
+            socket: e.socket.clone(),
+            visit: e.visit,
+            item: e.item.clone(),
+            item_label: e.item_label.clone(),
+            attempt: e.attempt,
+            turn: Turn(0),
+            phase: if utility {
+                Phase::RunningUtility
+            } else {
+                Phase::AwaitingDispatch
+            },
+            prompt: None,
+            transcript: Vec::new(),
+            repairs: 0,
+            repair_feedback: None,
+            finalizing: false,
+            pending_reply: None,
+            transient_failures: 0,
+            interrupted: false,
+            recovering: false,
+        });
+        self.status = Status::Running;
+    }
+
+    /// The generic handoff envelope of a JSON object output.
+    fn apply_envelope(&mut self, socket_id: &SocketId, socket: &Socket, parsed: &Value) {
+        let Value::Object(output) = parsed else {
+            return;
+        };
+        let Value::Object(data) = &mut self.data else {
+            return;
+        };
+        if !socket.is_agent()
+            && let Some(Value::Object(patch)) = output.get("state")
+        {
+            for (k, v) in patch {
+                if k != "workItems" && k != "satisfied" {
+                    data.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let mut envelope = match data.get("envelope") {
+            Some(Value::Object(previous)) => previous.clone(),
+            _ => Map::new(),
+        };
+        for key in ["workItems", "satisfied", "context"] {
+            if let Some(v) = output.get(key) {
+                envelope.insert(key.into(), v.clone());
+            }
+        }
+        data.insert("envelope".into(), Value::Object(envelope));
+        if let Some(items @ Value::Array(_)) = output.get("workItems") {
+            let live =
+                matches!(data.get("workItems"), Some(Value::Array(list)) if !list.is_empty());
+            if !live || socket.generator {
+                data.insert("workItems".into(), items.clone());
+            }
+        }
+        if let Some(Value::String(context)) = output.get("context")
+            && !context.trim().is_empty()
+        {
+            let line = format!("[{socket_id} {}] {}", socket.label, context.trim());
+            let joined = match data.get("context") {
+                Some(Value::String(previous)) if !previous.is_empty() => {
+                    format!("{previous}\n\n{line}")
+                }
+                _ => line,
+            };
+            data.insert("context".into(), Value::String(joined));
+        }
+    }
+}
+
+/// The scoped key of an edge: `from->to@item` (or `from->to`).
+pub(crate) fn edge_key(from: &SocketId, to: &Target, item: Option<&ItemKey>) -> String {
+    let to = match to {
+        Target::Socket(s) => s.to_string(),
+        Target::End => "end".into(),
+    };
+    item_key(&format!("{from}->{to}"), item)
+}
+
+/// The repair mandate: the issues, then a bounded excerpt of the rejected output.
+fn repair_text(issues: &[String], bad: &str) -> String {
+    let mut text = String::from(
+        "Your previous output could not be accepted. Fix these issues and answer again with the complete output:\n",
+    );
+    for issue in issues {
+        text.push_str("- ");
+        text.push_str(issue);
+        text.push('\n');
+    }
+    let excerpt: String = bad.chars().take(600).collect();
+    if !excerpt.trim().is_empty() {
+        text.push_str("\nThe rejected output began:\n");
+        text.push_str(&excerpt);
+        if bad.chars().count() > 600 {
+            text.push('…');
+        }
+    }
+    text
+}

@@ -1,0 +1,246 @@
+//! The cast machine: [`CastState`] folded from events with [`CastState::evolve`], and decisions
+//! (`decide`, in [`decide`](mod@decide)) that turn inputs into new events.
+//!
+//! `evolve` is the only code that changes state, and it never fails: every event, once recorded,
+//! is applied. Decisions run on a scratch copy of the state and apply each event they emit as
+//! they go, so a decision sees exactly the state its own events produce and a replay of the log
+//! reproduces it.
+
+mod complete;
+pub mod decide;
+mod evolve;
+mod turn;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::event::{Allowance, CastFailed, ReworkRouted, Usage};
+use crate::id::{CastId, Digest, DispatchKey, ItemKey, Seq, SocketId, Turn, Visit};
+use crate::loadout::Loadout;
+
+pub use decide::{Decision, Rejection};
+
+/// Where a cast stands, as the CLI reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Between steps (a utility to run, a dispatch due).
+    Running,
+    /// A prompt is out and unanswered.
+    AwaitingAgent,
+    /// A multi-turn socket waits for `refine` or `continue`.
+    AwaitingRefinement,
+    /// Reached the end of the graph.
+    Completed,
+    /// Stopped on an error or an exhausted allowance.
+    Failed,
+    /// Aborted by a person.
+    Aborted,
+}
+
+impl Status {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::AwaitingAgent => "awaiting_agent",
+            Status::AwaitingRefinement => "awaiting_refinement",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Aborted => "aborted",
+        }
+    }
+
+    /// Whether no further step happens without a person (completed, failed, aborted).
+    pub fn is_stopped(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Aborted)
+    }
+}
+
+/// What the current socket visit is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// A dispatch is scheduled and not yet due.
+    AwaitingDispatch,
+    /// A prompt is out; the agent has not answered.
+    AwaitingReply,
+    /// A multi-turn draft waits for the person.
+    AwaitingRefinement,
+    /// A utility must run.
+    RunningUtility,
+    /// The visit is complete (routing happened or the cast stopped).
+    Done,
+}
+
+/// One line of a multi-turn transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TranscriptLine {
+    /// `assistant` for drafts, `user` for refinements.
+    pub role: &'static str,
+    /// The text.
+    pub text: String,
+}
+
+/// The socket visit in progress.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Current {
+    /// The socket.
+    pub socket: SocketId,
+    /// Its visit number.
+    pub visit: Visit,
+    /// The work item.
+    pub item: Option<ItemKey>,
+    /// The item's label.
+    pub item_label: Option<String>,
+    /// Attempt of this (socket, item).
+    pub attempt: u32,
+    /// The last dispatched turn (0 before the first).
+    pub turn: Turn,
+    /// What it waits for.
+    pub phase: Phase,
+    /// The last dispatched prompt.
+    pub prompt: Option<Digest>,
+    /// Multi-turn drafts and refinements, in order.
+    pub transcript: Vec<TranscriptLine>,
+    /// Same-socket repair turns used.
+    pub repairs: u32,
+    /// The issues the next repair turn must fix.
+    pub repair_feedback: Option<String>,
+    /// Whether the visit is finalizing a multi-turn refinement.
+    pub finalizing: bool,
+    /// A reply recorded but not yet committed (a budget stop happened in between).
+    pub pending_reply: Option<String>,
+    /// Transient agent failures since the last dispatch.
+    pub transient_failures: u32,
+    /// The last agent failure was an interruption.
+    pub interrupted: bool,
+    /// The visit was revived or resumed: its next prompt carries a recovery note.
+    pub recovering: bool,
+}
+
+/// A revivable allowance's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AllowanceState {
+    /// The configured limit.
+    pub original: u64,
+    /// The limit in force (grows by `original` per revive).
+    pub effective: u64,
+    /// How often it was extended.
+    pub revives: u32,
+}
+
+/// The no-advance guard's tracker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NoAdvance {
+    /// The item being tracked.
+    pub item: Option<ItemKey>,
+    /// Closed cycles counted.
+    pub count: u32,
+    /// Sockets visited since the last closed cycle.
+    pub path: Vec<SocketId>,
+}
+
+/// The state of one cast: a fold of its events.
+#[derive(Debug, Clone, Serialize)]
+pub struct CastState {
+    /// The cast.
+    pub cast: CastId,
+    /// The frozen loadout.
+    #[serde(skip)]
+    pub loadout: Arc<Loadout>,
+    /// Its hash.
+    pub loadout_hash: Digest,
+    /// The request.
+    pub request: String,
+    /// The placement policy.
+    pub policy: String,
+    /// Where it stands.
+    pub status: Status,
+    /// The visit in progress.
+    pub current: Option<Current>,
+    /// `state.data`.
+    pub data: Value,
+    /// Loop cursors.
+    pub cursors: BTreeMap<String, u64>,
+    /// Visits per socket.
+    pub visits: BTreeMap<SocketId, u32>,
+    /// Attempts per `socket@item`.
+    pub attempts: BTreeMap<String, u32>,
+    /// Traversals per scoped edge key `from->to@item`.
+    pub traversals: BTreeMap<String, u32>,
+    /// Allowances per key.
+    pub allowances: BTreeMap<String, AllowanceState>,
+    /// The no-advance guard.
+    pub no_advance: NoAdvance,
+    /// Whether the last edge taken had a traversal allowance (such re-entries are not counted
+    /// by the no-advance guard).
+    pub last_edge_budgeted: bool,
+    /// Live rework entries.
+    pub rework: Vec<ReworkRouted>,
+    /// Refinement turns per `socket@item#visit`.
+    pub refinement_turns: BTreeMap<String, u32>,
+    /// The last raw output.
+    pub last_output: Option<String>,
+    /// The last committed JSON.
+    pub last_json: Option<Value>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Why it failed.
+    pub failure: Option<CastFailed>,
+    /// Dispatch keys already dispatched (idempotency, in the log).
+    pub dispatched: BTreeSet<DispatchKey>,
+    /// The dispatch scheduled and not yet due.
+    pub scheduled: Option<DispatchKey>,
+    /// The last completed visit `(socket, visit)`: the source of the next deferred dispatch.
+    pub last_source: Option<(SocketId, Visit)>,
+    /// The `satisfied` outcome of the last completion (routing input, kept for revive).
+    pub last_satisfied: Option<bool>,
+    /// Steering notes, in order.
+    pub steering: Vec<(String, bool)>,
+    /// Events applied.
+    pub head: Seq,
+}
+
+/// The key of a per-item counter: `socket@item` (or just `socket`).
+pub fn item_key(base: &str, item: Option<&ItemKey>) -> String {
+    match item {
+        Some(item) => format!("{base}@{item}"),
+        None => base.to_owned(),
+    }
+}
+
+/// The allowance key of an [`Allowance`].
+pub fn allowance_key(allowance: &Allowance) -> String {
+    match allowance {
+        Allowance::Edge { from, to, item } => {
+            let to = match to {
+                crate::event::Target::Socket(s) => s.to_string(),
+                crate::event::Target::End => "end".into(),
+            };
+            item_key(&format!("edge:{from}->{to}"), item.as_ref())
+        }
+        Allowance::NoAdvance { item } => item_key("no_advance", item.as_ref()),
+        Allowance::Tokens => "tokens".into(),
+        Allowance::Repair { socket } => format!("repair:{socket}"),
+    }
+}
+
+impl CastState {
+    /// The loadout socket of the current visit.
+    pub fn current_socket(&self) -> Option<&crate::loadout::Socket> {
+        self.current
+            .as_ref()
+            .and_then(|c| self.loadout.socket(&c.socket))
+    }
+
+    /// The effective limit of an allowance, given its configured limit.
+    pub fn limit(&self, allowance: &Allowance, configured: u64) -> u64 {
+        self.allowances
+            .get(&allowance_key(allowance))
+            .map_or(configured, |a| a.effective)
+    }
+}

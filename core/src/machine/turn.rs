@@ -1,0 +1,316 @@
+//! Assembling the current turn's context entries.
+
+use serde_json::Value;
+
+use super::{CastState, Phase};
+use crate::handoff;
+use crate::loadout::{Parse, SocketKind};
+use crate::prompt::{ContextEntry, Role};
+use crate::template::{self, TemplateScope};
+
+/// The rework follow-up block is cut to this many characters.
+const REWORK_LIMIT: usize = 2400;
+
+impl CastState {
+    /// The context entries of the current visit's next prompt.
+    pub fn entries(&self) -> Vec<ContextEntry> {
+        let Some(current) = &self.current else {
+            return Vec::new();
+        };
+        let Some(socket) = self.loadout.socket(&current.socket) else {
+            return Vec::new();
+        };
+        let SocketKind::Agent(agent) = &socket.kind else {
+            return Vec::new();
+        };
+        let mut entries = Vec::new();
+        let mut ordinal = 0;
+        let mut push = |id: String,
+                        source_type: &'static str,
+                        layer: u8,
+                        role: Role,
+                        text: String,
+                        locked: bool| {
+            if text.trim().is_empty() {
+                return;
+            }
+            ordinal += 1;
+            entries.push(ContextEntry {
+                id,
+                source_type,
+                layer,
+                role,
+                ordinal,
+                text,
+                locked,
+            });
+        };
+        let scope = TemplateScope {
+            request: &self.request,
+            data: &self.data,
+            last_json: self.last_json.as_ref(),
+            last_output: self.last_output.as_deref(),
+            cursors: &self.cursors,
+        };
+        let instructions = template::render(&agent.prompt, &scope);
+        push(
+            "materiaInstructions".into(),
+            "materiaInstructions",
+            0,
+            Role::System,
+            format!("<materia-instructions>\n{instructions}\n</materia-instructions>"),
+            false,
+        );
+        let refining = socket.is_multi_turn() && !current.finalizing;
+        push(
+            "outputContract".into(),
+            "outputContract",
+            0,
+            Role::System,
+            self.contract_text(refining),
+            false,
+        );
+        push(
+            "castRequest".into(),
+            "castRequest",
+            1,
+            Role::User,
+            format!("Cast request:\n{}", self.request),
+            false,
+        );
+        if let Some(item) = self.data.get("item").filter(|_| current.item.is_some()) {
+            let title = item
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or("(untitled)");
+            let context = item.get("context").and_then(Value::as_str).unwrap_or("");
+            push(
+                "workItem".into(),
+                "workItem",
+                1,
+                Role::User,
+                format!("Current workItem:\nTitle: {title}\nContext:\n{context}"),
+                false,
+            );
+        }
+        if socket.parse == Parse::Text {
+            let guidance = self
+                .data
+                .get("guidance")
+                .cloned()
+                .unwrap_or(Value::Object(Default::default()));
+            push(
+                "guidance".into(),
+                "guidance",
+                3,
+                Role::User,
+                format!(
+                    "Global guidance JSON:\n{}",
+                    serde_json::to_string_pretty(&guidance).unwrap_or_default()
+                ),
+                false,
+            );
+        }
+        if let Some(Value::String(context)) = self.data.get("context") {
+            push(
+                "handoffContext".into(),
+                "handoffContext",
+                3,
+                Role::User,
+                format!("Handoff context from earlier sockets (reference material):\n{context}"),
+                false,
+            );
+        }
+        if socket.generator
+            && !refining
+            && let Some(Value::Array(items)) = self.data.get("workItems")
+        {
+            push(
+                "upstreamWorkItems".into(),
+                "upstreamWorkItems",
+                3,
+                Role::User,
+                format!(
+                    "Upstream generated workItems JSON:\n{}",
+                    serde_json::to_string_pretty(items).unwrap_or_default()
+                ),
+                false,
+            );
+        }
+        if let Some(previous) = &self.last_output {
+            push(
+                "previousOutput".into(),
+                "previousOutput",
+                3,
+                Role::User,
+                format!("Previous output:\n{previous}"),
+                false,
+            );
+        }
+        for (i, line) in current.transcript.iter().enumerate() {
+            let (source_type, role) = if line.role == "assistant" {
+                ("refinementDraft", Role::Assistant)
+            } else {
+                ("userRefinement", Role::User)
+            };
+            push(
+                format!("{source_type}-{}", i + 1),
+                source_type,
+                2,
+                role,
+                line.text.clone(),
+                false,
+            );
+        }
+        for (i, (text, locked)) in self.steering.iter().enumerate() {
+            let (layer, role) = if *locked {
+                (0, Role::System)
+            } else {
+                (2, Role::User)
+            };
+            push(
+                format!("steeringNote-{}", i + 1),
+                "steeringNote",
+                layer,
+                role,
+                format!("Operator steering note:\n{text}"),
+                *locked,
+            );
+        }
+        let rework: Vec<String> = self
+            .rework
+            .iter()
+            .filter(|r| r.target == current.socket && r.item == current.item)
+            .map(|r| {
+                let item = current.item_label.as_deref().unwrap_or("this cast");
+                format!(
+                    "- From {} {} for {item}: {}",
+                    r.source, r.materia_label, r.reason
+                )
+            })
+            .collect();
+        if !rework.is_empty() {
+            let mut text = format!(
+                "Runtime follow-up context:\nThis socket was reached again because a later socket was not satisfied. Treat this turn as follow-up work on the current item and address these reasons, even if the work item title is vague.\n{}",
+                rework.join("\n")
+            );
+            if text.chars().count() > REWORK_LIMIT {
+                text = text.chars().take(REWORK_LIMIT).collect::<String>() + "…";
+            }
+            push(
+                "reworkFeedback".into(),
+                "reworkFeedback",
+                2,
+                Role::User,
+                text,
+                false,
+            );
+        }
+        if let Some(feedback) = &current.repair_feedback {
+            push(
+                "retryFeedback".into(),
+                "retryFeedback",
+                2,
+                Role::User,
+                feedback.clone(),
+                false,
+            );
+        }
+        if current.recovering {
+            push(
+                "recoveryTicket".into(),
+                "recoveryTicket",
+                2,
+                Role::User,
+                "This cast was stopped and has been resumed at this socket. Earlier work of this visit may be incomplete: check the current state before continuing, then answer in the required format.".into(),
+                false,
+            );
+        }
+        if let Some(source) = self.iterator_of(&current.socket) {
+            let index = self.cursors.get(&source.cursor).copied().unwrap_or(0);
+            let remaining: Vec<String> = self
+                .items_of(&source)
+                .iter()
+                .skip(
+                    usize::try_from(index)
+                        .unwrap_or(usize::MAX)
+                        .saturating_add(1),
+                )
+                .map(|item| {
+                    format!(
+                        "- {}",
+                        item.get("title")
+                            .and_then(Value::as_str)
+                            .unwrap_or("(untitled)")
+                    )
+                })
+                .collect();
+            if !remaining.is_empty() {
+                push(
+                    "remainingDelta".into(),
+                    "remainingDelta",
+                    2,
+                    Role::User,
+                    format!(
+                        "Work items still ahead in this loop (do not start them now):\n{}",
+                        remaining.join("\n")
+                    ),
+                    false,
+                );
+            }
+        }
+        let _ = current.phase == Phase::Done;
+        entries
+    }
+
+    /// The output-format instruction of the current socket.
+    fn contract_text(&self, refining: bool) -> String {
+        let Some(socket) = self.current_socket() else {
+            return String::new();
+        };
+        if refining {
+            return "This is a refinement conversation. Reply in prose: propose, ask, and revise with the user. Do not produce the final output until the user runs `castlog continue`.".into();
+        }
+        let finalizing = self.current.as_ref().is_some_and(|c| c.finalizing);
+        let lead = if finalizing {
+            "The user ran `castlog continue`: produce the final output now, from the whole conversation.\n"
+        } else {
+            ""
+        };
+        if socket.parse == Parse::Text {
+            return format!("{lead}Return a concise implementation summary in plain text.");
+        }
+        let mut lines = vec![format!(
+            "{lead}Return exactly one JSON object and nothing else (no code fences). Allowed top-level fields: workItems, satisfied, context."
+        )];
+        let mut required = Vec::new();
+        if handoff::needs_satisfied(socket) {
+            required.push(
+                "\"satisfied\" at $.satisfied: boolean, whether the work is accepted".to_owned(),
+            );
+        }
+        if handoff::needs_work_items(socket) {
+            required.push(
+                "\"workItems\" at $.workItems: array of {\"title\", \"context\"} objects, both non-empty strings, nothing else"
+                    .to_owned(),
+            );
+        }
+        for (_, source) in &socket.assign {
+            if let Some(path) = source.trim().strip_prefix("$.")
+                && path != "workItems"
+            {
+                required.push(format!("$.{path}: read by this socket's assignments"));
+            }
+        }
+        if !required.is_empty() {
+            lines.push(format!(
+                "Required payload fields:\n- {}",
+                required.join("\n- ")
+            ));
+        }
+        lines.push(
+            "Put explanations in \"context\" (a string); do not emit a \"text\" field.".into(),
+        );
+        lines.join("\n")
+    }
+}

@@ -1,0 +1,304 @@
+//! The `Agent` port and its adapters: scripted (JSONL transcript) and command (`cmd:`).
+//!
+//! An agent is asked for one thing at a time: the reply to the prompt in flight, or, when a
+//! multi-turn socket is paused, what the person says next. Whatever it answers is fed to the
+//! machine as an input and recorded; nothing an agent says becomes state any other way.
+//!
+//! # Agent SPEC
+//! - `scripted:FILE`: JSONL, one line per answer: `{"reply": TEXT, "usage"?: {"input", "output"}}`,
+//!   `{"error": "transient"|"interruption", "message": TEXT}`, `{"user": TEXT}`,
+//!   `{"continue": true}`. Lines are consumed in order across runs of the same cast: the log
+//!   says how many were used (replies and failures, plus refinements and continues recorded with
+//!   origin `script`).
+//! - `cmd:PROGRAM ARGS…`: spawned without a shell; the prompt, flattened to text, on stdin; the
+//!   reply is stdout; a non-zero exit is an interruption carrying stderr.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use castlog_core::event::{FailureClass, Usage};
+use castlog_core::prompt::Message;
+
+use crate::process;
+
+/// What the driver asks an agent.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnRequest<'a> {
+    /// The rendered prompt.
+    pub messages: &'a [Message],
+    /// True when a multi-turn socket is paused and the person's next move is wanted.
+    pub refinement: bool,
+}
+
+/// What an agent answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentTurn {
+    /// A reply to the prompt.
+    Reply {
+        /// The text.
+        text: String,
+        /// Reported tokens.
+        usage: Option<Usage>,
+    },
+    /// The agent failed.
+    Failed {
+        /// Transient or interruption.
+        class: FailureClass,
+        /// What happened.
+        message: String,
+    },
+    /// The person's refinement message (scripted only).
+    Refine(String),
+    /// The person's `continue` (scripted only).
+    Continue,
+    /// The agent has nothing more to say (a script ran out, no person at hand).
+    Exhausted(String),
+}
+
+/// Something that answers prompts.
+pub trait Agent {
+    /// The next answer.
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn;
+
+    /// The origin recorded with refinements and continues this agent supplies.
+    fn origin(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A bad agent SPEC or script.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The SPEC is not understood.
+    #[error("unknown agent spec {spec:?}: use scripted:FILE or cmd:PROGRAM ARGS...")]
+    UnknownSpec {
+        /// The spec given.
+        spec: String,
+    },
+    /// The script cannot be read.
+    #[error("cannot read agent script {path}: {message}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// A script line is malformed.
+    #[error("agent script {path} line {line}: {message}")]
+    BadLine {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One line of a script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ScriptLine {
+    Reply(String, Option<Usage>),
+    Error(FailureClass, String),
+    User(String),
+    Continue,
+}
+
+/// Answers from a JSONL transcript.
+#[derive(Debug, Clone)]
+pub struct ScriptedAgent {
+    path: PathBuf,
+    lines: Vec<(usize, ScriptLine)>,
+    next: usize,
+}
+
+impl ScriptedAgent {
+    /// Reads a script and skips the first `consumed` lines (already answered in the log).
+    pub fn open(path: &Path, consumed: usize) -> Result<Self, AgentError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| AgentError::Unreadable {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let lines = parse_script(&text, &shown)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            lines,
+            next: consumed,
+        })
+    }
+
+    /// The script file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, AgentError> {
+    let mut out = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let bad = |message: String| AgentError::BadLine {
+            path: shown.to_owned(),
+            line,
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(raw).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let field = |name: &str| value.get(name);
+        let parsed = if let Some(reply) = field("reply") {
+            let text = reply
+                .as_str()
+                .ok_or_else(|| bad("\"reply\" must be a string".into()))?;
+            let usage = match field("usage") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(u) => Some(serde_json::from_value::<Usage>(u.clone()).map_err(|e| {
+                    bad(format!("\"usage\" must be {{\"input\", \"output\"}}: {e}"))
+                })?),
+            };
+            ScriptLine::Reply(text.to_owned(), usage)
+        } else if let Some(error) = field("error") {
+            let class = match error.as_str() {
+                Some("transient") => FailureClass::Transient,
+                Some("interruption") => FailureClass::Interruption,
+                _ => {
+                    return Err(bad(
+                        "\"error\" must be \"transient\" or \"interruption\"".into()
+                    ));
+                }
+            };
+            let message = field("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("")
+                .to_owned();
+            ScriptLine::Error(class, message)
+        } else if let Some(user) = field("user") {
+            let text = user
+                .as_str()
+                .ok_or_else(|| bad("\"user\" must be a string".into()))?;
+            ScriptLine::User(text.to_owned())
+        } else if field("continue").is_some() {
+            ScriptLine::Continue
+        } else {
+            return Err(bad(
+                "expected one of {\"reply\"}, {\"error\", \"message\"}, {\"user\"}, {\"continue\": true}".into(),
+            ));
+        };
+        out.push((line, parsed));
+    }
+    Ok(out)
+}
+
+impl Agent for ScriptedAgent {
+    fn turn(&mut self, _request: &TurnRequest<'_>) -> AgentTurn {
+        let Some((_, line)) = self.lines.get(self.next).cloned() else {
+            return AgentTurn::Exhausted(format!(
+                "the agent script {} has no more lines ({} used)",
+                self.path.display(),
+                self.lines.len()
+            ));
+        };
+        self.next += 1;
+        match line {
+            ScriptLine::Reply(text, usage) => AgentTurn::Reply { text, usage },
+            ScriptLine::Error(class, message) => AgentTurn::Failed { class, message },
+            ScriptLine::User(text) => AgentTurn::Refine(text),
+            ScriptLine::Continue => AgentTurn::Continue,
+        }
+    }
+
+    fn origin(&self) -> Option<String> {
+        Some("script".into())
+    }
+}
+
+/// Flattens messages into the documented plain text for command agents:
+/// each message as `### ROLE` on its own line, a blank line, the content, a blank line.
+pub fn flatten(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str("### ");
+        out.push_str(m.role.as_str());
+        out.push_str("\n\n");
+        out.push_str(&m.content);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// Runs a program per turn: prompt on stdin, reply on stdout.
+#[derive(Debug, Clone)]
+pub struct CommandAgent {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    timeout: Duration,
+}
+
+impl CommandAgent {
+    /// A command agent.
+    pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Self {
+        Self { argv, cwd, timeout }
+    }
+}
+
+impl Agent for CommandAgent {
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn {
+        if request.refinement {
+            return AgentTurn::Exhausted(
+                "the cast waits for a person: use `castlog refine` or `castlog continue`".into(),
+            );
+        }
+        let input = flatten(request.messages);
+        match process::run(&self.argv, &self.cwd, input.as_bytes(), self.timeout) {
+            Err(message) => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message,
+            },
+            Ok(done) if done.timed_out => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: format!("the agent command timed out after {:?}", self.timeout),
+            },
+            Ok(done) if done.code != Some(0) => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: format!(
+                    "the agent command exited with {}: {}",
+                    done.code.map_or("a signal".into(), |c| format!("code {c}")),
+                    done.stderr.trim()
+                ),
+            },
+            Ok(done) => AgentTurn::Reply {
+                text: done.stdout,
+                usage: None,
+            },
+        }
+    }
+}
+
+/// Splits `cmd:PROGRAM ARGS…` on whitespace (no shell, no quoting).
+pub fn command_argv(rest: &str) -> Vec<String> {
+    rest.split_whitespace().map(str::to_owned).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_lines_parse_and_name_bad_lines() {
+        let ok = parse_script(
+            "{\"reply\":\"a\",\"usage\":{\"input\":3,\"output\":4}}\n\n{\"error\":\"transient\",\"message\":\"m\"}\n{\"user\":\"u\"}\n{\"continue\":true}\n",
+            "s",
+        )
+        .unwrap();
+        assert_eq!(ok.len(), 4);
+        assert_eq!(ok[1].0, 3);
+        let err = parse_script("{\"reply\":\"a\"}\n{\"nope\":1}\n", "s").unwrap_err();
+        assert!(matches!(err, AgentError::BadLine { line: 2, .. }));
+        assert!(parse_script("not json", "s").is_err());
+        assert!(parse_script("{\"error\":\"weird\"}", "s").is_err());
+    }
+}

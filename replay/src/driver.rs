@@ -1,0 +1,384 @@
+//! The driver: fold the log, ask the machine, append, act, feed the result back.
+//!
+//! One code path serves a first run, `resume` after a crash, and every command that adds an
+//! input (refine, continue, abort, revive). Each step is: decide → store the blobs the events
+//! name → append the events (one transaction, expected seq checked) → apply them to the folded
+//! state → perform the effect the new state asks for (call the agent, run the utility) → turn the
+//! result into the next input. An effect runs only after the events that ask for it are durable,
+//! so a crash at any point leaves a log that `resume` can finish.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use castlog_core::env::{Clock, Env};
+use castlog_core::event::{CastStarted, Event, FailureClass};
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::Input;
+use castlog_core::loadout::SocketKind;
+use castlog_core::machine::decide::{self, Decision, Rejection};
+use castlog_core::machine::{CastState, Phase, Status};
+use castlog_core::prompt::Message;
+use castlog_events::chain::blob_hash;
+use castlog_events::{EventLog, LogError, Pending};
+
+use crate::agent::{Agent, AgentTurn, TurnRequest};
+use crate::utility;
+
+/// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
+pub const TRANSIENT_LIMIT: u32 = 3;
+
+/// Everything that can stop a drive.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriveError {
+    /// The log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The machine refused an input.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// The cast does not exist.
+    #[error("no cast named {cast:?} in this database (see `castlog casts`)")]
+    UnknownCast {
+        /// The cast asked for.
+        cast: CastId,
+    },
+    /// The log cannot be folded into a cast.
+    #[error("cast {cast} cannot be replayed at seq {seq}: {message}")]
+    Fold {
+        /// The cast.
+        cast: CastId,
+        /// The event.
+        seq: Seq,
+        /// Why.
+        message: String,
+    },
+    /// The agent answered something that does not fit.
+    #[error("{0}")]
+    Agent(String),
+}
+
+/// Why a drive stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// The cast's status.
+    pub status: Status,
+    /// A sentence for the person, when there is something to say.
+    pub message: Option<String>,
+}
+
+/// A cast being driven.
+#[derive(Debug)]
+pub struct Driver<'a, L: EventLog + ?Sized> {
+    log: &'a L,
+    clock: &'a dyn Clock,
+    cwd: PathBuf,
+    /// The folded state.
+    pub state: CastState,
+    /// Agent answers consumed so far (what a scripted agent skips).
+    pub answers_used: usize,
+}
+
+/// Folds a cast's events into its state.
+pub fn fold(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+) -> Result<(CastState, usize), DriveError> {
+    fold_until(log, cast, Seq(u64::MAX))
+}
+
+/// Folds a cast's events up to and including `until` (time travel by seq).
+pub fn fold_until(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Result<(CastState, usize), DriveError> {
+    let mut state: Option<CastState> = None;
+    let mut used = 0;
+    let mut failure: Option<DriveError> = None;
+    let scanned = log.scan(cast, Seq::FIRST, &mut |record| {
+        if record.seq > until {
+            return ControlFlow::Break(());
+        }
+        let event = match record.event() {
+            Ok(event) => event,
+            Err(err) => {
+                failure = Some(DriveError::Fold {
+                    cast: cast.clone(),
+                    seq: record.seq,
+                    message: err.to_string(),
+                });
+                return ControlFlow::Break(());
+            }
+        };
+        used += answers_in(&event);
+        match (&mut state, &event) {
+            (None, Event::CastStarted(started)) => match CastState::started(started) {
+                Ok(s) => state = Some(s),
+                Err(message) => {
+                    failure = Some(DriveError::Fold {
+                        cast: cast.clone(),
+                        seq: record.seq,
+                        message,
+                    });
+                    return ControlFlow::Break(());
+                }
+            },
+            (None, _) => {
+                failure = Some(DriveError::Fold {
+                    cast: cast.clone(),
+                    seq: record.seq,
+                    message: format!("the first event is {}, not cast_started", record.kind),
+                });
+                return ControlFlow::Break(());
+            }
+            (Some(s), event) => s.evolve(event),
+        }
+        ControlFlow::Continue(())
+    });
+    match scanned {
+        Err(LogError::UnknownCast { .. }) => {
+            return Err(DriveError::UnknownCast { cast: cast.clone() });
+        }
+        Err(err) => return Err(err.into()),
+        Ok(()) => {}
+    }
+    if let Some(err) = failure {
+        return Err(err);
+    }
+    state
+        .map(|s| (s, used))
+        .ok_or_else(|| DriveError::UnknownCast { cast: cast.clone() })
+}
+
+/// How many agent answers an event accounts for.
+fn answers_in(event: &Event) -> usize {
+    match event {
+        Event::AgentReplied(_) | Event::AgentFailed(_) => 1,
+        Event::UserRefined(e) if e.origin.as_deref() == Some("script") => 1,
+        Event::FinalizeRequested(e) if e.origin.as_deref() == Some("script") => 1,
+        _ => 0,
+    }
+}
+
+impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
+    /// Starts a new cast.
+    pub fn start(
+        log: &'a L,
+        clock: &'a dyn Clock,
+        started: CastStarted,
+        cwd: &Path,
+    ) -> Result<Self, DriveError> {
+        let env = Env::from_clock(clock, blob_hash);
+        let cast = started.cast.clone();
+        let (state, decision) = decide::start(started, &env)?;
+        let mut driver = Driver {
+            log,
+            clock,
+            cwd: cwd.to_path_buf(),
+            state,
+            answers_used: 0,
+        };
+        driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
+        Ok(driver)
+    }
+
+    /// Opens an existing cast by folding its log.
+    pub fn open(
+        log: &'a L,
+        clock: &'a dyn Clock,
+        cast: &CastId,
+        cwd: &Path,
+    ) -> Result<Self, DriveError> {
+        let (state, used) = fold(log, cast)?;
+        Ok(Driver {
+            log,
+            clock,
+            cwd: cwd.to_path_buf(),
+            state,
+            answers_used: used,
+        })
+    }
+
+    fn append(
+        &mut self,
+        cast: &CastId,
+        expected: Seq,
+        decision: &Decision,
+        now: u64,
+    ) -> Result<(), DriveError> {
+        // Blobs first: an event never names a blob that is not stored.
+        for blob in &decision.blobs {
+            self.log.put_blob(blob)?;
+        }
+        let pending: Vec<Pending> = decision
+            .events
+            .iter()
+            .map(|e| Pending::new(now, e))
+            .collect();
+        if !pending.is_empty() {
+            self.log.append(cast, expected, &pending)?;
+        }
+        Ok(())
+    }
+
+    /// Decides and records one input.
+    pub fn apply(&mut self, input: &Input) -> Result<(), DriveError> {
+        let env = Env::from_clock(self.clock, blob_hash);
+        let decision = self.state.decide(input, &env)?;
+        let cast = self.state.cast.clone();
+        let expected = self.state.head.next();
+        self.append(&cast, expected, &decision, env.now_ms)?;
+        for event in &decision.events {
+            self.answers_used += answers_in(event);
+            self.state.evolve(event);
+        }
+        Ok(())
+    }
+
+    fn prompt(&self) -> Result<Vec<Message>, DriveError> {
+        let Some(hash) = self.state.current.as_ref().and_then(|c| c.prompt) else {
+            return Ok(Vec::new());
+        };
+        let bytes = self.log.get_blob(&hash)?.ok_or_else(|| {
+            DriveError::Agent(format!("the prompt blob {} is missing", hash.short()))
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            DriveError::Agent(format!(
+                "the prompt blob {} does not decode: {e}",
+                hash.short()
+            ))
+        })
+    }
+
+    /// Drives the cast until it stops or waits for something the agent cannot give.
+    pub fn drive(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
+        loop {
+            if self.state.status.is_stopped() {
+                let message = self.state.failure.as_ref().map(|f| f.reason.clone());
+                return Ok(Stop {
+                    status: self.state.status,
+                    message,
+                });
+            }
+            let Some(current) = self.state.current.clone() else {
+                return Ok(Stop {
+                    status: self.state.status,
+                    message: None,
+                });
+            };
+            match current.phase {
+                Phase::AwaitingDispatch => {
+                    let Some(key) = self.state.scheduled.clone() else {
+                        return Err(DriveError::Agent(
+                            "a dispatch is awaited but none is scheduled".into(),
+                        ));
+                    };
+                    self.apply(&Input::DispatchDue { key })?;
+                }
+                Phase::RunningUtility => {
+                    let Some(SocketKind::Utility(spec)) =
+                        self.state.current_socket().map(|s| s.kind.clone())
+                    else {
+                        return Err(DriveError::Agent(
+                            "the running socket is not a utility".into(),
+                        ));
+                    };
+                    let input = utility::input(&self.state, &self.cwd);
+                    let done = utility::run(&spec, &input, &self.cwd);
+                    self.apply(&Input::UtilityFinished {
+                        code: done.code,
+                        timed_out: done.timed_out,
+                        stdout: done.stdout,
+                        stderr: done.stderr,
+                        truncated: done.truncated,
+                    })?;
+                }
+                Phase::AwaitingReply => {
+                    if current.interrupted {
+                        return Ok(Stop {
+                            status: Status::AwaitingAgent,
+                            message: Some(format!(
+                                "the agent was interrupted at {}; run `castlog resume {}` to send the prompt again",
+                                current.socket, self.state.cast
+                            )),
+                        });
+                    }
+                    if current.transient_failures >= TRANSIENT_LIMIT {
+                        return Ok(Stop {
+                            status: Status::AwaitingAgent,
+                            message: Some(format!(
+                                "{TRANSIENT_LIMIT} transient agent failures in a row at {}; run `castlog resume {}` to try again",
+                                current.socket, self.state.cast
+                            )),
+                        });
+                    }
+                    let messages = self.prompt()?;
+                    let turn = agent.turn(&TurnRequest {
+                        messages: &messages,
+                        refinement: false,
+                    });
+                    match turn {
+                        AgentTurn::Reply { text, usage } => {
+                            self.apply(&Input::AgentReplied { text, usage })?
+                        }
+                        AgentTurn::Failed { class, message } => {
+                            self.apply(&Input::AgentFailed { class, message })?;
+                            if class == FailureClass::Interruption {
+                                continue;
+                            }
+                        }
+                        AgentTurn::Exhausted(message) => {
+                            return Ok(Stop {
+                                status: Status::AwaitingAgent,
+                                message: Some(message),
+                            });
+                        }
+                        AgentTurn::Refine(_) | AgentTurn::Continue => {
+                            return Err(DriveError::Agent(format!(
+                                "the agent script gives a person's message where {} waits for an agent reply (answer {})",
+                                current.socket,
+                                self.answers_used + 1
+                            )));
+                        }
+                    }
+                }
+                Phase::AwaitingRefinement => {
+                    let turn = agent.turn(&TurnRequest {
+                        messages: &[],
+                        refinement: true,
+                    });
+                    let origin = agent.origin();
+                    match turn {
+                        AgentTurn::Refine(text) => {
+                            self.apply(&Input::UserRefined { text, origin })?
+                        }
+                        AgentTurn::Continue => self.apply(&Input::Continue { origin })?,
+                        AgentTurn::Exhausted(_) => {
+                            return Ok(Stop {
+                                status: Status::AwaitingRefinement,
+                                message: Some(format!(
+                                    "{} waits for you: `castlog refine {} TEXT` to answer, `castlog continue {}` to finalize",
+                                    current.socket, self.state.cast, self.state.cast
+                                )),
+                            });
+                        }
+                        AgentTurn::Reply { .. } | AgentTurn::Failed { .. } => {
+                            return Err(DriveError::Agent(format!(
+                                "the agent script gives a reply where {} waits for a person's refinement or continue (answer {})",
+                                current.socket,
+                                self.answers_used + 1
+                            )));
+                        }
+                    }
+                }
+                Phase::Done => {
+                    return Ok(Stop {
+                        status: self.state.status,
+                        message: None,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Running utility sockets: a command (no shell), a fixed output, or a built-in equivalent of
+//! pi-materia's shipped scripts (`ensure-ignored`, `detect-vcs`). The result becomes a
+//! `utility_finished` event, so replay never runs a utility again.
+
+use std::path::Path;
+use std::time::Duration;
+
+use castlog_core::loadout::{Exec, UtilitySpec};
+use castlog_core::machine::CastState;
+use serde_json::{Value, json};
+
+use crate::process::{self, Finished};
+
+/// The JSON line a utility reads on stdin (the reference's field set).
+pub fn input(state: &CastState, cwd: &Path) -> Value {
+    let current = state.current.as_ref();
+    let socket = state.current_socket();
+    let cwd = cwd.display().to_string();
+    let scope = json!({ "id": format!("cast:{}:base", state.cast), "cwd": cwd });
+    let cursor = current
+        .and_then(|c| state.loadout.socket(&c.socket).map(|_| &c.socket))
+        .and_then(|s| {
+            let source = state
+                .loadout
+                .socket(s)
+                .and_then(|sock| sock.foreach.clone())
+                .or_else(|| state.loadout.loops_of(s).next().map(|l| l.iterator.clone()))?;
+            let index = state.cursors.get(&source.cursor).copied().unwrap_or(0);
+            Some(json!({ "name": source.cursor, "index": index }))
+        });
+    json!({
+        "cwd": cwd,
+        "executionScope": scope,
+        "baseScope": scope,
+        "runDir": Value::Null,
+        "request": state.request,
+        "castId": state.cast,
+        "socketId": current.map(|c| c.socket.to_string()),
+        "materiaId": socket.map(|s| s.materia.to_string()),
+        "materiaLabel": socket.map(|s| s.label.clone()),
+        "params": match socket.map(|s| &s.kind) {
+            Some(castlog_core::loadout::SocketKind::Utility(u)) => u.params.clone(),
+            _ => Value::Null,
+        },
+        "state": state.data,
+        "item": if current.and_then(|c| c.item.as_ref()).is_some() { state.data.get("item").cloned().unwrap_or(Value::Null) } else { Value::Null },
+        "itemKey": current.and_then(|c| c.item.as_ref().map(ToString::to_string)),
+        "itemLabel": current.and_then(|c| c.item_label.clone()),
+        "cursor": cursor.unwrap_or(Value::Null),
+        "cursors": state.cursors,
+    })
+}
+
+fn ok(stdout: String) -> Finished {
+    Finished {
+        code: Some(0),
+        timed_out: false,
+        stdout,
+        stderr: String::new(),
+        truncated: false,
+    }
+}
+
+fn failed(message: String) -> Finished {
+    Finished {
+        code: Some(1),
+        timed_out: false,
+        stdout: String::new(),
+        stderr: message,
+        truncated: false,
+    }
+}
+
+/// Runs one utility socket.
+pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path) -> Finished {
+    match &spec.exec {
+        Exec::Output { output } => ok(match output {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }),
+        Exec::Command { argv } => {
+            let mut line = serde_json::to_vec(input).unwrap_or_default();
+            line.push(b'\n');
+            match process::run(argv, cwd, &line, Duration::from_millis(spec.timeout_ms)) {
+                Ok(done) => done,
+                Err(message) => failed(message),
+            }
+        }
+        Exec::Builtin { name } => match name.as_str() {
+            "ensure-ignored" => ensure_ignored(input, cwd),
+            "detect-vcs" => ok(detect_vcs(cwd).to_string()),
+            other => failed(format!("castlog has no built-in utility named {other:?}")),
+        },
+    }
+}
+
+/// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore`.
+fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
+    let patterns: Vec<String> = input
+        .pointer("/params/patterns")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let file = cwd.join(".gitignore");
+    let existing = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return failed(format!("cannot read {}: {e}", file.display())),
+    };
+    let present: Vec<&str> = existing.lines().map(str::trim).collect();
+    let added: Vec<String> = patterns
+        .iter()
+        .filter(|p| !present.contains(&p.as_str()))
+        .cloned()
+        .collect();
+    if !added.is_empty() {
+        let mut text = existing.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        for p in &added {
+            text.push_str(p);
+            text.push('\n');
+        }
+        if let Err(e) = std::fs::write(&file, text) {
+            return failed(format!("cannot write {}: {e}", file.display()));
+        }
+    }
+    ok(json!({
+        "state": { "artifactIgnore": {
+            "ok": true,
+            "file": ".gitignore",
+            "patterns": patterns,
+            "added": added,
+        }}
+    })
+    .to_string())
+}
+
+/// `detect-vcs`: the nearest jj or git root above `cwd`, and which tools are on PATH.
+fn detect_vcs(cwd: &Path) -> Value {
+    let root_with = |marker: &str| {
+        cwd.ancestors()
+            .find(|dir| dir.join(marker).exists())
+            .map(|d| d.display().to_string())
+    };
+    let on_path = |tool: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+    };
+    let jj_root = root_with(".jj");
+    let git_root = root_with(".git");
+    let (kind, root) = match (&jj_root, &git_root) {
+        (Some(r), _) => ("jj", Some(r.clone())),
+        (None, Some(r)) => ("git", Some(r.clone())),
+        (None, None) => ("none", None),
+    };
+    json!({
+        "state": { "vcs": {
+            "ok": true,
+            "kind": kind,
+            "root": root,
+            "jjAvailable": on_path("jj"),
+            "gitAvailable": on_path("git"),
+        }}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ensure_ignored_adds_missing_patterns_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".gitignore"), "target").unwrap();
+        let input = json!({"params": {"patterns": ["target", ".castlog/"]}});
+        let first = ensure_ignored(&input, dir.path());
+        assert_eq!(first.code, Some(0));
+        let out: Value = serde_json::from_str(&first.stdout).unwrap();
+        assert_eq!(
+            out["state"]["artifactIgnore"]["added"],
+            json!([".castlog/"])
+        );
+        let again = ensure_ignored(&input, dir.path());
+        let out: Value = serde_json::from_str(&again.stdout).unwrap();
+        assert_eq!(out["state"]["artifactIgnore"]["added"], json!([]));
+        let text = std::fs::read_to_string(dir.path().join(".gitignore")).unwrap();
+        assert_eq!(text, "target\n.castlog/\n");
+    }
+
+    #[test]
+    fn detect_vcs_finds_the_nearest_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
+        let out = detect_vcs(&dir.path().join("sub/deeper"));
+        assert_eq!(out["state"]["vcs"]["kind"], "git");
+        assert_eq!(
+            out["state"]["vcs"]["root"],
+            dir.path().display().to_string()
+        );
+    }
+}

@@ -114,7 +114,8 @@ pub fn validate(socket: &Socket, value: &Value) -> Vec<String> {
             );
         }
     }
-    let type_checks: [(&str, fn(&Value) -> bool, &str); 4] = [
+    type Check = (&'static str, fn(&Value) -> bool, &'static str);
+    let type_checks: [Check; 4] = [
         ("context", Value::is_string, "a string"),
         ("text", Value::is_string, "a string"),
         ("satisfied", Value::is_boolean, "a boolean"),

@@ -36,6 +36,8 @@ pub enum ProblemKind {
     Blob,
     /// The store could not be read there.
     Unreadable,
+    /// Re-running the machine over the recorded inputs gives other events.
+    Divergence,
 }
 
 /// One problem found by verification.

@@ -4,6 +4,7 @@
 //! - [`driver`]: fold the log, decide, append, act, feed back (first run, resume, inputs).
 //! - [`agent`]: the `Agent` port, the scripted and command adapters.
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
+//! - [`redecide`]: replay a log through the machine and report the first divergence.
 //! - [`process`]: spawning a child without a shell, with a timeout and capped output.
 //! - [`clock`]: the system clock.
 #![forbid(unsafe_code)]
@@ -13,4 +14,5 @@ pub mod agent;
 pub mod clock;
 pub mod driver;
 pub mod process;
+pub mod redecide;
 pub mod utility;

@@ -131,7 +131,6 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
     let policy = config
         .placement_policy
-        .clone()
         .unwrap_or_else(|| "recommended".into());
     let started = started_event(
         cast.clone(),

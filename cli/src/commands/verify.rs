@@ -7,6 +7,7 @@ use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
 use castlog_events::{CastHead, EventLog};
+use castlog_replay::redecide::redecide;
 use serde::Serialize;
 
 use crate::args::VerifyArgs;
@@ -38,8 +39,21 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
         let verified = verify_cast(&log, head)?;
         report.casts += 1;
         report.events += verified.events;
+        let intact = verified.problems.is_empty();
         report.problems.extend(verified.problems);
         report.problems.extend(check_blobs(&log, head)?);
+        // Re-decide only an intact chain: a damaged one is already reported at its seq.
+        if intact && let Some(d) = redecide(&log, &head.cast)? {
+            report.problems.push(Problem {
+                cast: d.cast,
+                seq: d.seq,
+                kind: ProblemKind::Divergence,
+                message: format!(
+                    "replay diverges: the machine produces {} but the log holds {}",
+                    d.expected, d.found
+                ),
+            });
+        }
     }
     report.ok = report.problems.is_empty();
     if args.json {

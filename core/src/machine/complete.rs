@@ -108,7 +108,7 @@ impl Decider<'_> {
             return;
         }
         if socket.parse == Parse::Text {
-            self.complete(&current.socket, text, None);
+            self.complete(&current.socket, &text, None);
             return;
         }
         let parsed = handoff::parse_lenient(&text);
@@ -117,13 +117,13 @@ impl Decider<'_> {
             Err(message) => vec![message.clone()],
         };
         match parsed {
-            Ok(value) if issues.is_empty() => self.complete(&current.socket, text, Some(value)),
-            _ => self.reject(issues),
+            Ok(value) if issues.is_empty() => self.complete(&current.socket, &text, Some(value)),
+            _ => self.reject(&issues),
         }
     }
 
     /// An agent output broke the contract: one same-socket repair turn, then failure.
-    fn reject(&mut self, issues: Vec<String>) {
+    fn reject(&mut self, issues: &[String]) {
         let Some(current) = self.state.current.clone() else {
             return;
         };
@@ -136,7 +136,7 @@ impl Decider<'_> {
             socket: current.socket.clone(),
             visit: current.visit,
             turn: current.turn,
-            issues: issues.clone(),
+            issues: issues.to_vec(),
             repair,
         });
         if repair {
@@ -213,7 +213,7 @@ impl Decider<'_> {
             return;
         }
         if socket.parse == Parse::Text {
-            self.complete(&current.socket, stdout.to_owned(), None);
+            self.complete(&current.socket, stdout, None);
             return;
         }
         let parsed = match handoff::parse_lenient(stdout) {
@@ -243,11 +243,11 @@ impl Decider<'_> {
             );
             return;
         }
-        self.complete(&current.socket, stdout.to_owned(), Some(parsed));
+        self.complete(&current.socket, stdout, Some(parsed));
     }
 
     /// Commits an accepted output and routes.
-    pub fn complete(&mut self, socket_id: &SocketId, output: String, parsed: Option<Value>) {
+    pub fn complete(&mut self, socket_id: &SocketId, output: &str, parsed: Option<Value>) {
         let Some(current) = self.state.current.clone() else {
             return;
         };
@@ -262,16 +262,18 @@ impl Decider<'_> {
             socket: socket_id.clone(),
             visit: current.visit,
             item: current.item.clone(),
-            output: output.clone(),
+            output: output.to_owned(),
             parsed: parsed.clone(),
             satisfied,
             finalized: current.finalizing,
         });
+        // `$` of assignments and advance conditions: the parsed JSON, or the raw text.
+        let whole = parsed.unwrap_or_else(|| Value::String(output.to_owned()));
         // A utility reporting satisfied:false with a failed state namespace is an
         // infrastructure failure, not a rework request.
         if !socket.is_agent()
             && satisfied == Some(false)
-            && let Some(Value::Object(patch)) = parsed.as_ref().and_then(|p| p.get("state"))
+            && let Some(Value::Object(patch)) = whole.get("state")
             && let Some((ns, _)) = patch
                 .iter()
                 .find(|(_, v)| v.get("ok") == Some(&Value::Bool(false)))
@@ -283,9 +285,6 @@ impl Decider<'_> {
             );
             return;
         }
-        let whole = parsed
-            .clone()
-            .unwrap_or_else(|| Value::String(output.clone()));
         for (target, source) in &socket.assign {
             let scope = Scope {
                 output: Some(&whole),
@@ -302,14 +301,14 @@ impl Decider<'_> {
         }
         if satisfied == Some(true) && self.state.rework.iter().any(|r| r.item == current.item) {
             self.emit(ReworkCleared {
-                item: current.item.clone(),
+                item: current.item,
                 by: socket_id.clone(),
             });
         }
         let mut exhausted = false;
         if let Some(advance) = &socket.advance {
             let scope = Scope {
-                output: parsed.as_ref(),
+                output: Some(&whole),
                 data: &self.state.data,
                 last_json: self.state.last_json.as_ref(),
                 last_output: self.state.last_output.as_deref(),
@@ -430,7 +429,7 @@ impl Decider<'_> {
             let reason = self.rework_reason();
             self.emit(ReworkRouted {
                 source: socket_id.clone(),
-                materia_label: socket.label.clone(),
+                materia_label: socket.label,
                 target: target.clone(),
                 item,
                 reason,

@@ -324,10 +324,8 @@ impl CastState {
                 }
                 self.status = Status::Running;
             }
-            Event::DispatchSkipped(e) => {
-                if self.scheduled.as_ref() == Some(&e.key) {
-                    self.scheduled = None;
-                }
+            Event::DispatchSkipped(e) if self.scheduled.as_ref() == Some(&e.key) => {
+                self.scheduled = None;
             }
             Event::AllowanceExhausted(e) => {
                 self.allowances

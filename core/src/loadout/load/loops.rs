@@ -77,7 +77,8 @@ fn read_loop(
                 return Err(err(
                     &join(&consumes_path, "output"),
                     format!(
-                        "a loop consumes a generator's \"workItems\", not {output:?}; set `output` to \"workItems\" or remove it"
+                        "a loop consumes a generator's \"workItems\", not {output:?}; set \
+                         `output` to \"workItems\" or remove it"
                     ),
                 ));
             }
@@ -133,31 +134,28 @@ fn read_loop(
     if let Some(exit) = read_legacy_exit(obj, path, &members, &ids)? {
         let exit_path = join(path, "exit");
         materialize_exit(&exit, &exit_path, id, &iterator, drafts)?;
-        if let EdgeTarget::Socket(_) = &exit.to {
-            let from = drafts
-                .get(exit.from)
-                .map(|d| d.id.clone())
-                .unwrap_or_else(|| SocketId::new(""));
-            if !exits
+        let from = drafts.get(exit.from).map(|d| d.id.clone());
+        if let (EdgeTarget::Socket(_), Some(from)) = (&exit.to, from)
+            && !exits
                 .iter()
                 .any(|r| r.from == from && r.condition == exit.when)
-            {
-                let route_id = format!("exit:{from}:{}", when_str(exit.when));
-                if exits.iter().any(|r| r.id == route_id) {
-                    return Err(err(
-                        &exit_path,
-                        format!(
-                            "the route id {route_id:?} this exit derives is already used in `exits`; rename that route"
-                        ),
-                    ));
-                }
-                exits.push(ExitRoute {
-                    id: route_id,
-                    from,
-                    condition: exit.when,
-                    target: exit.to.clone(),
-                });
+        {
+            let route_id = format!("exit:{from}:{}", when_str(exit.when));
+            if exits.iter().any(|r| r.id == route_id) {
+                return Err(err(
+                    &exit_path,
+                    format!(
+                        "the route id {route_id:?} this exit derives is already used in \
+                             `exits`; rename that route"
+                    ),
+                ));
             }
+            exits.push(ExitRoute {
+                id: route_id,
+                from,
+                condition: exit.when,
+                target: exit.to.clone(),
+            });
         }
         if consumes.is_some() {
             check_continuation(&exit, &exit_path, &members, drafts)?;
@@ -210,7 +208,7 @@ fn read_members(obj: &Obj, path: &str, ids: &[&str]) -> Result<Vec<usize>, LoadE
         if members.contains(&pos) {
             return Err(err(
                 &item_path,
-                format!("{name} is listed twice; list it once"),
+                format!("socket {name} is listed twice; list it once"),
             ));
         }
         members.push(pos);
@@ -289,7 +287,8 @@ fn read_exits(
             return Err(err(
                 &at,
                 format!(
-                    "a route from {from} on {:?} already exists; keep one route per source and condition",
+                    "a route from {from} on {:?} already exists; keep one route per source \
+                     and condition",
                     when_str(condition)
                 ),
             ));

@@ -1,0 +1,192 @@
+//! Re-decide: replay a cast's log through the machine and compare, event by event.
+//!
+//! The inputs of a cast are not stored separately: each one is the first event of the decision
+//! it caused (`agent_replied` for a reply, `utility_finished` for a utility, `cast_revived` or its
+//! `allowance_extended` for revive, `prompt_dispatched` or `dispatch_skipped` for a due dispatch,
+//! ...). Re-decide folds the log, recovers each input from its first event, runs `decide` again
+//! with the recorded time, and checks that the machine produces exactly the recorded events. The
+//! first difference is a divergence: the log was not written by this machine (or the machine
+//! changed its mind about history).
+
+use castlog_core::env::Env;
+use castlog_core::event::Event;
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::Input;
+use castlog_core::machine::CastState;
+use castlog_core::machine::decide;
+use castlog_events::chain::blob_hash;
+use castlog_events::{EventLog, LogError, Recorded};
+use serde::Serialize;
+
+/// Where a replayed decision differs from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Divergence {
+    /// The cast.
+    pub cast: CastId,
+    /// The first differing seq.
+    pub seq: Seq,
+    /// What the machine produces there (kind and payload), or a note.
+    pub expected: String,
+    /// What the log holds there.
+    pub found: String,
+}
+
+fn render(event: &Event) -> String {
+    format!(
+        "{} {}",
+        event.kind(),
+        String::from_utf8_lossy(&event.encode())
+    )
+}
+
+fn render_recorded(record: &Recorded) -> String {
+    format!(
+        "{} {}",
+        record.kind,
+        String::from_utf8_lossy(&record.payload)
+    )
+}
+
+/// The input whose decision starts with `event`.
+fn input_of(state: &CastState, event: &Event) -> Option<Input> {
+    Some(match event {
+        Event::AgentReplied(e) => Input::AgentReplied {
+            text: e.text.clone(),
+            usage: e.usage,
+        },
+        Event::AgentFailed(e) => Input::AgentFailed {
+            class: e.class,
+            message: e.message.clone(),
+        },
+        Event::UtilityFinished(e) => Input::UtilityFinished {
+            code: e.code,
+            timed_out: e.timed_out,
+            stdout: e.stdout.clone(),
+            stderr: e.stderr.clone(),
+            truncated: e.truncated,
+        },
+        Event::UserRefined(e) => Input::UserRefined {
+            text: e.text.clone(),
+            origin: e.origin.clone(),
+        },
+        Event::FinalizeRequested(e) => Input::Continue {
+            origin: e.origin.clone(),
+        },
+        Event::CastAborted(e) => Input::Abort {
+            reason: e.reason.clone(),
+        },
+        Event::CastRevived(_) | Event::AllowanceExtended(_) => Input::Revive,
+        Event::CastResumed(_) => Input::Resume,
+        Event::SteeringNoted(e) => Input::Steer {
+            text: e.text.clone(),
+            locked: e.locked,
+        },
+        Event::DispatchSkipped(e) => Input::DispatchDue { key: e.key.clone() },
+        Event::PromptDispatched(_) => Input::DispatchDue {
+            key: state.scheduled.clone()?,
+        },
+        _ => return None,
+    })
+}
+
+/// Re-decides a whole cast. `Ok(None)` means every decision reproduced the log exactly.
+pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>, LogError> {
+    let records = log.read(cast, Seq::FIRST, None)?;
+    let diverge = |seq: Seq, expected: String, found: String| {
+        Ok(Some(Divergence {
+            cast: cast.clone(),
+            seq,
+            expected,
+            found,
+        }))
+    };
+    let mut events = Vec::with_capacity(records.len());
+    for record in &records {
+        match record.event() {
+            Ok(event) => events.push(event),
+            Err(err) => return diverge(record.seq, "a decodable event".into(), err.to_string()),
+        }
+    }
+    let Some(Event::CastStarted(started)) = events.first().cloned() else {
+        // Forks and foreign logs are not re-decided here.
+        return Ok(None);
+    };
+    let env = Env::new(records[0].at_ms, blob_hash);
+    let (mut state, first) = match decide::start(started, &env) {
+        Ok(done) => done,
+        Err(err) => return diverge(Seq::FIRST, "a startable loadout".into(), err.to_string()),
+    };
+    let mut index = first.events.len();
+    if let Some(d) = compare(&first.events, &events, &records, 0)? {
+        return Ok(Some(d));
+    }
+    while index < events.len() {
+        let record = &records[index];
+        let Some(input) = input_of(&state, &events[index]) else {
+            return diverge(
+                record.seq,
+                "the first event of a decision (a reply, a utility result, a person's input)"
+                    .into(),
+                render_recorded(record),
+            );
+        };
+        let env = Env::new(record.at_ms, blob_hash);
+        let decision = match state.decide(&input, &env) {
+            Ok(d) => d,
+            Err(err) => {
+                return diverge(
+                    record.seq,
+                    format!("the machine refuses: {err}"),
+                    render_recorded(record),
+                );
+            }
+        };
+        if let Some(d) = compare(&decision.events, &events, &records, index)? {
+            return Ok(Some(d));
+        }
+        for event in &decision.events {
+            state.evolve(event);
+        }
+        index += decision.events.len();
+        if decision.events.is_empty() {
+            return diverge(
+                record.seq,
+                "a decision with events".into(),
+                render_recorded(record),
+            );
+        }
+    }
+    Ok(None)
+}
+
+fn compare(
+    produced: &[Event],
+    events: &[Event],
+    records: &[Recorded],
+    at: usize,
+) -> Result<Option<Divergence>, LogError> {
+    for (offset, event) in produced.iter().enumerate() {
+        let i = at + offset;
+        let Some(record) = records.get(i) else {
+            return Ok(Some(Divergence {
+                cast: records
+                    .first()
+                    .map(|r| r.cast.clone())
+                    .unwrap_or_else(|| CastId::new("")),
+                seq: Seq(i as u64 + 1),
+                expected: render(event),
+                found: "the end of the log".into(),
+            }));
+        };
+        let same_bytes = record.kind == event.kind() && record.payload == event.encode();
+        if !same_bytes || events.get(i) != Some(event) {
+            return Ok(Some(Divergence {
+                cast: record.cast.clone(),
+                seq: record.seq,
+                expected: render(event),
+                found: render_recorded(record),
+            }));
+        }
+    }
+    Ok(None)
+}

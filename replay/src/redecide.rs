@@ -117,7 +117,8 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
         Err(err) => return diverge(Seq::FIRST, "a startable loadout".into(), err.to_string()),
     };
     let mut index = first.events.len();
-    if let Some(d) = compare(&first.events, &events, &records, 0)? {
+    let mut prev = castlog_core::id::Digest::ZERO;
+    if let Some(d) = compare(&first.events, &records, 0, records[0].at_ms, &mut prev) {
         return Ok(Some(d));
     }
     while index < events.len() {
@@ -141,7 +142,7 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
                 );
             }
         };
-        if let Some(d) = compare(&decision.events, &events, &records, index)? {
+        if let Some(d) = compare(&decision.events, &records, index, record.at_ms, &mut prev) {
             return Ok(Some(d));
         }
         for event in &decision.events {
@@ -159,16 +160,19 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
     Ok(None)
 }
 
+/// Checks that `produced`, sealed at `at_ms` after `prev`, is exactly the recorded stretch from
+/// `at`: same kinds, same payload bytes, same times, same chain hashes.
 fn compare(
     produced: &[Event],
-    events: &[Event],
     records: &[Recorded],
     at: usize,
-) -> Result<Option<Divergence>, LogError> {
+    at_ms: u64,
+    prev: &mut castlog_core::id::Digest,
+) -> Option<Divergence> {
     for (offset, event) in produced.iter().enumerate() {
         let i = at + offset;
         let Some(record) = records.get(i) else {
-            return Ok(Some(Divergence {
+            return Some(Divergence {
                 cast: records
                     .first()
                     .map(|r| r.cast.clone())
@@ -176,17 +180,31 @@ fn compare(
                 seq: Seq(i as u64 + 1),
                 expected: render(event),
                 found: "the end of the log".into(),
-            }));
+            });
         };
-        let same_bytes = record.kind == event.kind() && record.payload == event.encode();
-        if !same_bytes || events.get(i) != Some(event) {
-            return Ok(Some(Divergence {
+        let sealed =
+            castlog_events::Pending::new(at_ms, event).seal(&record.cast, record.seq, *prev);
+        if sealed.kind != record.kind || sealed.payload != record.payload {
+            return Some(Divergence {
                 cast: record.cast.clone(),
                 seq: record.seq,
                 expected: render(event),
                 found: render_recorded(record),
-            }));
+            });
         }
+        if sealed.hash != record.hash {
+            return Some(Divergence {
+                cast: record.cast.clone(),
+                seq: record.seq,
+                expected: format!(
+                    "hash {} (recorded at {at_ms} ms after {})",
+                    sealed.hash.short(),
+                    prev.short()
+                ),
+                found: format!("hash {} at {} ms", record.hash.short(), record.at_ms),
+            });
+        }
+        *prev = sealed.hash;
     }
-    Ok(None)
+    None
 }

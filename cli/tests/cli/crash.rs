@@ -95,3 +95,136 @@ fn sigkill_mid_stream_keeps_every_acknowledged_append() {
         }
     }
 }
+
+/// A `castlog run` killed with SIGKILL while a prompt is in flight is finished by `resume`:
+/// no socket visit completes twice and the in-flight prompt is re-dispatched exactly once.
+#[test]
+fn a_killed_run_is_finished_by_resume() {
+    use std::os::unix::process::CommandExt;
+
+    let sandbox = Sandbox::new();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures");
+    let config = format!("{fixtures}/loadouts/build-loop.json");
+    let script = format!("{fixtures}/scripts/build-loop.jsonl");
+    // A command agent that answers from the script, and hangs on its fifth call.
+    let counter = sandbox.path("calls");
+    let agent = sandbox.path("agent.py");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"import json, sys, time
+sys.stdin.read()
+path = {counter:?}
+try:
+    n = int(open(path).read()) + 1
+except FileNotFoundError:
+    n = 1
+open(path, "w").write(str(n))
+if n == 5:
+    time.sleep(120)
+line = open({script:?}).read().splitlines()[n - 1]
+sys.stdout.write(json.loads(line)["reply"])
+"#
+        ),
+    )
+    .unwrap();
+    let child = sandbox
+        .command_on(&sandbox.db())
+        .args([
+            "run",
+            &config,
+            "--task",
+            "greet",
+            "--cast",
+            "crashy",
+            "--agent",
+            &format!("cmd:python3 {}", agent.display()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&counter).map_or(true, |n| n.trim() != "5") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent was never called a fifth time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Kill the whole group: castlog and the hanging agent, with no chance to clean up.
+    let group = format!("-{}", child.0.id());
+    std::process::Command::new("kill")
+        .args(["-9", "--", &group])
+        .status()
+        .unwrap();
+    let _ = child.0.wait();
+
+    let state = sandbox.run(&["state", "crashy", "--json"]).json();
+    assert_eq!(state["status"], "awaiting_agent", "{state}");
+    let before = sandbox.run(&["show", "crashy", "--json"]).json();
+    let completions_before = completions(&before);
+
+    let resumed = sandbox.run(&[
+        "resume",
+        "crashy",
+        "--agent",
+        &format!("scripted:{script}"),
+        "--json",
+    ]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(resumed.json()["status"], "completed");
+
+    let after = sandbox.run(&["show", "crashy", "--json"]).json();
+    let done = completions(&after);
+    assert_eq!(&done[..completions_before.len()], &completions_before[..]);
+    let mut unique = done.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        done.len(),
+        "a socket visit completed twice: {done:?}"
+    );
+    let redispatches = after["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "prompt_dispatched" && e["payload"]["redispatch"] == true)
+        .count();
+    assert_eq!(redispatches, 1);
+
+    // The same fixture run without a crash completes the same socket visits.
+    let clean = sandbox.run(&[
+        "run",
+        &config,
+        "--task",
+        "greet",
+        "--cast",
+        "clean",
+        "--agent",
+        &format!("scripted:{script}"),
+    ]);
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    let clean = completions(&sandbox.run(&["show", "clean", "--json"]).json());
+    assert_eq!(done, clean);
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+/// `(socket, visit)` of every `socket_completed`, in order.
+fn completions(show: &serde_json::Value) -> Vec<(String, u64)> {
+    show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "socket_completed")
+        .map(|e| {
+            (
+                e["payload"]["socket"].as_str().unwrap().to_owned(),
+                e["payload"]["visit"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the driver and of re-decide.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+/// Driving fixture casts on the in-memory log with a fixed clock.
+mod drive;
+/// Re-deciding a log: exact reproduction, and the first divergence named by seq.
+mod redecide;

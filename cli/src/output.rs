@@ -8,7 +8,7 @@ use crate::error::CliError;
 pub fn json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::internal(format!("cannot render JSON output: {e}")))?;
-    println!("{text}");
+    crate::say!("{text}");
     Ok(())
 }
 
@@ -51,4 +51,24 @@ mod tests {
         assert_eq!(timestamp(1_795_991_101_123), "2026-11-29T22:25:01.123Z");
         assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
+}
+
+/// Writes one line to stdout. When stdout is closed early (`castlog show X | head`), castlog
+/// stops quietly like any Unix filter instead of panicking.
+pub fn write_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = stdout.write_fmt(args).and_then(|()| stdout.write_all(b"\n")) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "castlog: cannot write to stdout: {err}");
+        std::process::exit(i32::from(crate::error::INTERNAL));
+    }
+}
+
+/// `println!` that survives a closed stdout.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::output::write_line(format_args!($($arg)*)) };
 }

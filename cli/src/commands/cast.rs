@@ -93,11 +93,11 @@ fn report(
     }
     for record in log.read(cast, from, None)? {
         let line = TimelineLine::of(&record);
-        println!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
+        crate::say!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
     }
-    println!("cast {cast}: {}", stop.status.as_str());
+    crate::say!("cast {cast}: {}", stop.status.as_str());
     if let Some(message) = &stop.message {
-        println!("{message}");
+        crate::say!("{message}");
     }
     Ok(())
 }
@@ -166,7 +166,11 @@ fn feed(
         }
         None => Stop {
             status: driver.state.status,
-            message: None,
+            message: (driver.state.status == castlog_core::machine::Status::AwaitingAgent).then(|| {
+                format!(
+                    "the next prompt is recorded; `castlog resume {cast} --agent SPEC` sends it to an agent"
+                )
+            }),
         },
     };
     report(&log, &cast, from, &stop, json)
@@ -269,7 +273,7 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     if args.json {
         return output::json(&value);
     }
-    println!(
+    crate::say!(
         "cast {} ({}) at seq {}: {}",
         state.cast,
         state.loadout.name,
@@ -277,7 +281,7 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
         state.status.as_str()
     );
     if let Some(c) = &state.current {
-        println!(
+        crate::say!(
             "socket {} visit {}{} phase {:?}",
             c.socket,
             c.visit,
@@ -289,18 +293,18 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
         );
     }
     if let Some(f) = &state.failure {
-        println!("failed: {}", f.reason);
+        crate::say!("failed: {}", f.reason);
     }
-    println!(
+    crate::say!(
         "cursors {}",
         serde_json::to_string(&state.cursors).unwrap_or_default()
     );
-    println!(
+    crate::say!(
         "visits {}",
         serde_json::to_string(&state.visits).unwrap_or_default()
     );
     for r in &state.rework {
-        println!(
+        crate::say!(
             "rework {} -> {} ({}): {}",
             r.source,
             r.target,
@@ -308,7 +312,7 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
             r.reason
         );
     }
-    println!(
+    crate::say!(
         "data {}",
         serde_json::to_string_pretty(&state.data).unwrap_or_default()
     );

@@ -42,10 +42,10 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
         return output::json(&serde_json::json!({ "casts": rows }));
     }
     if heads.is_empty() {
-        println!("no casts in {}", db.display());
+        crate::say!("no casts in {}", db.display());
         return Ok(());
     }
-    println!(
+    crate::say!(
         "{:<28} {:>7}  {:<12}  {:<24}  parent",
         "cast", "events", "head", "created"
     );
@@ -55,7 +55,7 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
             .as_ref()
             .map(|p| format!("{}@{}", p.cast, p.seq))
             .unwrap_or_default();
-        println!(
+        crate::say!(
             "{:<28} {:>7}  {:<12}  {:<24}  {parent}",
             head.cast,
             head.seq,
@@ -116,7 +116,7 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
         }));
     }
     if let Some(parent) = &head.parent {
-        println!(
+        crate::say!(
             "cast {} (fork of {} at seq {}, {})",
             head.cast,
             parent.cast,
@@ -124,11 +124,11 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
             parent.hash.short()
         );
     } else {
-        println!("cast {}", head.cast);
+        crate::say!("cast {}", head.cast);
     }
     for record in &records {
         let line = TimelineLine::of(record);
-        println!(
+        crate::say!(
             "{:>6}  {}  {:<26} {}",
             line.seq,
             output::timestamp(line.at_ms),
@@ -136,6 +136,6 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
             line.summary
         );
     }
-    println!("head {} {}", head.seq, head.hash.short());
+    crate::say!("head {} {}", head.seq, head.hash.short());
     Ok(())
 }

@@ -49,7 +49,7 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
     if args.json {
         output::json(&summary)
     } else {
-        println!(
+        crate::say!(
             "exported cast {} ({} events, {} blobs) to {} as {name}, {} bytes",
             head.cast,
             export.events.len(),
@@ -84,7 +84,7 @@ pub fn import(db: &Path, args: &ImportArgs) -> Result<(), CliError> {
             "hash": export.head.hash,
         }))
     } else {
-        println!(
+        crate::say!(
             "imported cast {cast} ({} events, {} blobs), head {} {}",
             export.events.len(),
             export.blobs.len(),

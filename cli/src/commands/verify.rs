@@ -60,9 +60,9 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
         output::json(&report)?;
     } else {
         for p in &report.problems {
-            println!("{} seq {}: {:?}: {}", p.cast, p.seq, p.kind, p.message);
+            crate::say!("{} seq {}: {:?}: {}", p.cast, p.seq, p.kind, p.message);
         }
-        println!(
+        crate::say!(
             "{}: {} casts, {} events, {} problems",
             if report.ok { "ok" } else { "FAILED" },
             report.casts,

@@ -58,7 +58,10 @@ mod tests {
 pub fn write_line(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    if let Err(err) = stdout.write_fmt(args).and_then(|()| stdout.write_all(b"\n")) {
+    if let Err(err) = stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.write_all(b"\n"))
+    {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }

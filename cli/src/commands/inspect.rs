@@ -47,7 +47,10 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
     }
     crate::say!(
         "{:<28} {:>7}  {:<12}  {:<24}  parent",
-        "cast", "events", "head", "created"
+        "cast",
+        "events",
+        "head",
+        "created"
     );
     for head in &heads {
         let parent = head

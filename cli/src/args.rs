@@ -211,6 +211,9 @@ pub struct RunArgs {
     /// The cast id [default: cast-<time>].
     #[arg(long)]
     pub cast: Option<String>,
+    /// The prompt placement policy [default: the config's placementPolicy, else recommended].
+    #[arg(long, value_parser = ["recommended", "legacy"])]
+    pub policy: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -129,8 +129,10 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
         None => new_cast_id(&log, &clock)?,
     };
     let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
-    let policy = config
-        .placement_policy
+    let policy = args
+        .policy
+        .clone()
+        .or(config.placement_policy)
         .unwrap_or_else(|| "recommended".into());
     let started = started_event(
         cast.clone(),

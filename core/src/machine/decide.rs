@@ -217,7 +217,10 @@ impl<'a> Decider<'a> {
             return;
         };
         let entries = self.state.entries();
-        let rendered = prompt::render(&entries, self.env.digest);
+        // `start` refuses unknown policies, so the fallback only serves a hand-made state.
+        let policy =
+            prompt::Policy::named(&self.state.policy).unwrap_or(&prompt::policy::RECOMMENDED);
+        let rendered = prompt::render(&entries, policy, self.env.digest);
         for entry in &entries {
             self.blob(entry.text.clone().into_bytes());
         }
@@ -271,6 +274,12 @@ fn phase_of(state: &CastState) -> Option<Phase> {
 
 /// Starts a cast: `cast_started`, then the entry socket's first visit.
 pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), Rejection> {
+    if prompt::Policy::named(&started.policy).is_none() {
+        return Err(Rejection::Loadout(format!(
+            "unknown placement policy {:?}: use recommended or legacy",
+            started.policy
+        )));
+    }
     let state = CastState::started(&started).map_err(Rejection::Loadout)?;
     let entry = state.loadout.entry.clone();
     let mut d = Decider::new(&state, env);

@@ -8,6 +8,18 @@ use crate::loadout::{Parse, SocketKind};
 use crate::prompt::{ContextEntry, Role};
 use crate::template::{self, TemplateScope};
 
+/// Whether two texts carry the same reason: one contains the other once whitespace is collapsed
+/// and a trailing cut mark is ignored (reasons are stored collapsed and bounded).
+fn overlaps(text: &str, reason: &str) -> bool {
+    let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = collapse(text);
+    let reason = collapse(reason.trim_end_matches('…'));
+    if text.len() < 20 || reason.len() < 20 {
+        return text == reason;
+    }
+    text.contains(&reason) || reason.contains(&text)
+}
+
 /// The rework follow-up block is cut to this many characters.
 const REWORK_LIMIT: usize = 2400;
 
@@ -71,8 +83,8 @@ impl CastState {
             false,
         );
         push(
-            "castRequest".into(),
-            "castRequest",
+            "initialIntent".into(),
+            "initialIntent",
             1,
             Role::User,
             format!("Cast request:\n{}", self.request),
@@ -111,15 +123,32 @@ impl CastState {
                 false,
             );
         }
+        // The rework reasons this prompt renders in its follow-up block; no other entry repeats
+        // them (the same reason twice in one prompt reads as two complaints).
+        let reasons: Vec<&str> = self
+            .rework
+            .iter()
+            .filter(|r| r.target == current.socket && r.item == current.item)
+            .map(|r| r.reason.as_str())
+            .collect();
         if let Some(Value::String(context)) = self.data.get("context") {
-            push(
-                "handoffContext".into(),
-                "handoffContext",
-                3,
-                Role::User,
-                format!("Handoff context from earlier sockets (reference material):\n{context}"),
-                false,
-            );
+            let kept: Vec<&str> = context
+                .split("\n\n")
+                .filter(|paragraph| !reasons.iter().any(|r| overlaps(paragraph, r)))
+                .collect();
+            if !kept.is_empty() {
+                push(
+                    "handoffContext".into(),
+                    "handoffContext",
+                    3,
+                    Role::User,
+                    format!(
+                        "Handoff context from earlier sockets (reference material):\n{}",
+                        kept.join("\n\n")
+                    ),
+                    false,
+                );
+            }
         }
         if socket.generator
             && !refining
@@ -137,7 +166,11 @@ impl CastState {
                 false,
             );
         }
-        if let Some(previous) = &self.last_output {
+        if let Some(previous) = self
+            .last_output
+            .as_ref()
+            .filter(|p| !reasons.iter().any(|r| overlaps(p, r)))
+        {
             push(
                 "previousOutput".into(),
                 "previousOutput",

@@ -1,0 +1,91 @@
+//! Prompts as data: context entries and the placement policies that render them.
+//!
+//! Every turn's prompt is a list of [`ContextEntry`]s made by the machine. A [`Policy`] renders
+//! them into chat messages with three destinations: the single leading system message (the
+//! *system fold*, the cacheable prefix), the inline transcript, and the trailing repair-mandate
+//! slot. Every entry's [`Placement`] is returned with the rule that put it there, so the dispatch
+//! event records where each entry went and why.
+//!
+//! # Layout
+//! - [`policy`]: the two policies as data (`recommended`, `legacy`).
+//! - [`render`]: the renderer, one set of rules driven by a policy.
+
+use serde::{Deserialize, Serialize};
+
+pub mod policy;
+pub mod render;
+
+use crate::event::Placement;
+
+pub use policy::Policy;
+pub use render::render;
+
+/// The role of an entry (and of a rendered message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// System instructions.
+    System,
+    /// The user side.
+    User,
+    /// The model side.
+    Assistant,
+    /// Tool output.
+    Tool,
+}
+
+impl Role {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// One piece of context for one turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextEntry {
+    /// Stable id within the turn (`materiaInstructions`, `rework-1`, ...).
+    pub id: String,
+    /// What produced it (`materiaInstructions`, `castRequest`, `retryFeedback`, ...).
+    pub source_type: &'static str,
+    /// Layer 0..=3 (0 = invariant instructions, 3 = reference material).
+    pub layer: u8,
+    /// Role.
+    pub role: Role,
+    /// Ordering within the prompt.
+    pub ordinal: u32,
+    /// The text.
+    pub text: String,
+    /// A locked steering note.
+    pub locked: bool,
+}
+
+/// One rendered chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+}
+
+/// A rendered prompt with its placements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The messages, system fold first.
+    pub messages: Vec<Message>,
+    /// One placement per entry, in entry order.
+    pub placements: Vec<Placement>,
+    /// The text of the system fold.
+    pub system: String,
+}
+
+/// The stored form of a rendered prompt: compact JSON `[{"role", "content"}, ...]`.
+pub fn messages_json(messages: &[Message]) -> Vec<u8> {
+    serde_json::to_vec(messages).unwrap_or_default()
+}

@@ -66,6 +66,14 @@ pub enum Command {
     Steer(SteerArgs),
     /// Print a cast's state (folded from its log).
     State(StateArgs),
+    /// Print a recorded prompt: the rendered messages and where every entry went.
+    ///
+    /// Example: castlog prompt demo Socket-3:2 --turn 1
+    Prompt(PromptArgs),
+    /// List every prompt's placements; with --lint, flag placement problems.
+    ///
+    /// Example: castlog audit demo --socket Socket-3 --lint --json
+    Audit(AuditArgs),
     /// Measure castlog; prints figures as JSON.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -283,6 +291,41 @@ pub struct StateArgs {
     /// Show the state as it was right after this seq.
     #[arg(long)]
     pub at: Option<u64>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `prompt`.
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The cast.
+    pub cast: String,
+    /// SOCKET or SOCKET:VISIT (default: the socket's last visit).
+    pub at: String,
+    /// The turn within the visit (default: the last).
+    #[arg(long)]
+    pub turn: Option<u32>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The cast.
+    pub cast: String,
+    /// Only prompts of this socket.
+    #[arg(long)]
+    pub socket: Option<String>,
+    /// Only placements of this source type.
+    #[arg(long = "source-type")]
+    pub source_type: Option<String>,
+    /// Add lint findings: escalation-in-system-fold, mutable-in-cached-prefix, stacked-mandates,
+    /// duplicated-reason, dropped-entry.
+    #[arg(long)]
+    pub lint: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

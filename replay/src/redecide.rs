@@ -160,6 +160,41 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
     Ok(None)
 }
 
+/// Names the first entry whose placement or text differs between two renderings.
+fn first_entry_difference(
+    now: &[castlog_core::event::Placement],
+    then: &[castlog_core::event::Placement],
+) -> String {
+    for i in 0..now.len().max(then.len()) {
+        match (now.get(i), then.get(i)) {
+            (Some(a), Some(b)) if a == b => continue,
+            (Some(a), Some(b)) if a.entry == b.entry && a.body != b.body => {
+                return format!("first differing entry: {} (its text changed)", a.entry);
+            }
+            (Some(a), Some(b)) if a.entry == b.entry => {
+                return format!(
+                    "first differing entry: {} (placed {:?} by {}, recorded {:?} by {})",
+                    a.entry, a.destination, a.rule, b.destination, b.rule
+                );
+            }
+            (Some(a), Some(b)) => {
+                return format!("first differing entry: {} (recorded: {})", a.entry, b.entry);
+            }
+            (Some(a), None) => {
+                return format!(
+                    "first differing entry: {} (not in the recorded prompt)",
+                    a.entry
+                );
+            }
+            (None, Some(b)) => {
+                return format!("first differing entry: {} (no longer rendered)", b.entry);
+            }
+            (None, None) => break,
+        }
+    }
+    "same entries, different rendering".into()
+}
+
 /// Checks that `produced`, sealed at `at_ms` after `prev`, is exactly the recorded stretch from
 /// `at`: same kinds, same payload bytes, same times, same chain hashes.
 fn compare(
@@ -185,6 +220,26 @@ fn compare(
         let sealed =
             castlog_events::Pending::new(at_ms, event).seal(&record.cast, record.seq, *prev);
         if sealed.kind != record.kind || sealed.payload != record.payload {
+            if let (Event::PromptDispatched(now), Ok(Event::PromptDispatched(then))) =
+                (event, record.event())
+            {
+                return Some(Divergence {
+                    cast: record.cast.clone(),
+                    seq: record.seq,
+                    expected: format!(
+                        "prompt drift at {} visit {} turn {}: re-rendered prompt {}",
+                        now.socket,
+                        now.visit,
+                        now.turn,
+                        now.prompt_hash.short()
+                    ),
+                    found: format!(
+                        "recorded prompt {}; {}",
+                        then.prompt_hash.short(),
+                        first_entry_difference(&now.placements, &then.placements)
+                    ),
+                });
+            }
             return Some(Divergence {
                 cast: record.cast.clone(),
                 seq: record.seq,

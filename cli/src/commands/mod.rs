@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cast;
 pub mod inspect;
+pub mod prompts;
 pub mod transfer;
 pub mod verify;
 

@@ -1,0 +1,234 @@
+//! `PlacementAudit`: every prompt of a cast with the placement of every entry, and the lint.
+//!
+//! A pure fold over recorded events. Entry texts live in blobs; the lint asks for them through a
+//! lookup function so the fold itself stays free of I/O.
+
+use std::collections::BTreeMap;
+
+use castlog_core::event::{Destination, Event, Placement, ReworkRouted};
+use castlog_core::id::{Digest, ItemKey, SocketId, Turn, Visit};
+use castlog_core::prompt::policy::ESCALATIONS;
+use castlog_events::Recorded;
+use serde::Serialize;
+
+/// One dispatched prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromptRecord {
+    /// The seq of its `prompt_dispatched`.
+    pub seq: u64,
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn.
+    pub turn: Turn,
+    /// The item of the visit.
+    pub item: Option<ItemKey>,
+    /// The rendered prompt's blob.
+    pub hash: Digest,
+    /// The system fold's blob.
+    pub system_hash: Option<Digest>,
+    /// Whether it repeated an unanswered prompt.
+    pub redispatch: bool,
+    /// Every entry's placement.
+    pub placements: Vec<Placement>,
+    /// Rework reasons live for this socket and item when it was rendered.
+    #[serde(skip)]
+    pub reasons: Vec<String>,
+}
+
+/// A lint finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The rule (`escalation-in-system-fold`, `mutable-in-cached-prefix`, `stacked-mandates`,
+    /// `duplicated-reason`, `dropped-entry`).
+    pub rule: &'static str,
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The entry concerned.
+    pub entry: String,
+    /// A sentence.
+    pub message: String,
+}
+
+/// The prompts of one cast.
+#[derive(Debug, Clone, Default)]
+pub struct PlacementAudit {
+    /// In seq order.
+    pub prompts: Vec<PromptRecord>,
+    items: BTreeMap<(SocketId, Visit), Option<ItemKey>>,
+    rework: Vec<ReworkRouted>,
+}
+
+impl PlacementAudit {
+    /// Folds a cast's records.
+    pub fn fold<'a>(records: impl IntoIterator<Item = &'a Recorded>) -> Self {
+        let mut audit = Self::default();
+        for record in records {
+            if let Ok(event) = record.event() {
+                audit.apply(record.seq.get(), &event);
+            }
+        }
+        audit
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, seq: u64, event: &Event) {
+        match event {
+            Event::SocketStarted(e) => {
+                self.items
+                    .insert((e.socket.clone(), e.visit), e.item.clone());
+            }
+            Event::ReworkRouted(e) => self.rework.push(e.clone()),
+            Event::ReworkCleared(e) => self.rework.retain(|r| r.item != e.item),
+            Event::PromptDispatched(e) => {
+                let item = self
+                    .items
+                    .get(&(e.socket.clone(), e.visit))
+                    .cloned()
+                    .flatten();
+                let reasons = self
+                    .rework
+                    .iter()
+                    .filter(|r| r.target == e.socket && r.item == item)
+                    .map(|r| r.reason.clone())
+                    .collect();
+                self.prompts.push(PromptRecord {
+                    seq,
+                    socket: e.socket.clone(),
+                    visit: e.visit,
+                    turn: e.turn,
+                    item,
+                    hash: e.prompt_hash,
+                    system_hash: e.system_hash,
+                    redispatch: e.redispatch,
+                    placements: e.placements.clone(),
+                    reasons,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs the lint. `text` returns an entry body by its blob digest.
+    pub fn lint(&self, text: &dyn Fn(&Digest) -> Option<String>) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        let finding = |p: &PromptRecord, rule, entry: &str, message: String| Finding {
+            rule,
+            socket: p.socket.clone(),
+            visit: p.visit,
+            entry: entry.to_owned(),
+            message,
+        };
+        let mut previous: Option<&PromptRecord> = None;
+        for p in &self.prompts {
+            for pl in &p.placements {
+                if pl.destination == Destination::SystemFold
+                    && ESCALATIONS.contains(&pl.source_type.as_str())
+                {
+                    findings.push(finding(
+                        p,
+                        "escalation-in-system-fold",
+                        &pl.entry,
+                        format!(
+                            "{} ({}) is folded into the system prefix at turn {}, above the whole transcript",
+                            pl.entry, pl.source_type, p.turn
+                        ),
+                    ));
+                }
+                if pl.destination == Destination::Dropped {
+                    findings.push(finding(
+                        p,
+                        "dropped-entry",
+                        &pl.entry,
+                        format!(
+                            "{} ({}) was not rendered at turn {}",
+                            pl.entry, pl.source_type, p.turn
+                        ),
+                    ));
+                }
+            }
+            let mandates: Vec<&Placement> = p
+                .placements
+                .iter()
+                .filter(|pl| {
+                    pl.destination == Destination::Trailing && pl.rule == "trailing:mandate"
+                })
+                .collect();
+            if mandates.len() > 1 {
+                let names: Vec<&str> = mandates.iter().map(|m| m.source_type.as_str()).collect();
+                findings.push(finding(
+                    p,
+                    "stacked-mandates",
+                    &mandates[1].entry,
+                    format!(
+                        "{} mandates stacked in the trailing slot at turn {}: {}",
+                        mandates.len(),
+                        p.turn,
+                        names.join(", ")
+                    ),
+                ));
+            }
+            for reason in &p.reasons {
+                let carriers: Vec<&Placement> = p
+                    .placements
+                    .iter()
+                    .filter(|pl| text(&pl.body).is_some_and(|body| carries(&body, reason)))
+                    .collect();
+                if carriers.len() > 1 {
+                    let names: Vec<&str> = carriers.iter().map(|c| c.entry.as_str()).collect();
+                    findings.push(finding(
+                        p,
+                        "duplicated-reason",
+                        &carriers[1].entry,
+                        format!(
+                            "the rework reason is rendered {} times at turn {}: {}",
+                            carriers.len(),
+                            p.turn,
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            }
+            if let Some(prev) = previous
+                && prev.socket == p.socket
+                && prev.visit == p.visit
+                && prev.system_hash != p.system_hash
+            {
+                let fold = |r: &PromptRecord| -> Vec<(String, Digest)> {
+                    r.placements
+                        .iter()
+                        .filter(|pl| pl.destination == Destination::SystemFold)
+                        .map(|pl| (pl.entry.clone(), pl.body))
+                        .collect()
+                };
+                let (a, b) = (fold(prev), fold(p));
+                let changed = b
+                    .iter()
+                    .find(|entry| !a.contains(entry))
+                    .or_else(|| a.iter().find(|entry| !b.contains(entry)))
+                    .map_or_else(|| "?".to_owned(), |(entry, _)| entry.clone());
+                findings.push(finding(
+                    p,
+                    "mutable-in-cached-prefix",
+                    &changed,
+                    format!(
+                        "the system fold changed between turn {} and turn {}: {changed} changed, invalidating the cached prefix",
+                        prev.turn, p.turn
+                    ),
+                ));
+            }
+            previous = Some(p);
+        }
+        findings
+    }
+}
+
+/// Whether `body` carries `reason` (whitespace collapsed, a trailing cut mark ignored).
+fn carries(body: &str, reason: &str) -> bool {
+    let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let reason = collapse(reason.trim_end_matches('…'));
+    !reason.is_empty() && collapse(body).contains(&reason)
+}

@@ -41,18 +41,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_utc() {
-        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(timestamp(1_795_991_101_123), "2026-11-29T22:25:01.123Z");
-        assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-}
-
 /// Writes one line to stdout. When stdout is closed early (`castlog show X | head`), castlog
 /// stops quietly like any Unix filter instead of panicking.
 pub fn write_line(args: std::fmt::Arguments<'_>) {
@@ -74,4 +62,16 @@ pub fn write_line(args: std::fmt::Arguments<'_>) {
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => { $crate::output::write_line(format_args!($($arg)*)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(1_795_991_101_123), "2026-11-29T22:25:01.123Z");
+        assert_eq!(timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
 }

@@ -22,6 +22,23 @@ impl Run {
     }
 }
 
+/// The absolute path of a file under the workspace's `fixtures/` directory.
+pub fn fixture(path: &str) -> String {
+    format!(
+        "{}{path}",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/")
+    )
+}
+
+/// The lines of a fixture file (e.g. an agent script).
+pub fn fixture_lines(path: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture(path))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 pub fn castlog_bin() -> &'static str {
     env!("CARGO_BIN_EXE_castlog")
 }
@@ -50,6 +67,13 @@ impl Sandbox {
             .arg("--db")
             .arg(db);
         cmd
+    }
+
+    /// Writes `text` to `name` in the sandbox directory and returns its absolute path.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
     }
 
     /// Runs castlog with `args` against the sandbox database.

@@ -3,5 +3,9 @@
 
 mod common;
 
+mod casts;
+mod casts_errors;
+mod casts_pauses;
 mod crash;
 mod log_commands;
+mod prompts;

@@ -201,12 +201,14 @@ impl Decider<'_> {
                     |c| format!("exited with code {c}"),
                 )
             };
+            let stderr = bounded(stderr, 800);
+            let said = if stderr.is_empty() {
+                " (nothing on stderr)".to_owned()
+            } else {
+                format!(": {stderr}")
+            };
             self.fail(
-                format!(
-                    "utility {} ({argv}) {how}: {}",
-                    current.socket,
-                    bounded(stderr, 800)
-                ),
+                format!("utility {} ({argv}) {how}{said}", current.socket),
                 Some(current.socket),
                 None,
             );

@@ -166,9 +166,16 @@ impl CastState {
                 false,
             );
         }
+        // The previous agent's output; a utility's output already reached `state.data`.
+        let after_agent = self
+            .last_source
+            .as_ref()
+            .and_then(|(s, _)| self.loadout.socket(s))
+            .is_some_and(|s| s.is_agent());
         if let Some(previous) = self
             .last_output
             .as_ref()
+            .filter(|_| after_agent)
             .filter(|p| !reasons.iter().any(|r| overlaps(p, r)))
         {
             push(

@@ -5,3 +5,5 @@
 mod drive;
 /// Re-deciding a log: exact reproduction, and the first divergence named by seq.
 mod redecide;
+/// Snapshots of rendered prompts.
+mod snapshots;

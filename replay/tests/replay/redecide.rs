@@ -110,3 +110,46 @@ fn a_changed_time_inside_a_decision_is_a_divergence() {
     let divergence = redecide(&out, &cast).unwrap().unwrap();
     assert_eq!(divergence.seq, Seq(4));
 }
+
+#[test]
+fn a_changed_template_is_prompt_drift_at_the_exact_seq() {
+    let log = InMemoryLog::new();
+    run(
+        &log,
+        "loadouts/build-loop.json",
+        None,
+        "scripts/build-loop.jsonl",
+        "c",
+    );
+    let cast = CastId::new("c");
+    // The Build materia's template is edited in the frozen loadout (as a renderer or template
+    // change would); every recorded prompt stays as it was, and the chain is re-sealed.
+    let edited = rewritten(&log, &cast, |_, event| match event {
+        Event::CastStarted(mut e) => {
+            e.loadout["sockets"]["Socket-3"]["prompt"] =
+                "You implement {{item.title}}, tersely.".into();
+            Event::CastStarted(e)
+        }
+        other => other,
+    });
+    let first_build = log
+        .read(&cast, Seq::FIRST, None)
+        .unwrap()
+        .into_iter()
+        .find(|r| {
+            r.kind == "prompt_dispatched" && r.payload.windows(10).any(|w| w == b"\"Socket-3\"")
+        })
+        .unwrap();
+    let divergence = redecide(&edited, &cast).unwrap().unwrap();
+    assert_eq!(divergence.seq, first_build.seq, "{divergence:?}");
+    assert!(
+        divergence
+            .expected
+            .contains("prompt drift at Socket-3 visit 1"),
+        "{divergence:?}"
+    );
+    assert!(
+        divergence.found.contains("materiaInstructions"),
+        "{divergence:?}"
+    );
+}

@@ -1,0 +1,200 @@
+//! Bad input is a clear user error (exit 1, never a panic, nothing recorded), and a utility that
+//! fails, hangs or prints garbage fails its cast with a reason that says which.
+
+use rstest::rstest;
+use serde_json::json;
+
+use crate::casts::{TASK, assert_no_panic, assert_verified, events, run_cast, state};
+use crate::common::{Run, Sandbox, fixture, fixture_lines};
+
+/// Expects exit 1 with a message on stderr containing every one of `needles`.
+fn assert_user_error(run: &Run, needles: &[&str]) {
+    assert_no_panic(run);
+    assert_eq!(run.code, 1, "exit {}: {}", run.code, run.stderr);
+    assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
+    for needle in needles {
+        assert!(
+            run.stderr.contains(needle),
+            "stderr lacks {needle:?}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// `run CONFIG --task … --agent AGENT [extra…] --json`.
+fn try_run(sandbox: &Sandbox, config: &str, agent: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["run", config, "--task", TASK, "--agent", agent];
+    args.extend(extra);
+    args.push("--json");
+    sandbox.run(&args)
+}
+
+fn build_loop_agent() -> String {
+    format!("scripted:{}", fixture("scripts/build-loop.jsonl"))
+}
+
+#[test]
+fn a_config_that_is_not_json_names_the_line() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("bad.json", "{\n  \"activeLoadout\": \"X\",\n  oops\n}\n");
+    let run = try_run(&sandbox, &config, &build_loop_agent(), &[]);
+    assert_user_error(&run, &["bad.json", "line 3"]);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[test]
+fn an_edge_to_an_unknown_socket_names_the_json_path() {
+    let sandbox = Sandbox::new();
+    let text = std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    config["loadouts"]["Build-Loop"]["sockets"]["Socket-2"]["edges"][0]["to"] = json!("Socket-99");
+    let path = sandbox.write("edge.json", &config.to_string());
+    let run = try_run(&sandbox, &path, &build_loop_agent(), &[]);
+    assert_user_error(&run, &["edges", "Socket-2", "Socket-99"]);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[rstest]
+#[case::native("loadouts/build-loop.json", &["Build-Loop"])]
+#[case::pi_materia("pi-materia-default.json", &["Full-Auto", "Planning-Consult", "Hojo-Consult"])]
+fn an_unknown_loadout_lists_the_known_names(#[case] config: &str, #[case] known: &[&str]) {
+    let sandbox = Sandbox::new();
+    let run = try_run(
+        &sandbox,
+        &fixture(config),
+        &build_loop_agent(),
+        &["--loadout", "Nope"],
+    );
+    let mut needles = vec!["Nope"];
+    needles.extend(known);
+    assert_user_error(&run, &needles);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[test]
+fn a_missing_config_file_is_a_user_error() {
+    let sandbox = Sandbox::new();
+    let missing = sandbox.path("missing.json");
+    let run = try_run(
+        &sandbox,
+        missing.to_str().unwrap(),
+        &build_loop_agent(),
+        &[],
+    );
+    assert_user_error(&run, &["missing.json"]);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[test]
+fn an_unknown_agent_spec_is_a_user_error() {
+    let sandbox = Sandbox::new();
+    let run = try_run(
+        &sandbox,
+        &fixture("loadouts/build-loop.json"),
+        "foo:bar",
+        &[],
+    );
+    assert_user_error(&run, &["foo:bar", "scripted:"]);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[rstest]
+#[case::not_json(r#"{"reply": oops"#)]
+#[case::unknown_shape(r#"{"what": 1}"#)]
+fn a_malformed_script_line_names_its_line_number(#[case] bad: &str) {
+    let sandbox = Sandbox::new();
+    let mut lines = fixture_lines("scripts/build-loop.jsonl")[..2].to_vec();
+    lines.push(bad.to_owned());
+    let script = sandbox.write("broken.jsonl", &(lines.join("\n") + "\n"));
+    let run = try_run(
+        &sandbox,
+        &fixture("loadouts/build-loop.json"),
+        &format!("scripted:{script}"),
+        &[],
+    );
+    assert_user_error(&run, &["broken.jsonl", "line 3"]);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
+#[test]
+fn refine_on_an_unknown_cast_is_a_user_error() {
+    let sandbox = Sandbox::new();
+    // Without any database.
+    let run = sandbox.run(&["refine", "nope", "hello", "--json"]);
+    assert_user_error(&run, &[]);
+    assert!(!sandbox.db().exists(), "refine created no database");
+    // With a database that holds another cast.
+    sandbox.append("other", 1);
+    let run = sandbox.run(&["refine", "nope", "hello", "--json"]);
+    assert_user_error(&run, &["nope"]);
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    assert_eq!(casts["casts"].as_array().unwrap().len(), 1, "{casts}");
+}
+
+/// A loadout of one utility socket running `command`, then one agent socket.
+fn utility_config(sandbox: &Sandbox, name: &str, utility: &serde_json::Value) -> String {
+    let mut tool = json!({ "type": "utility", "label": "Tool", "parse": "json" });
+    for (key, value) in utility.as_object().unwrap() {
+        tool[key] = value.clone();
+    }
+    let config = json!({
+        "activeLoadout": "Tool-Then-Say",
+        "loadouts": {
+            "Tool-Then-Say": {
+                "entry": "Socket-1",
+                "sockets": {
+                    "Socket-1": { "materia": "Tool", "edges": [{ "when": "always", "to": "Socket-2" }] },
+                    "Socket-2": { "materia": "Say", "parse": "text" }
+                }
+            }
+        },
+        "materia": {
+            "Tool": tool,
+            "Say": { "type": "agent", "tools": "readOnly", "prompt": "Say what happened: {{request}}" }
+        }
+    });
+    sandbox.write(name, &config.to_string())
+}
+
+#[rstest]
+#[case::exit_code(
+    json!({ "command": ["sh", "-c", "echo boom >&2; exit 3"] }),
+    &["exited with code 3", "boom"]
+)]
+#[case::timeout(json!({ "command": ["sleep", "5"], "timeoutMs": 200 }), &["timed out"])]
+#[case::invalid_json(
+    json!({ "command": ["echo", "this is not json"], "parse": "json" }),
+    &["invalid JSON"]
+)]
+fn a_failing_utility_fails_the_cast_with_the_reason(
+    #[case] utility: serde_json::Value,
+    #[case] needles: &[&str],
+) {
+    let sandbox = Sandbox::new();
+    let config = utility_config(&sandbox, "tool.json", &utility);
+    let script = sandbox.write("say.jsonl", "{\"reply\": \"nothing to say\"}\n");
+    let out = run_cast(&sandbox, &config, None, &script, "tool");
+    assert_eq!(out["status"], "failed", "{out}");
+    let state = state(&sandbox, "tool");
+    assert_eq!(state["status"], "failed");
+    assert_eq!(state["failure"]["socket"], "Socket-1", "{state}");
+    let reason = state["failure"]["reason"].as_str().unwrap();
+    for needle in needles {
+        assert!(reason.contains(needle), "reason lacks {needle:?}: {reason}");
+    }
+    assert!(reason.contains("Socket-1"), "{reason}");
+    assert_eq!(out["message"], reason);
+    // The utility's result was recorded before the failure, and the agent was never asked.
+    let events = events(&sandbox, "tool");
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "cast_started",
+            "socket_started",
+            "utility_finished",
+            "cast_failed"
+        ]
+    );
+    assert_verified(&sandbox);
+}

@@ -1,0 +1,225 @@
+//! Prompts as projections: `prompt`, `audit`, the lint, under both placement policies.
+
+use serde_json::Value;
+
+use crate::common::Sandbox;
+
+fn fixture(path: &str) -> String {
+    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the recovery fixture under `policy` until its repair allowance runs out, then revives
+/// it: the revived Build turn carries a recovery note, a retry, a rework reason and a delta.
+fn recovered(sandbox: &Sandbox, policy: &str) {
+    let script = format!("scripted:{}", fixture("scripts/recovery.jsonl"));
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/recovery.json"),
+        "--task",
+        "upload tool",
+        "--cast",
+        policy,
+        "--policy",
+        policy,
+        "--agent",
+        &script,
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "failed", "{}", run.stdout);
+    let revived = sandbox.run(&["revive", policy, "--agent", &script, "--json"]);
+    assert_eq!(revived.json()["status"], "completed", "{}", revived.stdout);
+}
+
+fn placements(prompt: &Value) -> Vec<(String, String, String)> {
+    prompt["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["source_type"].as_str().unwrap().to_owned(),
+                p["destination"].as_str().unwrap().to_owned(),
+                p["rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn find<'a>(
+    all: &'a [(String, String, String)],
+    source_type: &str,
+) -> &'a (String, String, String) {
+    all.iter()
+        .find(|(s, _, _)| s == source_type)
+        .unwrap_or_else(|| panic!("no {source_type} in {all:?}"))
+}
+
+#[test]
+fn a_recovery_turn_renders_one_mandate_block_under_recommended() {
+    let sandbox = Sandbox::new();
+    recovered(&sandbox, "recommended");
+    let prompt = sandbox
+        .run(&[
+            "prompt",
+            "recommended",
+            "Socket-2:2",
+            "--turn",
+            "3",
+            "--json",
+        ])
+        .json();
+    let all = placements(&prompt);
+    assert_eq!(find(&all, "recoveryTicket").2, "trailing:mandate");
+    assert_eq!(find(&all, "remainingDelta").2, "trailing:appended-delta");
+    assert_eq!(find(&all, "retryFeedback").2, "inline:lower-mandate");
+    assert_eq!(find(&all, "reworkFeedback").2, "inline:lower-mandate");
+    let trailing_mandates = all
+        .iter()
+        .filter(|(_, _, r)| r == "trailing:mandate")
+        .count();
+    assert_eq!(trailing_mandates, 1);
+    let messages = prompt["messages"].as_array().unwrap();
+    let last = messages.last().unwrap()["content"].as_str().unwrap();
+    assert_eq!(last.matches("## ").count(), 1, "{last}");
+    assert!(last.starts_with("## Recovery"));
+    assert!(
+        last.trim_end().ends_with("- Add a progress bar"),
+        "the delta is appended: {last}"
+    );
+    assert!(
+        !messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("still ahead")
+    );
+    assert!(prompt["hash"].is_string() && prompt["system_hash"].is_string());
+
+    let audit = sandbox
+        .run(&["audit", "recommended", "--lint", "--json"])
+        .json();
+    assert_eq!(
+        audit["findings"],
+        serde_json::json!([]),
+        "{}",
+        audit["findings"]
+    );
+    assert!(!audit["prompts"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn the_legacy_lint_finds_folded_escalations_and_a_mutating_prefix() {
+    let sandbox = Sandbox::new();
+    recovered(&sandbox, "legacy");
+    let prompt = sandbox
+        .run(&["prompt", "legacy", "Socket-2:2", "--turn", "3", "--json"])
+        .json();
+    let all = placements(&prompt);
+    for folded in ["recoveryTicket", "reworkFeedback", "remainingDelta"] {
+        assert_eq!(find(&all, folded).1, "system_fold", "{folded}");
+    }
+    assert_eq!(find(&all, "retryFeedback").2, "trailing:mandate");
+
+    let audit = sandbox.run(&["audit", "legacy", "--lint", "--json"]).json();
+    let findings = audit["findings"].as_array().unwrap();
+    let has = |rule: &str, entry: &str| {
+        findings.iter().any(|f| {
+            f["rule"] == rule && f["entry"] == entry && f["socket"] == "Socket-2" && f["visit"] == 2
+        })
+    };
+    assert!(
+        has("escalation-in-system-fold", "recoveryTicket"),
+        "{findings:?}"
+    );
+    assert!(
+        has("escalation-in-system-fold", "remainingDelta"),
+        "{findings:?}"
+    );
+    assert!(
+        has("mutable-in-cached-prefix", "recoveryTicket"),
+        "{findings:?}"
+    );
+    for f in findings {
+        for key in ["rule", "socket", "visit", "entry", "message"] {
+            assert!(!f[key].is_null(), "finding without {key}: {f}");
+        }
+    }
+}
+
+#[test]
+fn the_rework_reason_reaches_the_next_build_prompt_once() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--cast",
+        "b",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let prompt = sandbox.run(&["prompt", "b", "Socket-3:2", "--json"]).json();
+    let text: String = prompt["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        text.matches("greet() ignores the user's name").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("From Socket-4 Eval"), "{text}");
+    // The next item's Build prompt does not carry the cleared rework.
+    let next = sandbox.run(&["prompt", "b", "Socket-3:3", "--json"]).json();
+    assert!(!next.to_string().contains("Runtime follow-up context"));
+
+    let filtered = sandbox
+        .run(&[
+            "audit",
+            "b",
+            "--socket",
+            "Socket-3",
+            "--source-type",
+            "reworkFeedback",
+            "--json",
+        ])
+        .json();
+    let prompts = filtered["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 3);
+    let with_rework: Vec<usize> = prompts
+        .iter()
+        .map(|p| p["placements"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(with_rework, [0, 1, 0]);
+}
+
+#[test]
+fn asking_for_a_prompt_that_does_not_exist_is_a_user_error() {
+    let sandbox = Sandbox::new();
+    sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--cast",
+        "b",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+    ]);
+    let missing = sandbox.run(&["prompt", "b", "Socket-9"]);
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("no prompt"), "{}", missing.stderr);
+    let bad = sandbox.run(&["prompt", "b", "Socket-3:x"]);
+    assert_eq!(bad.code, 1);
+    let turn = sandbox.run(&["prompt", "b", "Socket-4:1", "--turn", "7"]);
+    assert_eq!(turn.code, 1);
+    assert!(
+        turn.stderr.contains("turns recorded: 1, 2"),
+        "{}",
+        turn.stderr
+    );
+}

@@ -157,6 +157,8 @@ events! {
     AllowanceExtended(AllowanceExtended) = "allowance_extended", v 1;
     /// An operator steering note was added.
     SteeringNoted(SteeringNoted) = "steering_noted", v 1;
+    /// A named waypoint was set on the cast.
+    WaypointMarked(WaypointMarked) = "waypoint_marked", v 1;
     // ----- outward effects -----
     /// A post was claimed, durably, before any sender was called.
     PostClaimed(PostClaimed) = "post_claimed", v 1;
@@ -270,6 +272,9 @@ pub struct CastForked {
     /// The loadout hash the child runs with (differs from the parent's after `--config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout_hash: Option<Digest>,
+    /// The frozen loadout the child runs with, when it differs from the parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loadout: Option<Value>,
 }
 
 /// The cast finished its graph.
@@ -302,10 +307,16 @@ pub enum Allowance {
     },
     /// The cast's token budget.
     Tokens,
-    /// Same-socket repair attempts.
+    /// Same-socket repair attempts of one visit.
     Repair {
         /// The socket being repaired.
         socket: SocketId,
+        /// The item of the visit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemKey>,
+        /// The visit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        visit: Option<Visit>,
     },
 }
 
@@ -699,6 +710,15 @@ pub struct SteeringNoted {
     /// Where the input came from when re-applied by a recast.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+}
+
+/// A named point in a cast, usable wherever a seq is (`state --at NAME`, `recast --at NAME`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaypointMarked {
+    /// The name.
+    pub name: String,
+    /// The seq it names.
+    pub at: Seq,
 }
 
 /// A durable claim, appended before the sender is called.

@@ -77,6 +77,9 @@ pub enum Input {
         text: String,
         /// Whether it is locked into the system prefix.
         locked: bool,
+        /// Where it came from when re-applied by a recast (`cast:seq`).
+        #[serde(default)]
+        origin: Option<String>,
     },
     /// A person resolves a pending claim.
     ResolveClaim {

@@ -56,7 +56,12 @@ fn allowance(a: &Allowance) -> String {
                 .unwrap_or_default()
         ),
         Allowance::Tokens => "token budget".into(),
-        Allowance::Repair { socket } => format!("repairs of {socket}"),
+        Allowance::Repair { socket, item, .. } => format!(
+            "repairs of {socket}{}",
+            item.as_ref()
+                .map(|i| format!(" for {i}"))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -232,6 +237,7 @@ pub fn describe(event: &Event) -> String {
             "candidate {} draft {}: {}",
             e.candidate, e.attempt, e.outcome
         ),
+        Event::WaypointMarked(e) => format!("waypoint {:?} at seq {}", e.name, e.at),
         Event::EngagementDraftSelected(e) => {
             format!("candidate {} draft {} selected", e.candidate, e.attempt)
         }

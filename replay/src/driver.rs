@@ -77,6 +77,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     pub state: CastState,
     /// Agent answers consumed so far (what a scripted agent skips).
     pub answers_used: usize,
+    /// Person inputs waiting to be applied when the cast next pauses for one (kept by a recast).
+    queued: std::collections::VecDeque<Input>,
 }
 
 /// Folds a cast's events into its state.
@@ -124,11 +126,33 @@ pub fn fold_until(
                     return ControlFlow::Break(());
                 }
             },
+            (None, Event::CastForked(forked)) => {
+                // A recast: the parent's state at the fork point, then the child's own events.
+                // The parent's answers were consumed by the parent's agent, not the child's.
+                let parent =
+                    fold_until(log, &forked.parent, forked.parent_seq).and_then(|(parent, _)| {
+                        CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
+                            cast: cast.clone(),
+                            seq: record.seq,
+                            message,
+                        })
+                    });
+                match parent {
+                    Ok(s) => state = Some(s),
+                    Err(err) => {
+                        failure = Some(err);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
             (None, _) => {
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),
                     seq: record.seq,
-                    message: format!("the first event is {}, not cast_started", record.kind),
+                    message: format!(
+                        "the first event is {}, not cast_started or cast_forked",
+                        record.kind
+                    ),
                 });
                 return ControlFlow::Break(());
             }
@@ -178,6 +202,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             cwd: cwd.to_path_buf(),
             state,
             answers_used: 0,
+            queued: Default::default(),
         };
         driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
         Ok(driver)
@@ -197,7 +222,25 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             cwd: cwd.to_path_buf(),
             state,
             answers_used: used,
+            queued: Default::default(),
         })
+    }
+
+    /// Drives a state that was just created by a fork.
+    pub fn adopt(log: &'a L, clock: &'a dyn Clock, state: CastState, cwd: &Path) -> Self {
+        Driver {
+            log,
+            clock,
+            cwd: cwd.to_path_buf(),
+            state,
+            answers_used: 0,
+            queued: Default::default(),
+        }
+    }
+
+    /// Queues a person's input (refinement or continue) for the next pause.
+    pub fn queue(&mut self, input: Input) {
+        self.queued.push_back(input);
     }
 
     fn append(
@@ -344,6 +387,10 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     }
                 }
                 Phase::AwaitingRefinement => {
+                    if let Some(input) = self.queued.pop_front() {
+                        self.apply(&input)?;
+                        continue;
+                    }
                     let turn = agent.turn(&TurnRequest {
                         messages: &[],
                         refinement: true,

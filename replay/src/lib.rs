@@ -5,6 +5,7 @@
 //! - [`agent`]: the `Agent` port, the scripted and command adapters.
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
 //! - [`redecide`]: replay a log through the machine and report the first divergence.
+//! - [`recast`]: forking a cast at a decision boundary, and a cast's full history.
 //! - [`process`]: spawning a child without a shell, with a timeout and capped output.
 //! - [`clock`]: the system clock.
 #![forbid(unsafe_code)]
@@ -14,5 +15,6 @@ pub mod agent;
 pub mod clock;
 pub mod driver;
 pub mod process;
+pub mod recast;
 pub mod redecide;
 pub mod utility;

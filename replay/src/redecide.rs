@@ -48,7 +48,7 @@ fn render_recorded(record: &Recorded) -> String {
 }
 
 /// The input whose decision starts with `event`.
-fn input_of(state: &CastState, event: &Event) -> Option<Input> {
+pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
     Some(match event {
         Event::AgentReplied(e) => Input::AgentReplied {
             text: e.text.clone(),
@@ -80,6 +80,7 @@ fn input_of(state: &CastState, event: &Event) -> Option<Input> {
         Event::SteeringNoted(e) => Input::Steer {
             text: e.text.clone(),
             locked: e.locked,
+            origin: e.origin.clone(),
         },
         Event::DispatchSkipped(e) => Input::DispatchDue { key: e.key.clone() },
         Event::PromptDispatched(_) => Input::DispatchDue {
@@ -107,20 +108,35 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
             Err(err) => return diverge(record.seq, "a decodable event".into(), err.to_string()),
         }
     }
-    let Some(Event::CastStarted(started)) = events.first().cloned() else {
-        // Forks and foreign logs are not re-decided here.
-        return Ok(None);
-    };
-    let env = Env::new(records[0].at_ms, blob_hash);
-    let (mut state, first) = match decide::start(started, &env) {
-        Ok(done) => done,
-        Err(err) => return diverge(Seq::FIRST, "a startable loadout".into(), err.to_string()),
-    };
-    let mut index = first.events.len();
     let mut prev = castlog_core::id::Digest::ZERO;
-    if let Some(d) = compare(&first.events, &records, 0, records[0].at_ms, &mut prev) {
-        return Ok(Some(d));
-    }
+    let (mut state, mut index) = match events.first().cloned() {
+        Some(Event::CastStarted(started)) => {
+            let env = Env::new(records[0].at_ms, blob_hash);
+            let (state, first) = match decide::start(started, &env) {
+                Ok(done) => done,
+                Err(err) => {
+                    return diverge(Seq::FIRST, "a startable loadout".into(), err.to_string());
+                }
+            };
+            if let Some(d) = compare(&first.events, &records, 0, records[0].at_ms, &mut prev) {
+                return Ok(Some(d));
+            }
+            (state, first.events.len())
+        }
+        Some(Event::CastForked(_)) => {
+            // A recast starts from its parent's state at the fork point; its own decisions
+            // are re-decided from there.
+            match crate::driver::fold_until(log, cast, Seq::FIRST) {
+                Ok((state, _)) => {
+                    prev = records[0].hash;
+                    (state, 1)
+                }
+                Err(err) => return diverge(Seq::FIRST, "a foldable fork".into(), err.to_string()),
+            }
+        }
+        // A log that is not a machine cast (e.g. `bench append`'s) has no decisions to redo.
+        _ => return Ok(None),
+    };
     while index < events.len() {
         let record = &records[index];
         let Some(input) = input_of(&state, &events[index]) else {

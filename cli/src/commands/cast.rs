@@ -233,6 +233,7 @@ pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
     let input = Input::Steer {
         text: args.text.clone(),
         locked: args.locked,
+        origin: None,
     };
     feed(db, &args.cast, &input, None, args.json)
 }

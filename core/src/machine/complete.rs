@@ -129,6 +129,8 @@ impl Decider<'_> {
         };
         let allowance = Allowance::Repair {
             socket: current.socket.clone(),
+            item: current.item.clone(),
+            visit: Some(current.visit),
         };
         let limit = self.state.limit(&allowance, 1);
         let repair = u64::from(current.repairs) < limit;
@@ -496,10 +498,16 @@ impl Decider<'_> {
             .unwrap_or_else(|| state.loadout.entry.clone());
         if let Some(allowance) = &allowance {
             let key = super::allowance_key(allowance);
-            let grown = state
-                .allowances
-                .get(&key)
-                .map_or(1, |a| a.effective + a.original);
+            let grown = state.allowances.get(&key).map_or(1, |a| {
+                if a.original > 0 {
+                    // Linear growth by the configured size, only for this key.
+                    a.effective + a.original
+                } else {
+                    // A zero-sized allowance (`maxTokens: 0`) has no size to grow by: grant
+                    // exactly what commits the pending reply.
+                    a.effective.max(state.usage.total()) + 1
+                }
+            });
             self.emit(AllowanceExtended {
                 allowance: allowance.clone(),
                 limit: grown,

@@ -321,14 +321,18 @@ impl CastState {
                     reason: reason.clone(),
                 });
             }
-            Input::Steer { text, locked } => {
+            Input::Steer {
+                text,
+                locked,
+                origin,
+            } => {
                 if let Some(r) = stopped(self) {
                     return Err(r);
                 }
                 d.emit(SteeringNoted {
                     text: text.clone(),
                     locked: *locked,
-                    origin: None,
+                    origin: origin.clone(),
                 });
             }
             Input::Revive => d.revive()?,
@@ -353,6 +357,11 @@ impl CastState {
                 }
             }
             Input::DispatchDue { key } => {
+                if self.status == Status::Completed
+                    && let Some(r) = stopped(self)
+                {
+                    return Err(r);
+                }
                 if self.dispatched.contains(key) {
                     d.emit(DispatchSkipped {
                         key: key.clone(),

@@ -65,6 +65,33 @@ impl CastState {
         })
     }
 
+    /// The state of a recast child: the parent's state at the fork point, re-owned by the child,
+    /// with the child's loadout when the recast changed it.
+    pub fn forked(
+        parent: &CastState,
+        event: &crate::event::CastForked,
+    ) -> Result<CastState, String> {
+        let mut state = parent.clone();
+        state.cast = event.cast.clone();
+        if let Some(frozen) = &event.loadout {
+            let loadout = Loadout::from_json(frozen)
+                .map_err(|e| format!("the recast loadout does not decode: {e}"))?;
+            state.loadout = Arc::new(loadout);
+        }
+        if let Some(hash) = event.loadout_hash {
+            state.loadout_hash = hash;
+        }
+        state.head = Seq(1);
+        if let Some(c) = &mut state.current {
+            c.recovering = true;
+        }
+        if matches!(state.status, Status::Failed | Status::Aborted) {
+            state.status = Status::Running;
+            state.failure = None;
+        }
+        Ok(state)
+    }
+
     /// The iterator of `socket`: its `foreach`, or the iterator of the first loop containing it.
     pub(crate) fn iterator_of(&self, socket: &SocketId) -> Option<ItemSource> {
         let s = self.loadout.socket(socket)?;
@@ -177,10 +204,14 @@ impl CastState {
             }
             Event::CastAborted(_) => self.status = Status::Aborted,
             Event::CastRevived(_) => {
-                self.status = Status::Running;
                 self.failure = None;
+                self.status = Status::Running;
                 if let Some(c) = &mut self.current {
                     c.recovering = true;
+                    // A revived pause still waits for the person.
+                    if c.phase == Phase::AwaitingRefinement {
+                        self.status = Status::AwaitingRefinement;
+                    }
                 }
             }
             Event::CastResumed(e) => {

@@ -225,7 +225,14 @@ pub fn allowance_key(allowance: &Allowance) -> String {
         }
         Allowance::NoAdvance { item } => item_key("no_advance", item.as_ref()),
         Allowance::Tokens => "tokens".into(),
-        Allowance::Repair { socket } => format!("repair:{socket}"),
+        Allowance::Repair {
+            socket,
+            item,
+            visit,
+        } => {
+            let base = item_key(&format!("repair:{socket}"), item.as_ref());
+            visit.map_or(base.clone(), |v| format!("{base}#{v}"))
+        }
     }
 }
 

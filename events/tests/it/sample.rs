@@ -134,6 +134,7 @@ pub fn populate(log: &dyn EventLog) -> Populated {
         parent_seq: point.seq,
         parent_hash: point.hash,
         loadout_hash: None,
+        loadout: None,
     });
     log.fork(
         &recast,

@@ -1,0 +1,254 @@
+//! Recast (fork) and the points a cast can be forked at.
+//!
+//! A recast is a new cast whose first event, `cast_forked`, names the parent, the fork seq and
+//! the parent's chain hash there; its `prev` is that hash, so the child commits to the parent's
+//! whole prefix. The child's state is the parent's state at the fork point (re-owned by the
+//! child, with an edited loadout when `--config` changed it); from there it is driven live like
+//! any cast. A fork point must be a decision boundary: the last event of one decision, where the
+//! state is waiting for something (an agent, a utility, a dispatch, a person).
+
+use std::path::Path;
+
+use castlog_core::env::{Clock, Env};
+use castlog_core::event::{CastForked, Event};
+use castlog_core::id::{CastId, Digest, Seq};
+use castlog_core::input::Input;
+use castlog_core::machine::{CastState, Phase};
+use castlog_events::chain::blob_hash;
+use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
+use serde_json::Value;
+
+use crate::driver::{DriveError, Driver, fold_until};
+use crate::redecide::input_of;
+
+/// A cast's full history: a recast's parent prefix (recursively) followed by its own events.
+pub fn history(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Recorded>, DriveError> {
+    let own = log.read(cast, Seq::FIRST, None).map_err(|e| match e {
+        castlog_events::LogError::UnknownCast { .. } => {
+            DriveError::UnknownCast { cast: cast.clone() }
+        }
+        other => other.into(),
+    })?;
+    let Some(first) = own.first() else {
+        return Err(DriveError::UnknownCast { cast: cast.clone() });
+    };
+    if let Ok(Event::CastForked(forked)) = first.event() {
+        let mut all = history(log, &forked.parent)?;
+        all.truncate(
+            all.iter()
+                .position(|r| r.cast == forked.parent && r.seq == forked.parent_seq)
+                .map_or(all.len(), |i| i + 1),
+        );
+        all.extend(own);
+        return Ok(all);
+    }
+    Ok(own)
+}
+
+/// Whether `event`, applied to `state`, begins a new decision (it carries an input).
+fn starts_decision(state: &CastState, event: &Event, previous_kind: &str) -> bool {
+    match event {
+        Event::CastRevived(_) => previous_kind != "allowance_extended",
+        Event::AllowanceExtended(_) => true,
+        Event::PromptDispatched(_) => input_of(state, event).is_some(),
+        _ => input_of(state, event).is_some(),
+    }
+}
+
+/// The seqs of a cast's own events that end a decision (valid fork points), in order.
+pub fn decision_ends(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+) -> Result<Vec<Seq>, DriveError> {
+    let own = log.read(cast, Seq::FIRST, None)?;
+    let (mut state, _) = fold_until(log, cast, Seq::FIRST)?;
+    let mut ends = Vec::new();
+    let mut previous_kind = own.first().map_or(String::new(), |r| r.kind.clone());
+    for record in own.iter().skip(1) {
+        let event = record.event().map_err(|e| DriveError::Fold {
+            cast: cast.clone(),
+            seq: record.seq,
+            message: e.to_string(),
+        })?;
+        if starts_decision(&state, &event, &previous_kind) {
+            ends.push(Seq(record.seq.get() - 1));
+        }
+        state.evolve(&event);
+        previous_kind = record.kind.clone();
+    }
+    if let Some(last) = own.last() {
+        ends.push(last.seq);
+    }
+    ends.dedup();
+    Ok(ends)
+}
+
+/// Resolves `--at`: a seq, `SOCKET:VISIT` (the end of the decision that started that visit), or
+/// a waypoint name. A seq must be a decision boundary.
+pub fn resolve_at(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    at: &str,
+) -> Result<Seq, DriveError> {
+    let own = log.read(cast, Seq::FIRST, None)?;
+    if own.is_empty() {
+        return Err(DriveError::UnknownCast { cast: cast.clone() });
+    }
+    let ends = decision_ends(log, cast)?;
+    let bad = |message: String| DriveError::Agent(message);
+    if let Ok(n) = at.parse::<u64>() {
+        let seq = Seq(n);
+        if ends.contains(&seq) {
+            return Ok(seq);
+        }
+        let before = ends.iter().rev().find(|s| **s < seq);
+        let after = ends.iter().find(|s| **s > seq);
+        return Err(bad(format!(
+            "seq {n} is not a decision boundary of cast {cast}{}; pick one of the nearest: {}",
+            if n > own.len() as u64 {
+                " (past its end)"
+            } else {
+                ""
+            },
+            [before, after]
+                .iter()
+                .flatten()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )));
+    }
+    if let Some((socket, visit)) = at.split_once(':')
+        && let Ok(visit) = visit.parse::<u32>()
+    {
+        let started = own.iter().find_map(|r| match r.event() {
+            Ok(Event::SocketStarted(e))
+                if e.socket.as_str() == socket && e.visit.get() == visit =>
+            {
+                Some(r.seq)
+            }
+            _ => None,
+        });
+        let Some(started) = started else {
+            return Err(bad(format!("cast {cast} has no visit {visit} of {socket}")));
+        };
+        return ends
+            .iter()
+            .copied()
+            .find(|s| *s >= started)
+            .ok_or_else(|| bad(format!("no decision boundary after {socket}:{visit}")));
+    }
+    let marked = own.iter().rev().find_map(|r| match r.event() {
+        Ok(Event::WaypointMarked(w)) if w.name == at => Some(w.at),
+        _ => None,
+    });
+    marked.ok_or_else(|| {
+        bad(format!(
+            "{at:?} is not a seq, SOCKET:VISIT or a waypoint of cast {cast} (see `castlog show {cast}`)"
+        ))
+    })
+}
+
+/// What a recast changes.
+#[derive(Debug, Clone)]
+pub struct Recast {
+    /// The cast to fork.
+    pub parent: CastId,
+    /// The fork seq (a decision boundary, see [`resolve_at`]).
+    pub at: Seq,
+    /// The new cast.
+    pub child: CastId,
+    /// A new frozen loadout (from `--config`), if any.
+    pub loadout: Option<Value>,
+    /// Parent seqs of human inputs (refinements, continue, steering) to re-apply.
+    pub keep: Vec<Seq>,
+}
+
+/// Forks `plan.parent` at `plan.at` into `plan.child` and returns a driver ready to drive it.
+pub fn recast<'a, L: EventLog + ?Sized>(
+    log: &'a L,
+    clock: &'a dyn Clock,
+    plan: &Recast,
+    cwd: &Path,
+) -> Result<Driver<'a, L>, DriveError> {
+    let at = log.read(&plan.parent, plan.at, Some(plan.at))?;
+    let Some(record) = at.first() else {
+        return Err(DriveError::Agent(format!(
+            "cast {} has no seq {}",
+            plan.parent, plan.at
+        )));
+    };
+    let (parent_state, _) = fold_until(log, &plan.parent, plan.at)?;
+    let loadout_hash: Option<Digest> = plan
+        .loadout
+        .as_ref()
+        .map(|l| blob_hash(&serde_json::to_vec(l).unwrap_or_default()));
+    let forked = CastForked {
+        cast: plan.child.clone(),
+        parent: plan.parent.clone(),
+        parent_seq: plan.at,
+        parent_hash: record.hash,
+        loadout_hash,
+        loadout: plan.loadout.clone(),
+    };
+    let state = CastState::forked(&parent_state, &forked).map_err(|message| DriveError::Fold {
+        cast: plan.child.clone(),
+        seq: Seq::FIRST,
+        message,
+    })?;
+    let env = Env::from_clock(clock, blob_hash);
+    let point = ForkPoint {
+        cast: plan.parent.clone(),
+        seq: plan.at,
+        hash: record.hash,
+    };
+    log.fork(
+        &plan.child,
+        &point,
+        &[Pending::new(env.now_ms, &Event::CastForked(forked))],
+    )?;
+    let mut driver = Driver::adopt(log, clock, state, cwd);
+    // Kept human inputs are re-applied in order, each recorded with its origin.
+    let mut kept = Vec::new();
+    for seq in &plan.keep {
+        let records = log.read(&plan.parent, *seq, Some(*seq))?;
+        let event = records.first().and_then(|r| r.event().ok());
+        let origin = Some(format!("{}:{seq}", plan.parent));
+        let input = match event {
+            Some(Event::UserRefined(e)) if *seq > plan.at => Input::UserRefined {
+                text: e.text,
+                origin,
+            },
+            Some(Event::FinalizeRequested(_)) if *seq > plan.at => Input::Continue { origin },
+            Some(Event::SteeringNoted(e)) if *seq > plan.at => Input::Steer {
+                text: e.text,
+                locked: e.locked,
+                origin,
+            },
+            _ => {
+                return Err(DriveError::Agent(format!(
+                    "--keep-inputs {seq}: not a refinement, continue or steering note of {} after the fork seq {}",
+                    plan.parent, plan.at
+                )));
+            }
+        };
+        kept.push(input);
+    }
+    for input in kept {
+        match input {
+            Input::Steer { .. } => driver.apply(&input)?,
+            other => driver.queue(other),
+        }
+    }
+    // A prompt in flight at the fork point is rendered again for the child (its loadout may
+    // differ) and dispatched, recorded as a re-dispatch.
+    if driver
+        .state
+        .current
+        .as_ref()
+        .is_some_and(|c| c.phase == Phase::AwaitingReply)
+    {
+        driver.apply(&Input::Resume)?;
+    }
+    Ok(driver)
+}

@@ -70,6 +70,19 @@ pub enum Command {
     ///
     /// Example: castlog prompt demo Socket-3:2 --turn 1
     Prompt(PromptArgs),
+    /// Fork a cast at a decision boundary and drive the new cast from there.
+    ///
+    /// The new cast's first event names the parent, the seq and the parent's hash there.
+    /// Example: castlog recast demo --at Socket-3:3 --agent scripted:other.jsonl --cast demo-b
+    Recast(RecastArgs),
+    /// Compare two casts: common prefix, first divergence, steps aligned by socket, item, visit.
+    ///
+    /// Example: castlog diff demo demo-b
+    Diff(DiffArgs),
+    /// Name a point of a cast, usable wherever --at takes a seq.
+    ///
+    /// Example: castlog mark demo before-rework --at 27
+    Mark(MarkArgs),
     /// List every prompt's placements; with --lint, flag placement problems.
     ///
     /// Example: castlog audit demo --socket Socket-3 --lint --json
@@ -164,6 +177,35 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench append --events 20000 --payload-bytes 512 --batch 64 --baseline raw --json
     Append(BenchAppendArgs),
+    /// The LangGraph peer's workload through the real machine, driver and log.
+    ///
+    /// A plan socket emits W work items; per item a build and an eval socket run R times (eval is
+    /// not satisfied R-1 times, then satisfied); every reply is S bytes. Prints run figures and
+    /// time travel (history, state at the middle seq, fork). Without --db the run uses a fresh
+    /// temporary database that is removed afterwards.
+    ///
+    /// Example: castlog bench synth --items 200 --rework 3 --output-bytes 2000 --json
+    Synth(BenchSynthArgs),
+}
+
+/// `bench synth`.
+#[derive(Debug, Args)]
+pub struct BenchSynthArgs {
+    /// Work items W the plan socket emits.
+    #[arg(long, default_value_t = 50)]
+    pub items: u64,
+    /// Tries R per item (eval is satisfied on the R-th).
+    #[arg(long, default_value_t = 3)]
+    pub rework: u32,
+    /// Bytes S of every agent reply.
+    #[arg(long, default_value_t = 2000)]
+    pub output_bytes: usize,
+    /// Commit durability.
+    #[arg(long, value_enum, default_value = "full")]
+    pub durability: DurabilityArg,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench append`.
@@ -288,7 +330,62 @@ pub struct SteerArgs {
 pub struct StateArgs {
     /// The cast.
     pub cast: String,
-    /// Show the state as it was right after this seq.
+    /// Show the state as it was right after this point: a seq, SOCKET:VISIT (right after that
+    /// visit started) or a waypoint name.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `recast`.
+#[derive(Debug, Args)]
+pub struct RecastArgs {
+    /// The cast to fork.
+    pub cast: String,
+    /// Where: a seq (a decision boundary), SOCKET:VISIT, or a waypoint name.
+    #[arg(long)]
+    pub at: String,
+    /// Who answers the new cast's prompts (without it the new cast waits for an agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Run the new cast with this config's loadout (same name as the parent's), e.g. an
+    /// edited prompt; the new loadout hash is recorded.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Parent seqs of later refinements, continues and steering notes to re-apply
+    /// (comma-separated).
+    #[arg(long = "keep-inputs", value_delimiter = ',')]
+    pub keep_inputs: Vec<u64>,
+    /// The new cast's id [default: <parent>-recast-N].
+    #[arg(long = "cast")]
+    pub child: Option<String>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first cast.
+    pub a: String,
+    /// The second cast.
+    pub b: String,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mark`.
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    /// The cast.
+    pub cast: String,
+    /// The waypoint's name.
+    pub name: String,
+    /// The seq it names [default: the cast's head].
     #[arg(long)]
     pub at: Option<u64>,
     /// Print one JSON document on stdout instead of text.

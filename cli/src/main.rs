@@ -48,6 +48,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Resume(args) => commands::cast::resume(&existing_db(db.as_deref())?, &args),
         Command::Steer(args) => commands::cast::steer(&existing_db(db.as_deref())?, &args),
         Command::State(args) => commands::cast::state(&existing_db(db.as_deref())?, &args),
+        Command::Recast(args) => commands::fork::recast(&existing_db(db.as_deref())?, &args),
+        Command::Diff(args) => commands::diff::diff(&existing_db(db.as_deref())?, &args),
+        Command::Mark(args) => commands::fork::mark(&existing_db(db.as_deref())?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db.as_deref())?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db.as_deref())?, &args),
     }

@@ -81,6 +81,13 @@ pub enum Input {
         #[serde(default)]
         origin: Option<String>,
     },
+    /// A person names a point of the cast (a waypoint); allowed in every status.
+    Mark {
+        /// The name.
+        name: String,
+        /// The seq it names.
+        at: crate::id::Seq,
+    },
     /// A person resolves a pending claim.
     ResolveClaim {
         /// The claim.

@@ -3,6 +3,8 @@
 //! # Layout
 //! - [`driver`]: fold the log, decide, append, act, feed back (first run, resume, inputs).
 //! - [`agent`]: the `Agent` port, the scripted and command adapters.
+//! - [`openai`]: the `openai:BASE_URL#MODEL` agent (OpenAI-compatible chat completions).
+//! - [`recorded`]: the `recorded:CAST` agent, answering from another cast's log (a cassette).
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
 //! - [`redecide`]: replay a log through the machine and report the first divergence.
 //! - [`recast`]: forking a cast at a decision boundary, and a cast's full history.
@@ -14,7 +16,9 @@
 pub mod agent;
 pub mod clock;
 pub mod driver;
+pub mod openai;
 pub mod process;
 pub mod recast;
+pub mod recorded;
 pub mod redecide;
 pub mod utility;

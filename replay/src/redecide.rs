@@ -83,6 +83,10 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             origin: e.origin.clone(),
         },
         Event::DispatchSkipped(e) => Input::DispatchDue { key: e.key.clone() },
+        Event::WaypointMarked(e) => Input::Mark {
+            name: e.name.clone(),
+            at: e.at,
+        },
         Event::PromptDispatched(_) => Input::DispatchDue {
             key: state.scheduled.clone()?,
         },

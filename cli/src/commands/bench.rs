@@ -19,6 +19,7 @@ use crate::output;
 pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
     match command {
         BenchCommand::Append(args) => append(db, &args),
+        BenchCommand::Synth(args) => super::bench_synth::synth(db, &args),
     }
 }
 

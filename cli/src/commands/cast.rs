@@ -25,12 +25,12 @@ use crate::output;
 /// How long a `cmd:` agent may take for one turn.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn cwd() -> PathBuf {
+pub(crate) fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
 
 /// Builds the agent a SPEC names; `used` answers of a script are skipped.
-fn agent(spec: &str, used: usize) -> Result<Box<dyn Agent>, CliError> {
+pub(crate) fn agent(spec: &str, used: usize) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
             ScriptedAgent::open(Path::new(file), used)
@@ -72,7 +72,7 @@ fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError>
 }
 
 /// Prints what happened from `from` on and the final status.
-fn report(
+pub(crate) fn report(
     log: &SqliteLog,
     cast: &CastId,
     from: Seq,
@@ -268,9 +268,12 @@ pub fn state_json(state: &CastState) -> serde_json::Value {
 pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let cast = CastId::new(args.cast.as_str());
-    let state = match args.at {
+    let state = match &args.at {
         None => castlog_replay::driver::fold(&log, &cast)?.0,
-        Some(at) => castlog_replay::driver::fold_until(&log, &cast, Seq(at))?.0,
+        Some(at) => {
+            let seq = super::fork::point(&log, &cast, at)?;
+            castlog_replay::driver::fold_until(&log, &cast, seq)?.0
+        }
     };
     let value = state_json(&state);
     if args.json {

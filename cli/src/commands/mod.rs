@@ -1,7 +1,10 @@
 //! One module per group of commands.
 
 pub mod bench;
+pub mod bench_synth;
 pub mod cast;
+pub mod diff;
+pub mod fork;
 pub mod inspect;
 pub mod prompts;
 pub mod transfer;

@@ -472,6 +472,31 @@ impl CastState {
                 }
                 d.on_utility(*code, *timed_out, stdout, stderr, *truncated);
             }
+            Input::Mark { name, at } => {
+                if name.trim().is_empty()
+                    || name.chars().all(|c| c.is_ascii_digit())
+                    || name.contains(':')
+                {
+                    return Err(not_now(
+                        self,
+                        "a waypoint",
+                        format!(
+                            "{name:?} would be read as a seq or SOCKET:VISIT; pick a name with a letter and no colon"
+                        ),
+                    ));
+                }
+                if *at > self.head || at.get() == 0 {
+                    return Err(not_now(
+                        self,
+                        "a waypoint",
+                        format!("seq {at} is not in the cast (head {})", self.head),
+                    ));
+                }
+                d.emit(crate::event::WaypointMarked {
+                    name: name.clone(),
+                    at: *at,
+                });
+            }
             Input::ResolveClaim { .. } => {
                 return Err(Rejection::Unsupported(
                     "claims are resolved through the claims ledger".into(),

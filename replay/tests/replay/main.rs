@@ -3,6 +3,10 @@
 
 /// Driving fixture casts on the in-memory log with a fixed clock.
 mod drive;
+/// The `openai:` agent against a chat-completions server started on 127.0.0.1.
+mod openai;
+/// The `recorded:` agent (cassette): re-runs, occurrences, misses, fallback, resume.
+mod recorded;
 /// Re-deciding a log: exact reproduction, and the first divergence named by seq.
 mod redecide;
 /// Snapshots of rendered prompts.

@@ -1,0 +1,546 @@
+//! `bench synth`: the LangGraph peer's workload (`../shared/peer/`) through the real machine,
+//! driver and SQLite log, with an in-process agent that answers deterministically.
+//!
+//! Workload: a generator socket plans W work items; per item a build socket (text) and an eval
+//! socket (json) run R times (eval is not satisfied R-1 times, then satisfied and advances the
+//! cursor); every agent reply is about S bytes. Socket completions: 1 + 2·W·R, the steps.
+//!
+//! After the run the database is reopened and time travel is measured: the full timeline
+//! projection (history), the state folded at the middle seq, and a recast at the middle driven
+//! to the end.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use castlog_core::id::{CastId, Seq};
+use castlog_core::loadout::load_config;
+use castlog_core::machine::Status;
+use castlog_core::machine::decide::started_event;
+use castlog_events::chain::blob_hash;
+use castlog_events::{Durability, EventLog, SqliteLog};
+use castlog_projections::timeline::TimelineLine;
+use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
+use castlog_replay::clock::SystemClock;
+use castlog_replay::driver::{Driver, fold_until};
+use castlog_replay::recast::{Recast, decision_ends, recast};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::args::{BenchSynthArgs, DurabilityArg};
+use crate::error::CliError;
+use crate::output;
+
+/// The figures, in the order the issue names them.
+#[derive(Debug, Serialize)]
+struct SynthFigures {
+    steps: u64,
+    events: u64,
+    wall_s: f64,
+    steps_per_s: f64,
+    ms_per_step_first10pct: f64,
+    ms_per_step_last10pct: f64,
+    db_bytes: u64,
+    db_bytes_per_step: f64,
+    history_list_s: f64,
+    state_mid_s: f64,
+    /// Null when no fork was measured.
+    fork_s: Option<f64>,
+    fork_steps: Option<u64>,
+    peak_rss_mb: f64,
+    durability: &'static str,
+}
+
+/// A scratch directory removed on drop; `None` when the user named a database.
+#[derive(Debug)]
+struct Scratch(Option<PathBuf>);
+
+impl Scratch {
+    fn new() -> Result<Self, CliError> {
+        let dir = std::env::temp_dir().join(format!(
+            "castlog-bench-synth-{}-{}",
+            std::process::id(),
+            now_nanos()
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::user(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(Self(Some(dir)))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            // Best effort: a leftover temp dir is harmless.
+            drop(std::fs::remove_dir_all(dir));
+        }
+    }
+}
+
+fn now_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The database file plus its WAL and shared-memory files.
+fn db_bytes(path: &Path) -> u64 {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).ok()
+        })
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Folds the WAL into the database file and removes it, as closing the last connection does
+/// (the peer measures its file after such a close). `SqliteLog` closes its writer before its
+/// read-only connections, so the WAL outlives it; without this the figure would count WAL pages.
+fn checkpoint(path: &Path) -> Result<(), CliError> {
+    let sql =
+        |e: rusqlite::Error| CliError::internal(format!("checkpointing {}: {e}", path.display()));
+    let conn = rusqlite::Connection::open(path).map_err(sql)?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .map_err(sql)?;
+    conn.close().map_err(|(_, e)| sql(e))
+}
+
+/// Peak resident set size (VmHWM) in MB, 0 where /proc is not available.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Mean ms per step over the first and last 10% of steps (at least one step each), as the
+/// peer computes them: deltas between consecutive completion stamps, the first from `t0`.
+fn decile_means_ms(t0: Instant, stamps: &[Instant]) -> (f64, f64) {
+    let mut prev = t0;
+    let deltas: Vec<f64> = stamps
+        .iter()
+        .map(|t| {
+            let d = t.duration_since(prev).as_secs_f64() * 1e3;
+            prev = *t;
+            d
+        })
+        .collect();
+    if deltas.is_empty() {
+        return (0.0, 0.0);
+    }
+    let k = (deltas.len() / 10).max(1);
+    let first = deltas[..k].iter().sum::<f64>() / k as f64;
+    let last = deltas[deltas.len() - k..].iter().sum::<f64>() / k as f64;
+    (first, last)
+}
+
+fn rate(count: u64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+/// The loadout, in pi-materia's config format: plan (generator) → loop { build → eval };
+/// eval not satisfied → build (at most `rework` times per item), satisfied → advance the cursor
+/// and build the next item; the loop leaves to `end` when the list is walked.
+fn config_json(rework: u32) -> String {
+    json!({
+        "activeLoadout": "Synth",
+        "limits": { "maxNoAdvanceCycles": 3 },
+        "budget": { "maxTokens": 1_000_000_000_000u64, "warnAtPercent": 99 },
+        "loadouts": {
+            "Synth": {
+                "entry": "Socket-1",
+                "sockets": {
+                    "Socket-1": { "materia": "Plan", "edges": [{ "when": "always", "to": "Socket-2" }] },
+                    "Socket-2": {
+                        "materia": "Build",
+                        "parse": "text",
+                        "edges": [{ "when": "always", "to": "Socket-3" }]
+                    },
+                    "Socket-3": {
+                        "materia": "Eval",
+                        "parse": "json",
+                        "assign": { "lastFeedback": "$.context" },
+                        "advance": { "cursor": "workItemIndex", "items": "state.workItems", "when": "satisfied" },
+                        "edges": [
+                            { "when": "not_satisfied", "to": "Socket-2", "maxTraversals": rework.max(1) },
+                            { "when": "always", "to": "Socket-2" }
+                        ]
+                    }
+                },
+                "loops": {
+                    "items": {
+                        "sockets": ["Socket-2", "Socket-3"],
+                        "consumes": { "from": "Socket-1", "output": "workItems" },
+                        "exits": [{
+                            "id": "exit:Socket-3:always",
+                            "from": "Socket-3",
+                            "condition": "always",
+                            "targetSocketId": "end"
+                        }]
+                    }
+                }
+            }
+        },
+        "materia": {
+            "Plan": {
+                "type": "agent", "tools": "readOnly", "generator": true, "label": "Plan",
+                "prompt": "[synth:plan] Plan the work items for: {{request}}"
+            },
+            "Build": {
+                "type": "agent", "tools": "coding", "label": "Build",
+                "prompt": "[synth:build] item={{item.title}}"
+            },
+            "Eval": {
+                "type": "agent", "tools": "readOnly", "label": "Eval",
+                "prompt": "[synth:eval] item={{item.title}} last={{state.lastFeedback}}"
+            }
+        }
+    })
+    .to_string()
+}
+
+/// FNV-1a, to seed the text generator from a string.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Exactly `size` ASCII bytes of word-like text derived from `seed` (splitmix64 over the
+/// peer's vocabulary).
+fn synth_text(seed: &str, size: usize) -> String {
+    const VOCAB: [&str; 64] = [
+        "agent", "plan", "build", "eval", "item", "task", "code", "test", "patch", "diff", "fix",
+        "rework", "review", "module", "function", "result", "error", "retry", "context", "tool",
+        "call", "output", "input", "state", "graph", "node", "edge", "step", "check", "pass",
+        "fail", "score", "note", "spec", "doc", "api", "type", "value", "field", "list", "map",
+        "key", "log", "trace", "span", "event", "store", "load", "save", "fork", "replay", "time",
+        "cost", "token", "model", "prompt", "reply", "reason", "draft", "final", "accept",
+        "reject", "merge", "run",
+    ];
+    let mut state = fnv1a(seed);
+    let mut out = String::with_capacity(size + 16);
+    while out.len() < size {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(VOCAB[(z & 63) as usize]);
+    }
+    out.truncate(size);
+    out
+}
+
+/// `text` padded (or cut) with generated words to `size` bytes.
+fn padded(head: &str, seed: &str, size: usize) -> String {
+    if head.len() >= size {
+        return head.to_owned();
+    }
+    let mut out = head.to_owned();
+    out.push(' ');
+    let rest = size.saturating_sub(out.len());
+    out.push_str(&synth_text(seed, rest));
+    out
+}
+
+/// The text after `marker` up to the end of its line.
+fn after<'t>(text: &'t str, marker: &str) -> Option<&'t str> {
+    let start = text.find(marker)? + marker.len();
+    let rest = &text[start..];
+    Some(rest.split('\n').next().unwrap_or(rest))
+}
+
+/// The synthetic agent: every answer is a function of the prompt alone, so a fork driven from
+/// any point answers exactly as the first run did. It stamps the time of every call: a call
+/// marks the end of the previous step (its events are durable and the next prompt recorded).
+#[derive(Debug)]
+struct SynthAgent {
+    items: u64,
+    rework: u32,
+    bytes: usize,
+    stamps: Vec<Instant>,
+}
+
+impl SynthAgent {
+    fn new(items: u64, rework: u32, bytes: usize) -> Self {
+        Self {
+            items,
+            rework,
+            bytes,
+            stamps: Vec::new(),
+        }
+    }
+
+    fn plan(&self) -> String {
+        let work: Vec<serde_json::Value> = (1..=self.items)
+            .map(|i| {
+                json!({
+                    "title": format!("item-{i:05}"),
+                    "context": format!("Synthetic work item {i} of {}.", self.items),
+                })
+            })
+            .collect();
+        let frame = json!({ "workItems": work, "context": "" })
+            .to_string()
+            .len();
+        let context = synth_text(
+            &format!("plan|{}", self.items),
+            self.bytes.saturating_sub(frame),
+        );
+        json!({ "workItems": work, "context": context }).to_string()
+    }
+
+    fn build(&self, prompt: &str) -> String {
+        let item = after(prompt, "[synth:build] item=").unwrap_or("");
+        // Reworked visits see the eval reasons; the round count varies the text.
+        let round = prompt.matches("- From ").count() + 1;
+        padded(
+            &format!("build {item} round {round}:"),
+            &format!("build|{item}|{round}"),
+            self.bytes,
+        )
+    }
+
+    fn eval(&self, prompt: &str) -> String {
+        let line = after(prompt, "[synth:eval] item=").unwrap_or("");
+        let (item, last) = line.split_once(" last=").unwrap_or((line, ""));
+        let attempt = last
+            .strip_prefix(&format!("verdict {item} try "))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u32>().ok())
+            .map_or(1, |n| n + 1);
+        let satisfied = attempt >= self.rework;
+        let verdict = if satisfied { "accepted" } else { "rejected" };
+        let head = format!("verdict {item} try {attempt} {verdict}:");
+        let frame = json!({ "satisfied": satisfied, "context": "" })
+            .to_string()
+            .len();
+        let context = padded(
+            &head,
+            &format!("eval|{item}|{attempt}"),
+            self.bytes.saturating_sub(frame),
+        );
+        json!({ "satisfied": satisfied, "context": context }).to_string()
+    }
+}
+
+impl Agent for SynthAgent {
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn {
+        self.stamps.push(Instant::now());
+        if request.refinement {
+            return AgentTurn::Exhausted("the synthetic agent does not refine".into());
+        }
+        let prompt: String = request
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let text = if prompt.contains("[synth:eval]") {
+            self.eval(&prompt)
+        } else if prompt.contains("[synth:build]") {
+            self.build(&prompt)
+        } else if prompt.contains("[synth:plan]") {
+            self.plan()
+        } else {
+            return AgentTurn::Exhausted("the synthetic agent got an unknown prompt".into());
+        };
+        AgentTurn::Reply { text, usage: None }
+    }
+}
+
+fn durability(arg: DurabilityArg) -> Durability {
+    match arg {
+        DurabilityArg::Full => Durability::Full,
+        DurabilityArg::Normal => Durability::Normal,
+    }
+}
+
+/// `castlog bench synth`.
+pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
+    if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
+        return Err(CliError::user(
+            "--items, --rework and --output-bytes must be at least 1",
+        ));
+    }
+    let scratch = if db.is_some() {
+        Scratch(None)
+    } else {
+        Scratch::new()?
+    };
+    let path = match (db, &scratch.0) {
+        (Some(db), _) => db.to_path_buf(),
+        (None, Some(dir)) => dir.join("castlog.db"),
+        (None, None) => PathBuf::from("castlog.db"),
+    };
+    let durability = durability(args.durability);
+    let expected = 1 + 2 * args.items * u64::from(args.rework);
+
+    let config = load_config(&config_json(args.rework))
+        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
+    let loadout = config
+        .resolve(None)
+        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
+    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
+    let cast = CastId::new(format!(
+        "bench-synth-w{}-r{}-s{}-{}",
+        args.items,
+        args.rework,
+        args.output_bytes,
+        now_nanos()
+    ));
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let clock = SystemClock;
+    let mut agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
+
+    // Phase 1: the run.
+    let log = SqliteLog::open_with(&path, durability)?;
+    let started = started_event(
+        cast.clone(),
+        &loadout,
+        blob_hash(&frozen),
+        format!(
+            "synthetic workload: {} items, {} tries each",
+            args.items, args.rework
+        ),
+        "recommended".into(),
+        None,
+    );
+    let t0 = Instant::now();
+    let mut driver = Driver::start(&log, &clock, started, &cwd)?;
+    let stop = driver.drive(&mut agent)?;
+    let end = Instant::now();
+    let wall_s = end.duration_since(t0).as_secs_f64();
+    if stop.status != Status::Completed {
+        return Err(CliError::internal(format!(
+            "the synthetic cast stopped {}: {}",
+            stop.status.as_str(),
+            stop.message.unwrap_or_default()
+        )));
+    }
+    drop(driver);
+    // A call marks the end of the step before it; the last step ends with the drive.
+    let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
+    stamps.push(end);
+    let (first_ms, last_ms) = decile_means_ms(t0, &stamps);
+    drop(log);
+    checkpoint(&path)?;
+    let bytes = db_bytes(&path);
+
+    // Phase 2: time travel on a fresh connection.
+    let log = SqliteLog::open_with(&path, durability)?;
+    let head = log
+        .head(&cast)?
+        .ok_or_else(|| CliError::internal("the synthetic cast vanished"))?;
+    let timer = Instant::now();
+    let mut history: Vec<TimelineLine> = Vec::new();
+    log.scan(&cast, Seq::FIRST, &mut |record| {
+        history.push(TimelineLine::of(&record));
+        ControlFlow::Continue(())
+    })?;
+    let history_list_s = timer.elapsed().as_secs_f64();
+    let steps = history
+        .iter()
+        .filter(|l| l.kind == "socket_completed")
+        .count() as u64;
+    drop(history);
+    if steps != expected {
+        return Err(CliError::internal(format!(
+            "the synthetic cast completed {steps} sockets, expected {expected}"
+        )));
+    }
+
+    let mid = Seq(head.seq.get() / 2);
+    let timer = Instant::now();
+    let (state, _) = fold_until(&log, &cast, mid)?;
+    let state_mid_s = timer.elapsed().as_secs_f64();
+    drop(state);
+
+    // Fork: recast at the last decision boundary at or before the middle seq (chosen before the
+    // clock starts, as the peer picks its checkpoint from the history list), then drive the
+    // child to the end with the same agent.
+    let ends = decision_ends(&log, &cast)?;
+    let at = ends
+        .iter()
+        .rev()
+        .find(|s| **s <= mid)
+        .or(ends.first())
+        .copied()
+        .ok_or_else(|| CliError::internal("the synthetic cast has no decision boundary"))?;
+    let plan = Recast {
+        parent: cast.clone(),
+        at,
+        child: CastId::new(format!("{cast}-fork")),
+        loadout: None,
+        keep: Vec::new(),
+    };
+    let mut fork_agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
+    let timer = Instant::now();
+    let mut child = recast(&log, &clock, &plan, &cwd)?;
+    let fork_stop = child.drive(&mut fork_agent)?;
+    let fork_s = timer.elapsed().as_secs_f64();
+    drop(child);
+    if fork_stop.status != Status::Completed {
+        return Err(CliError::internal(format!(
+            "the forked cast stopped {}: {}",
+            fork_stop.status.as_str(),
+            fork_stop.message.unwrap_or_default()
+        )));
+    }
+    let mut fork_steps = 0u64;
+    log.scan(&plan.child, Seq::FIRST, &mut |record| {
+        fork_steps += u64::from(record.kind == "socket_completed");
+        ControlFlow::Continue(())
+    })?;
+    drop(log);
+
+    let steps_per_s = rate(steps, wall_s);
+    output::json(&SynthFigures {
+        steps,
+        events: head.seq.get(),
+        wall_s,
+        steps_per_s,
+        ms_per_step_first10pct: first_ms,
+        ms_per_step_last10pct: last_ms,
+        db_bytes: bytes,
+        db_bytes_per_step: bytes as f64 / steps as f64,
+        history_list_s,
+        state_mid_s,
+        fork_s: Some(fork_s),
+        fork_steps: Some(fork_steps),
+        peak_rss_mb: peak_rss_mb(),
+        durability: durability.as_str(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_have_the_asked_size_and_eval_counts_tries() {
+        let agent = SynthAgent::new(3, 3, 500);
+        assert_eq!(synth_text("x", 123).len(), 123);
+        assert_eq!(agent.build("[synth:build] item=item-00001\n").len(), 500);
+        let first =
+            agent.eval("[synth:eval] item=item-00002 last=verdict item-00001 try 3 accepted: x");
+        assert!(first.contains("try 1 rejected"), "{first}");
+        assert!((490..=510).contains(&first.len()), "{}", first.len());
+        let third =
+            agent.eval("[synth:eval] item=item-00002 last=verdict item-00002 try 2 rejected: x");
+        assert!(third.contains("\"satisfied\":true"), "{third}");
+        assert!(load_config(&config_json(3)).is_ok());
+    }
+}

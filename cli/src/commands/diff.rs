@@ -1,0 +1,301 @@
+//! `diff`: two casts side by side, from the log alone.
+//!
+//! Steps are socket visits, aligned by (socket, item, visit). For each step castlog compares the
+//! rendered prompts (text diff and placements), the output, the edge taken after it and the
+//! `state.data` writes it made. Text diffs come from the `similar` crate.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use castlog_core::event::{Event, Target};
+use castlog_core::id::CastId;
+use castlog_core::prompt::Message;
+use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_replay::recast::history;
+use serde::Serialize;
+use serde_json::{Value, json};
+use similar::TextDiff;
+
+use crate::args::DiffArgs;
+use crate::error::CliError;
+use crate::output;
+
+/// One socket visit of a cast.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Step {
+    key: String,
+    prompts: String,
+    placements: Vec<String>,
+    output: Option<String>,
+    routing: Option<String>,
+    data: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct Change {
+    field: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    a: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    b: Option<Value>,
+}
+
+fn steps(log: &SqliteLog, records: &[Recorded]) -> Result<Vec<Step>, CliError> {
+    let mut out: Vec<Step> = Vec::new();
+    let mut open: Option<usize> = None;
+    for record in records {
+        let Ok(event) = record.event() else { continue };
+        match event {
+            Event::SocketStarted(e) => {
+                let item = e
+                    .item
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ToString::to_string);
+                out.push(Step {
+                    key: format!("{} {item} #{}", e.socket, e.visit),
+                    ..Step::default()
+                });
+                open = Some(out.len() - 1);
+            }
+            Event::PromptDispatched(e) => {
+                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
+                    let bytes = log.get_blob(&e.prompt_hash)?.unwrap_or_default();
+                    let messages: Vec<Message> = serde_json::from_slice(&bytes).unwrap_or_default();
+                    step.prompts.push_str(&format!("=== turn {}\n", e.turn));
+                    for m in messages {
+                        step.prompts
+                            .push_str(&format!("--- {}\n{}\n", m.role.as_str(), m.content));
+                    }
+                    for p in e.placements {
+                        step.placements.push(format!(
+                            "turn {} {} {:?} #{} {}",
+                            e.turn, p.entry, p.destination, p.position, p.rule
+                        ));
+                    }
+                }
+            }
+            Event::SocketCompleted(e) => {
+                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
+                    step.output = Some(e.output);
+                }
+            }
+            Event::DataAssigned(e) => {
+                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
+                    step.data.insert(e.path, e.value);
+                }
+            }
+            Event::EdgeTaken(e) => {
+                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
+                    let to = match e.to {
+                        Target::Socket(s) => s.to_string(),
+                        Target::End => "end".into(),
+                    };
+                    step.routing = Some(format!("{} -> {to} ({:?})", e.from, e.when));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn text_diff(a: &str, b: &str) -> String {
+    TextDiff::from_lines(a, b)
+        .unified_diff()
+        .context_radius(2)
+        .header("a", "b")
+        .to_string()
+}
+
+fn compare(a: &Step, b: &Step) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if a.prompts != b.prompts {
+        changes.push(Change {
+            field: "prompt",
+            diff: Some(text_diff(&a.prompts, &b.prompts)),
+            path: None,
+            a: None,
+            b: None,
+        });
+    }
+    if a.placements != b.placements {
+        changes.push(Change {
+            field: "placements",
+            diff: Some(text_diff(
+                &a.placements.join("\n"),
+                &b.placements.join("\n"),
+            )),
+            path: None,
+            a: None,
+            b: None,
+        });
+    }
+    if a.output != b.output {
+        changes.push(Change {
+            field: "output",
+            diff: Some(text_diff(
+                a.output.as_deref().unwrap_or(""),
+                b.output.as_deref().unwrap_or(""),
+            )),
+            path: None,
+            a: None,
+            b: None,
+        });
+    }
+    if a.routing != b.routing {
+        changes.push(Change {
+            field: "routing",
+            diff: None,
+            path: None,
+            a: a.routing.clone().map(Value::String),
+            b: b.routing.clone().map(Value::String),
+        });
+    }
+    let paths: std::collections::BTreeSet<&String> = a.data.keys().chain(b.data.keys()).collect();
+    for path in paths {
+        let (va, vb) = (a.data.get(path), b.data.get(path));
+        if va != vb {
+            changes.push(Change {
+                field: "data",
+                diff: None,
+                path: Some(format!("state.{path}")),
+                a: va.cloned(),
+                b: vb.cloned(),
+            });
+        }
+    }
+    changes
+}
+
+/// The events of `a` made comparable with `b`'s: the cast id is the only expected difference.
+fn normalized(record: &Recorded, from: &CastId, to: &CastId) -> (String, Vec<u8>) {
+    let payload =
+        String::from_utf8_lossy(&record.payload).replace(&format!("\"{from}"), &format!("\"{to}"));
+    (record.kind.clone(), payload.into_bytes())
+}
+
+/// `castlog diff A B`.
+pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let a = super::inspect::head_of(&log, &args.a)?;
+    let b = super::inspect::head_of(&log, &args.b)?;
+    let ha = history(&log, &a.cast)?;
+    let hb = history(&log, &b.cast)?;
+    // A recast shares exactly its fork prefix with its parent.
+    let fork_of = |h: &castlog_events::CastHead, other: &CastId| {
+        h.parent
+            .as_ref()
+            .filter(|p| &p.cast == other)
+            .map(|p| p.seq.get())
+    };
+    let common = match fork_of(&b, &a.cast).or_else(|| fork_of(&a, &b.cast)) {
+        Some(seq) => seq,
+        None => ha
+            .iter()
+            .zip(&hb)
+            .take_while(|(x, y)| normalized(x, &a.cast, &b.cast) == normalized(y, &b.cast, &b.cast))
+            .count() as u64,
+    };
+    let describe = |h: &[Recorded]| {
+        h.get(common as usize).map(|r| {
+            let line = castlog_projections::timeline::TimelineLine::of(r);
+            json!({ "kind": line.kind, "summary": line.summary })
+        })
+    };
+    let first_divergence = (ha.len() as u64 > common || hb.len() as u64 > common)
+        .then(|| json!({ "position": common + 1, "a": describe(&ha), "b": describe(&hb) }));
+
+    let sa = steps(&log, &ha)?;
+    let sb = steps(&log, &hb)?;
+    let mut keys: Vec<String> = sa.iter().map(|s| s.key.clone()).collect();
+    for s in &sb {
+        if !keys.contains(&s.key) {
+            keys.push(s.key.clone());
+        }
+    }
+    let mut counts = BTreeMap::from([("same", 0), ("changed", 0), ("only_a", 0), ("only_b", 0)]);
+    let mut rows = Vec::new();
+    for key in &keys {
+        let (x, y) = (
+            sa.iter().find(|s| &s.key == key),
+            sb.iter().find(|s| &s.key == key),
+        );
+        let (status, changes) = match (x, y) {
+            (Some(x), Some(y)) => {
+                let changes = compare(x, y);
+                (
+                    if changes.is_empty() {
+                        "same"
+                    } else {
+                        "changed"
+                    },
+                    changes,
+                )
+            }
+            (Some(_), None) => ("only_a", Vec::new()),
+            _ => ("only_b", Vec::new()),
+        };
+        *counts.entry(status).or_default() += 1;
+        rows.push(json!({ "key": key, "status": status, "changes": changes }));
+    }
+    let outcome = |h: &[Recorded]| {
+        castlog_replay::driver::fold(&log, &h.last().map_or(a.cast.clone(), |r| r.cast.clone()))
+            .map(|(s, _)| s.status.as_str())
+            .unwrap_or("unknown")
+    };
+    let (oa, ob) = (outcome(&ha), outcome(&hb));
+    let summary = format!(
+        "{} same, {} changed, {} only in {}, {} only in {}; {} {oa}, {} {ob}",
+        counts["same"],
+        counts["changed"],
+        counts["only_a"],
+        a.cast,
+        counts["only_b"],
+        b.cast,
+        a.cast,
+        b.cast
+    );
+    if args.json {
+        return output::json(&json!({
+            "common_prefix": common,
+            "first_divergence": first_divergence,
+            "steps": rows,
+            "summary": summary,
+        }));
+    }
+    crate::say!("common prefix: {common} events");
+    if let Some(d) = &first_divergence {
+        crate::say!(
+            "first divergence at position {}: a {} / b {}",
+            d["position"],
+            d["a"],
+            d["b"]
+        );
+    }
+    for row in &rows {
+        crate::say!(
+            "{:<8} {}",
+            row["status"].as_str().unwrap_or(""),
+            row["key"].as_str().unwrap_or("")
+        );
+        for c in row["changes"].as_array().into_iter().flatten() {
+            match c["field"].as_str() {
+                Some("routing") => crate::say!("  routing: {} => {}", c["a"], c["b"]),
+                Some("data") => crate::say!(
+                    "  {}: {} => {}",
+                    c["path"].as_str().unwrap_or(""),
+                    c["a"],
+                    c["b"]
+                ),
+                Some(field) => crate::say!("  {field}:\n{}", c["diff"].as_str().unwrap_or("")),
+                None => {}
+            }
+        }
+    }
+    crate::say!("{summary}");
+    Ok(())
+}

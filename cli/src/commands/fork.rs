@@ -1,0 +1,112 @@
+//! `recast` and `mark`: forking a cast, and naming points of it.
+
+use std::path::Path;
+
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::Input;
+use castlog_core::loadout::load_config;
+use castlog_events::{EventLog, SqliteLog};
+use castlog_replay::clock::SystemClock;
+use castlog_replay::driver::{Driver, Stop};
+use castlog_replay::recast::{Recast, recast as fork, resolve_at};
+use serde_json::json;
+
+use crate::args::{MarkArgs, RecastArgs};
+use crate::error::CliError;
+use crate::output;
+
+/// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
+pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
+    if let Ok(n) = at.parse::<u64>() {
+        return Ok(Seq(n));
+    }
+    Ok(resolve_at(log, cast, at)?)
+}
+
+/// `castlog recast`.
+pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let parent = super::inspect::head_of(&log, &args.cast)?.cast;
+    let at = resolve_at(&log, &parent, &args.at)?;
+    let loadout = match &args.config {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::user(format!("cannot read config {}: {e}", path.display()))
+            })?;
+            let config = load_config(&text)
+                .map_err(|e| CliError::user(format!("{}: {e}", path.display())))?;
+            let (state, _) = castlog_replay::driver::fold_until(&log, &parent, at)?;
+            let resolved = config
+                .resolve(Some(&state.loadout.name))
+                .map_err(|e| CliError::user(format!("{}: {e}", path.display())))?;
+            Some(resolved.to_json())
+        }
+    };
+    let child = match &args.child {
+        Some(id) => {
+            let id = CastId::new(id.as_str());
+            if log.head(&id)?.is_some() {
+                return Err(CliError::user(format!(
+                    "cast {id} already exists; pick another --cast"
+                )));
+            }
+            id
+        }
+        None => {
+            let mut n = 1;
+            loop {
+                let id = CastId::new(format!("{parent}-recast-{n}"));
+                if log.head(&id)?.is_none() {
+                    break id;
+                }
+                n += 1;
+            }
+        }
+    };
+    let mut agent = match &args.agent {
+        Some(spec) => Some(super::cast::agent(spec, 0)?),
+        None => None,
+    };
+    let clock = SystemClock;
+    let plan = Recast {
+        parent: parent.clone(),
+        at,
+        child: child.clone(),
+        loadout,
+        keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
+    };
+    let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    let stop = match agent.as_mut() {
+        Some(agent) => driver.drive(agent.as_mut())?,
+        None => Stop {
+            status: driver.state.status,
+            message: Some(format!(
+                "forked from {parent} at seq {at}; `castlog resume {child} --agent SPEC` drives it on"
+            )),
+        },
+    };
+    super::cast::report(&log, &child, Seq::FIRST, &stop, args.json)
+}
+
+/// `castlog mark`.
+pub fn mark(db: &Path, args: &MarkArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let head = super::inspect::head_of(&log, &args.cast)?;
+    let at = args.at.map_or(head.seq, Seq);
+    let clock = SystemClock;
+    let mut driver = Driver::open(&log, &clock, &head.cast, &super::cast::cwd())?;
+    driver.apply(&Input::Mark {
+        name: args.name.clone(),
+        at,
+    })?;
+    if args.json {
+        return output::json(&json!({ "cast": head.cast, "name": args.name, "at": at }));
+    }
+    crate::say!(
+        "cast {}: waypoint {:?} names seq {at}",
+        head.cast,
+        args.name
+    );
+    Ok(())
+}

@@ -1,0 +1,542 @@
+//! The `openai:BASE_URL#MODEL` agent: any OpenAI-compatible chat-completions endpoint (Ollama,
+//! vLLM, llama.cpp server, LM Studio, OpenAI, OpenRouter).
+//!
+//! Each turn POSTs `{BASE_URL}/chat/completions` with `{"model", "messages", "stream": false}`,
+//! the messages being the rendered prompt exactly as recorded (system fold, inline turns,
+//! trailing mandate). The reply is `choices[0].message.content`; `usage.prompt_tokens` and
+//! `usage.completion_tokens` become the recorded [`Usage`].
+//!
+//! # Failures
+//! - HTTP 429, HTTP 5xx, a refused or dropped connection and a timeout are
+//!   [`FailureClass::Transient`]: the driver asks again (up to its retry budget), and this agent
+//!   sleeps a backoff before a call that follows a transient failure (`backoff`, doubled per
+//!   failure in a row, at most [`MAX_BACKOFF`]).
+//! - Any other status, and a success whose body is not the chat-completions shape (not JSON, no
+//!   `choices`, no `content`), is an [`FailureClass::Interruption`] naming what was wrong (the
+//!   status, a bounded excerpt of the body): the cast waits for `castlog resume`.
+//!
+//! # The API key
+//! Sent as `Authorization: Bearer KEY` when given (the CLI reads `CASTLOG_API_KEY`, else
+//! `OPENAI_API_KEY`, see [`api_key_from_env`]). It is never logged, never shown by `Debug`,
+//! and removed from every message this agent returns, so it cannot reach an event.
+
+use std::fmt;
+use std::io::Read;
+use std::time::Duration;
+
+use castlog_core::event::{FailureClass, Usage};
+use castlog_core::prompt::Message;
+use reqwest::Url;
+use reqwest::blocking::Client;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, AgentTurn, TurnRequest};
+
+/// The request timeout when none is given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The first backoff when none is given.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The longest backoff slept before a call.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// A successful body is read up to this many bytes.
+const BODY_CAP: u64 = 16 << 20;
+
+/// An error body is read up to this many bytes.
+const ERROR_BODY_CAP: u64 = 64 << 10;
+
+/// Characters of a body quoted in a failure message.
+const EXCERPT_CHARS: usize = 300;
+
+/// The environment variables the API key is read from, first one set wins.
+pub const API_KEY_VARS: [&str; 2] = ["CASTLOG_API_KEY", "OPENAI_API_KEY"];
+
+/// A bad `openai:` SPEC or a client that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenAiError {
+    /// The SPEC is not `BASE_URL#MODEL`.
+    #[error(
+        "openai: needs BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.2 ({message})"
+    )]
+    BadSpec {
+        /// What is wrong.
+        message: String,
+    },
+    /// The HTTP client cannot be built.
+    #[error("cannot build the HTTP client: {message}")]
+    Client {
+        /// Why.
+        message: String,
+    },
+}
+
+/// Splits `BASE_URL#MODEL` (the part after `openai:`) and checks the URL.
+pub fn parse_spec(rest: &str) -> Result<(String, String), OpenAiError> {
+    let bad = |message: &str| OpenAiError::BadSpec {
+        message: message.to_owned(),
+    };
+    let (base, model) = rest
+        .split_once('#')
+        .ok_or_else(|| bad("the #MODEL part is missing"))?;
+    let (base, model) = (base.trim(), model.trim());
+    if model.is_empty() {
+        return Err(bad("the model after # is empty"));
+    }
+    let url = Url::parse(base).map_err(|e| OpenAiError::BadSpec {
+        message: format!("the base URL does not parse: {e}"),
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the base URL must start with http:// or https://"));
+    }
+    Ok((base.to_owned(), model.to_owned()))
+}
+
+/// The API key from `CASTLOG_API_KEY`, else `OPENAI_API_KEY` (empty values are ignored).
+pub fn api_key_from_env() -> Option<String> {
+    API_KEY_VARS
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|value| !value.trim().is_empty())
+}
+
+/// The backoff before a call that follows `failures` transient failures in a row.
+pub fn backoff_delay(base: Duration, failures: u32) -> Duration {
+    if failures == 0 || base.is_zero() {
+        return Duration::ZERO;
+    }
+    let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
+    base.checked_mul(factor)
+        .unwrap_or(MAX_BACKOFF)
+        .min(MAX_BACKOFF)
+}
+
+/// Talks to an OpenAI-compatible chat-completions endpoint.
+pub struct OpenAiAgent {
+    endpoint: Url,
+    model: String,
+    api_key: Option<String>,
+    timeout: Duration,
+    backoff: Duration,
+    failures: u32,
+    client: Client,
+}
+
+impl fmt::Debug for OpenAiAgent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiAgent")
+            .field("endpoint", &shown(&self.endpoint))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("timeout", &self.timeout)
+            .field("backoff", &self.backoff)
+            .field("failures", &self.failures)
+            .finish()
+    }
+}
+
+impl OpenAiAgent {
+    /// An agent for `{base_url}/chat/completions` and `model`, with the key sent as a bearer
+    /// token when given, and `timeout` for each whole request.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, OpenAiError> {
+        let base = Url::parse(base_url.trim()).map_err(|e| OpenAiError::BadSpec {
+            message: format!("the base URL does not parse: {e}"),
+        })?;
+        let endpoint = Url::parse(&format!(
+            "{}/chat/completions",
+            base.as_str().trim_end_matches('/')
+        ))
+        .map_err(|e| OpenAiError::BadSpec {
+            message: format!("the endpoint URL does not parse: {e}"),
+        })?;
+        let mut builder = Client::builder().timeout(timeout);
+        // A proxy cannot reach a server on this machine: talk to loopback directly.
+        if is_loopback(&endpoint) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(|e| OpenAiError::Client {
+            message: e.without_url().to_string(),
+        })?;
+        Ok(Self {
+            endpoint,
+            model: model.to_owned(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+            timeout,
+            backoff: DEFAULT_BACKOFF,
+            failures: 0,
+            client,
+        })
+    }
+
+    /// Sets the first backoff (doubled per transient failure in a row, at most
+    /// [`MAX_BACKOFF`]); zero turns backoff off.
+    #[must_use]
+    pub fn with_backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The URL requests go to.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+
+    /// The model asked for.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Removes the API key from a text that may echo it.
+    fn scrub(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "[redacted]"),
+            _ => text.to_owned(),
+        }
+    }
+
+    fn failed(&self, class: FailureClass, message: &str) -> AgentTurn {
+        AgentTurn::Failed {
+            class,
+            message: self.scrub(message),
+        }
+    }
+
+    fn call(&self, messages: &[Message]) -> AgentTurn {
+        let at = shown(&self.endpoint);
+        let body = json!({
+            "model": self.model,
+            "messages": messages,
+            "stream": false,
+        });
+        let mut request = self
+            .client
+            .post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {key}")) else {
+                return self.failed(
+                    FailureClass::Interruption,
+                    "the API key is not a valid HTTP header value (check CASTLOG_API_KEY / OPENAI_API_KEY)",
+                );
+            };
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
+        let response = match request.send() {
+            Ok(response) => response,
+            Err(err) => return self.transport_failure(&err, &at),
+        };
+        let status = response.status();
+        let cap = if status.is_success() {
+            BODY_CAP
+        } else {
+            ERROR_BODY_CAP
+        };
+        let mut bytes = Vec::new();
+        if let Err(err) = response.take(cap).read_to_end(&mut bytes) {
+            let message = format!("reading the reply from {at} failed: {}", describe_io(&err));
+            return self.failed(FailureClass::Transient, &message);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        if status.as_u16() == 429 || status.is_server_error() {
+            let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
+            return self.failed(FailureClass::Transient, &message);
+        }
+        if !status.is_success() {
+            let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
+            return self.failed(FailureClass::Interruption, &message);
+        }
+        match parse_reply(&text) {
+            Ok((reply, usage)) => AgentTurn::Reply { text: reply, usage },
+            Err(problem) => {
+                let message = format!(
+                    "{at} answered HTTP {status} but {problem}; the body starts: {}",
+                    excerpt(&text)
+                );
+                self.failed(FailureClass::Interruption, &message)
+            }
+        }
+    }
+
+    fn transport_failure(&self, err: &reqwest::Error, at: &str) -> AgentTurn {
+        let cause = describe(err);
+        if err.is_timeout() {
+            let message = format!(
+                "the request to {at} timed out after {:?}: {cause}",
+                self.timeout
+            );
+            return self.failed(FailureClass::Transient, &message);
+        }
+        if err.is_connect() || err.is_request() || err.is_body() {
+            let message = format!("cannot reach {at}: {cause}");
+            return self.failed(FailureClass::Transient, &message);
+        }
+        let message = format!("the request to {at} failed: {cause}");
+        self.failed(FailureClass::Interruption, &message)
+    }
+}
+
+impl Agent for OpenAiAgent {
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn {
+        if request.refinement {
+            return AgentTurn::Exhausted(
+                "the cast waits for a person: use `castlog refine` or `castlog continue`".into(),
+            );
+        }
+        let delay = backoff_delay(self.backoff, self.failures);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let turn = self.call(request.messages);
+        match &turn {
+            AgentTurn::Failed {
+                class: FailureClass::Transient,
+                ..
+            } => self.failures = self.failures.saturating_add(1),
+            _ => self.failures = 0,
+        }
+        turn
+    }
+}
+
+/// Reads `choices[0].message.content` and the usage out of a chat-completions body.
+fn parse_reply(text: &str) -> Result<(String, Option<Usage>), String> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("the body is not JSON ({e})"))?;
+    let Some(choices) = value.get("choices") else {
+        if let Some(error) = value.get("error") {
+            let said = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_owned);
+            return Err(format!("the body is an error, not choices: {said}"));
+        }
+        return Err("the body has no \"choices\"".into());
+    };
+    let first = choices
+        .as_array()
+        .and_then(|c| c.first())
+        .ok_or_else(|| "\"choices\" is empty or not a list".to_owned())?;
+    let content = first
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .ok_or_else(|| "choices[0].message.content is missing".to_owned())?;
+    let reply = match content {
+        Value::String(s) => s.clone(),
+        // Some servers send content as parts: [{"type": "text", "text": "..."}].
+        Value::Array(parts) if !parts.is_empty() => {
+            let mut out = String::new();
+            for part in parts {
+                let Some(text) = part.get("text").and_then(Value::as_str) else {
+                    return Err("choices[0].message.content has a part without text".into());
+                };
+                out.push_str(text);
+            }
+            out
+        }
+        Value::Null => return Err("choices[0].message.content is null".into()),
+        _ => return Err("choices[0].message.content is not text".into()),
+    };
+    let usage = value.get("usage").filter(|u| u.is_object()).map(|u| {
+        let count = |name: &str| u.get(name).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            input: count("prompt_tokens"),
+            output: count("completion_tokens"),
+        }
+    });
+    Ok((reply, usage))
+}
+
+/// The URL without credentials, query or fragment.
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    url.to_string()
+}
+
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A reqwest error and its causes, without the URL.
+fn describe(err: &reqwest::Error) -> String {
+    let mut out = String::new();
+    let mut source: Option<&dyn std::error::Error> = Some(err);
+    let mut depth = 0;
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        source = e.source();
+        depth += 1;
+        if depth > 8 {
+            break;
+        }
+    }
+    // reqwest's own line names the URL; strip it (the caller names the endpoint without
+    // credentials).
+    if let Some(url) = err.url() {
+        out = out.replace(&format!(" for url ({url})"), "");
+        out = out.replace(url.as_str(), &shown(url));
+    }
+    out
+}
+
+fn describe_io(err: &std::io::Error) -> String {
+    match err.get_ref() {
+        Some(inner) => {
+            let mut out = inner.to_string();
+            let mut source = inner.source();
+            let mut depth = 0;
+            while let Some(e) = source {
+                out.push_str(": ");
+                out.push_str(&e.to_string());
+                source = e.source();
+                depth += 1;
+                if depth > 8 {
+                    break;
+                }
+            }
+            out
+        }
+        None => err.to_string(),
+    }
+}
+
+/// At most [`EXCERPT_CHARS`] characters of a body, on one line.
+fn excerpt(text: &str) -> String {
+    let flat: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut out: String = flat.chars().take(EXCERPT_CHARS).collect();
+    if out.is_empty() {
+        return "(empty body)".into();
+    }
+    if flat.chars().count() > EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_need_a_model_and_an_http_url() {
+        assert_eq!(
+            parse_spec("http://localhost:11434/v1#llama3.2").unwrap(),
+            ("http://localhost:11434/v1".into(), "llama3.2".into())
+        );
+        assert!(
+            parse_spec("http://localhost:11434/v1")
+                .unwrap_err()
+                .to_string()
+                .contains("BASE_URL#MODEL")
+        );
+        assert!(parse_spec("http://x#").is_err());
+        assert!(parse_spec("ftp://x#m").is_err());
+        assert!(parse_spec("not a url#m").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let base = Duration::from_millis(500);
+        assert_eq!(backoff_delay(base, 0), Duration::ZERO);
+        assert_eq!(backoff_delay(base, 1), Duration::from_millis(500));
+        assert_eq!(backoff_delay(base, 2), Duration::from_secs(1));
+        assert_eq!(backoff_delay(base, 4), Duration::from_secs(4));
+        assert_eq!(backoff_delay(base, 5), MAX_BACKOFF);
+        assert_eq!(backoff_delay(base, 40), MAX_BACKOFF);
+        assert_eq!(backoff_delay(Duration::ZERO, 3), Duration::ZERO);
+    }
+
+    #[test]
+    fn replies_parse_and_bad_bodies_are_named() {
+        let (text, usage) = parse_reply(
+            r#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(text, "hi");
+        assert_eq!(
+            usage,
+            Some(Usage {
+                input: 5,
+                output: 2
+            })
+        );
+        let (text, usage) = parse_reply(
+            r#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!((text.as_str(), usage), ("ab", None));
+        assert!(parse_reply("<html>").unwrap_err().contains("not JSON"));
+        assert!(parse_reply("{}").unwrap_err().contains("no \"choices\""));
+        assert!(
+            parse_reply(r#"{"choices":[]}"#)
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(
+            parse_reply(r#"{"choices":[{"message":{}}]}"#)
+                .unwrap_err()
+                .contains("content is missing")
+        );
+        assert!(
+            parse_reply(r#"{"error":{"message":"model not found"}}"#)
+                .unwrap_err()
+                .contains("model not found")
+        );
+    }
+
+    #[test]
+    fn the_key_is_kept_out_of_debug_and_messages() {
+        let agent = OpenAiAgent::new(
+            "http://user:pw@127.0.0.1:9/v1/",
+            "m",
+            Some("sk-SECRET".into()),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let debug = format!("{agent:?}");
+        assert!(
+            !debug.contains("sk-SECRET") && !debug.contains("pw"),
+            "{debug}"
+        );
+        assert_eq!(
+            agent.endpoint().as_str(),
+            "http://user:pw@127.0.0.1:9/v1/chat/completions"
+        );
+        assert_eq!(
+            agent.scrub("bad key sk-SECRET!"),
+            "bad key [redacted]!".to_owned()
+        );
+        assert_eq!(excerpt(&"x".repeat(400)).chars().count(), EXCERPT_CHARS + 1);
+        assert_eq!(excerpt("a\nb"), "a b");
+    }
+}

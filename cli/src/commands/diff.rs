@@ -171,11 +171,33 @@ fn compare(a: &Step, b: &Step) -> Vec<Change> {
     changes
 }
 
-/// The events of `a` made comparable with `b`'s: the cast id is the only expected difference.
-fn normalized(record: &Recorded, from: &CastId, to: &CastId) -> (String, Vec<u8>) {
-    let payload =
-        String::from_utf8_lossy(&record.payload).replace(&format!("\"{from}"), &format!("\"{to}"));
-    (record.kind.clone(), payload.into_bytes())
+/// An event made comparable across casts: the cast id (in `cast_started` and in dispatch keys)
+/// is the only expected difference between two runs of the same thing.
+fn normalized(record: &Recorded) -> (String, Vec<u8>) {
+    let own = |key: &castlog_core::id::DispatchKey| {
+        castlog_core::id::DispatchKey::new(
+            key.as_str()
+                .strip_prefix(&format!("{}:", record.cast))
+                .unwrap_or(key.as_str()),
+        )
+    };
+    let event = match record.event() {
+        Ok(Event::CastStarted(mut e)) => {
+            e.cast = CastId::new("");
+            Event::CastStarted(e)
+        }
+        Ok(Event::DispatchScheduled(mut e)) => {
+            e.key = own(&e.key);
+            Event::DispatchScheduled(e)
+        }
+        Ok(Event::DispatchSkipped(mut e)) => {
+            e.key = own(&e.key);
+            Event::DispatchSkipped(e)
+        }
+        Ok(other) => other,
+        Err(_) => return (record.kind.clone(), record.payload.clone()),
+    };
+    (record.kind.clone(), event.encode())
 }
 
 /// `castlog diff A B`.
@@ -197,7 +219,7 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
         None => ha
             .iter()
             .zip(&hb)
-            .take_while(|(x, y)| normalized(x, &a.cast, &b.cast) == normalized(y, &b.cast, &b.cast))
+            .take_while(|(x, y)| normalized(x) == normalized(y))
             .count() as u64,
     };
     let describe = |h: &[Recorded]| {

@@ -9,3 +9,4 @@ mod casts_pauses;
 mod crash;
 mod log_commands;
 mod prompts;
+mod recast;

@@ -37,7 +37,7 @@ fn steps(diff: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn reply(value: Value) -> String {
+fn reply(value: &Value) -> String {
     serde_json::json!({ "reply": value.as_str().map_or_else(|| value.to_string(), str::to_owned) })
         .to_string()
 }
@@ -49,10 +49,10 @@ fn a_recast_at_item_two_diffs_from_its_fork_point() {
     let other = sandbox.write(
         "other.jsonl",
         &[
-            reply("Added farewell(name) printing goodbye, <name>.".into()),
-            reply(serde_json::json!({"satisfied": true, "context": "farewell names the user."})),
-            reply(serde_json::json!({"satisfied": true, "context": "Committed."})),
-            reply("Summary of the recast.".into()),
+            reply(&"Added farewell(name) printing goodbye, <name>.".into()),
+            reply(&serde_json::json!({"satisfied": true, "context": "farewell names the user."})),
+            reply(&serde_json::json!({"satisfied": true, "context": "Committed."})),
+            reply(&"Summary of the recast.".into()),
         ]
         .join("\n"),
     );
@@ -120,7 +120,7 @@ fn one_different_reply_is_named_with_the_routing_it_changed() {
         .lines()
         .map(str::to_owned)
         .collect();
-    lines[3] = reply(serde_json::json!({"satisfied": true, "context": "greet() is fine."}));
+    lines[3] = reply(&serde_json::json!({"satisfied": true, "context": "greet() is fine."}));
     lines.remove(4);
     lines.remove(4);
     let changed = sandbox.write("changed.jsonl", &lines.join("\n"));

@@ -65,7 +65,7 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         }
     };
     let mut agent = match &args.agent {
-        Some(spec) => Some(super::cast::agent(spec, 0)?),
+        Some(spec) => Some(super::cast::agent(spec, 0, &log, None)?),
         None => None,
     };
     let clock = SystemClock;

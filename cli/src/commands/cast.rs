@@ -14,6 +14,8 @@ use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
+use castlog_replay::openai::{self, OpenAiAgent};
+use castlog_replay::recorded::RecordedAgent;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use serde_json::json;
@@ -25,12 +27,22 @@ use crate::output;
 /// How long a `cmd:` agent may take for one turn.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long an `openai:` agent may take for one request.
+const OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub(crate) fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
 
-/// Builds the agent a SPEC names; `used` answers of a script are skipped.
-pub(crate) fn agent(spec: &str, used: usize) -> Result<Box<dyn Agent>, CliError> {
+/// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the
+/// casts `recorded:CAST` answers from; `cast` is the cast about to be driven on, when it already
+/// exists (a recorded agent skips the answers it holds).
+pub(crate) fn agent(
+    spec: &str,
+    used: usize,
+    log: &SqliteLog,
+    cast: Option<&CastId>,
+) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
             ScriptedAgent::open(Path::new(file), used)
@@ -46,13 +58,28 @@ pub(crate) fn agent(spec: &str, used: usize) -> Result<Box<dyn Agent>, CliError>
         }
         return Ok(Box::new(CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT)));
     }
-    if spec.starts_with("openai:") {
-        return Err(CliError::user(
-            "the openai: agent is not available in this build; use scripted:FILE or cmd:PROGRAM",
-        ));
+    if let Some(rest) = spec.strip_prefix("openai:") {
+        let (base, model) =
+            openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
+        let agent = OpenAiAgent::new(&base, &model, openai::api_key_from_env(), OPENAI_TIMEOUT)
+            .map_err(|e| CliError::user(e.to_string()))?;
+        return Ok(Box::new(agent));
+    }
+    if let Some(source) = spec.strip_prefix("recorded:") {
+        if source.trim().is_empty() {
+            return Err(CliError::user(
+                "recorded: needs the cast to answer from, e.g. recorded:cast-2025-01-01T10-00-00",
+            ));
+        }
+        let source = super::inspect::head_of(log, source.trim())?.cast;
+        let mut agent = RecordedAgent::from_log(log, &source)?;
+        if let Some(cast) = cast {
+            agent.skip_answered(log, cast)?;
+        }
+        return Ok(Box::new(agent));
     }
     Err(CliError::user(format!(
-        "unknown agent spec {spec:?}: use scripted:FILE or cmd:PROGRAM ARGS..."
+        "unknown agent spec {spec:?}: use scripted:FILE, cmd:PROGRAM ARGS..., openai:BASE_URL#MODEL or recorded:CAST"
     )))
 }
 
@@ -112,9 +139,9 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
-    // Check the agent before anything is recorded.
-    let mut agent = agent(&args.agent, 0)?;
     let log = super::open(db)?;
+    // Check the agent before anything is recorded.
+    let mut agent = agent(&args.agent, 0, &log, None)?;
     let clock = SystemClock;
     let cast = match &args.cast {
         Some(id) => {
@@ -163,7 +190,7 @@ fn feed(
     driver.apply(input)?;
     let stop = match spec {
         Some(spec) => {
-            let mut agent = agent(spec, driver.answers_used)?;
+            let mut agent = agent(spec, driver.answers_used, &log, Some(&cast))?;
             driver.drive(agent.as_mut())?
         }
         None => Stop {

@@ -14,10 +14,10 @@ use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
-use castlog_replay::openai::{self, OpenAiAgent};
-use castlog_replay::recorded::RecordedAgent;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
+use castlog_replay::openai::{self, OpenAiAgent};
+use castlog_replay::recorded::RecordedAgent;
 use serde_json::json;
 
 use crate::args::{AbortArgs, CastAgentArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
@@ -35,12 +35,12 @@ pub(crate) fn cwd() -> PathBuf {
 }
 
 /// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the
-/// casts `recorded:CAST` answers from; `cast` is the cast about to be driven on, when it already
-/// exists (a recorded agent skips the answers it holds).
+/// casts `recorded:CAST` answers from (only that agent needs it); `cast` is the cast about to be
+/// driven on, when it already exists (a recorded agent skips the answers it holds).
 pub(crate) fn agent(
     spec: &str,
     used: usize,
-    log: &SqliteLog,
+    log: Option<&SqliteLog>,
     cast: Option<&CastId>,
 ) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
@@ -59,8 +59,7 @@ pub(crate) fn agent(
         return Ok(Box::new(CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT)));
     }
     if let Some(rest) = spec.strip_prefix("openai:") {
-        let (base, model) =
-            openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
+        let (base, model) = openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
         let agent = OpenAiAgent::new(&base, &model, openai::api_key_from_env(), OPENAI_TIMEOUT)
             .map_err(|e| CliError::user(e.to_string()))?;
         return Ok(Box::new(agent));
@@ -71,6 +70,7 @@ pub(crate) fn agent(
                 "recorded: needs the cast to answer from, e.g. recorded:cast-2025-01-01T10-00-00",
             ));
         }
+        let log = log.ok_or_else(|| CliError::internal("recorded: needs the database"))?;
         let source = super::inspect::head_of(log, source.trim())?.cast;
         let mut agent = RecordedAgent::from_log(log, &source)?;
         if let Some(cast) = cast {
@@ -139,9 +139,17 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+    // Check the agent before anything is recorded; only `recorded:` reads the database.
+    let early = if args.agent.starts_with("recorded:") {
+        None
+    } else {
+        Some(agent(&args.agent, 0, None, None)?)
+    };
     let log = super::open(db)?;
-    // Check the agent before anything is recorded.
-    let mut agent = agent(&args.agent, 0, &log, None)?;
+    let mut agent = match early {
+        Some(agent) => agent,
+        None => agent(&args.agent, 0, Some(&log), None)?,
+    };
     let clock = SystemClock;
     let cast = match &args.cast {
         Some(id) => {
@@ -190,7 +198,7 @@ fn feed(
     driver.apply(input)?;
     let stop = match spec {
         Some(spec) => {
-            let mut agent = agent(spec, driver.answers_used, &log, Some(&cast))?;
+            let mut agent = agent(spec, driver.answers_used, Some(&log), Some(&cast))?;
             driver.drive(agent.as_mut())?
         }
         None => Stop {

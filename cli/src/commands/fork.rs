@@ -64,8 +64,9 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             }
         }
     };
-    let mut agent = match &args.agent {
-        Some(spec) => Some(super::cast::agent(spec, 0, &log, None)?),
+    // Check the agent before anything is recorded; it is built again for the child below.
+    let agent = match &args.agent {
+        Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None)?),
         None => None,
     };
     let clock = SystemClock;
@@ -77,6 +78,11 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
     let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    // A recorded agent must skip what the child already holds (the parent's prefix).
+    let mut agent = match (&args.agent, agent) {
+        (Some(spec), Some(_)) => Some(super::cast::agent(spec, 0, Some(&log), Some(&child))?),
+        _ => None,
+    };
     let stop = match agent.as_mut() {
         Some(agent) => driver.drive(agent.as_mut())?,
         None => Stop {

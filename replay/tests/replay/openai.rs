@@ -222,9 +222,7 @@ impl Drop for Server {
 
 fn read_request(stream: &mut TcpStream) -> Option<Seen> {
     stream.set_nonblocking(false).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -330,7 +328,9 @@ fn a_fixture_cast_completes_against_a_chat_completions_server() {
     assert_eq!(requests.len(), 11);
     for (request, prompt) in requests.iter().zip(&prompts) {
         assert!(
-            request.head.starts_with("POST /v1/chat/completions HTTP/1.1"),
+            request
+                .head
+                .starts_with("POST /v1/chat/completions HTTP/1.1"),
             "{}",
             request.head
         );
@@ -360,11 +360,18 @@ fn a_429_then_200_is_retried_with_backoff_and_both_attempts_are_events() {
         .position(|e| matches!(e, Event::AgentFailed(_)))
         .unwrap();
     let (Event::AgentFailed(f), Event::AgentReplied(r)) = (&all[failed], &all[failed + 1]) else {
-        panic!("expected agent_failed then agent_replied: {:?}", &all[failed..=failed + 1]);
+        panic!(
+            "expected agent_failed then agent_replied: {:?}",
+            &all[failed..=failed + 1]
+        );
     };
     assert_eq!(f.class, FailureClass::Transient);
     assert_eq!(f.attempt, 1);
-    assert!(f.message.contains("429") && f.message.contains("slow down"), "{}", f.message);
+    assert!(
+        f.message.contains("429") && f.message.contains("slow down"),
+        "{}",
+        f.message
+    );
     assert_eq!((&f.socket, f.visit, f.turn), (&r.socket, r.visit, r.turn));
     assert_eq!(failures(&log, "retry").len(), 1);
 }
@@ -415,7 +422,10 @@ fn a_500_storm_past_the_retry_budget_leaves_the_cast_awaiting_the_agent() {
     for (i, (class, message, attempt)) in failed.iter().enumerate() {
         assert_eq!(*class, FailureClass::Transient);
         assert_eq!(*attempt, i as u32 + 1);
-        assert!(message.contains("500") && message.contains("boom"), "{message}");
+        assert!(
+            message.contains("500") && message.contains("boom"),
+            "{message}"
+        );
     }
     assert_eq!(server.requests().len(), TRANSIENT_LIMIT as usize);
 }
@@ -452,8 +462,11 @@ fn a_refused_connection_is_transient() {
     assert_eq!(stop.status, Status::AwaitingAgent);
     let failed = failures(&log, "down");
     assert_eq!(failed.len(), TRANSIENT_LIMIT as usize);
-    assert!(failed.iter().all(|(c, m, _)| *c == FailureClass::Transient
-        && m.contains("cannot reach")));
+    assert!(
+        failed
+            .iter()
+            .all(|(c, m, _)| *c == FailureClass::Transient && m.contains("cannot reach"))
+    );
 }
 
 #[test]
@@ -483,7 +496,11 @@ fn the_api_key_is_sent_as_a_bearer_token_and_recorded_nowhere() {
     for record in &records {
         let payload = String::from_utf8_lossy(&record.payload);
         assert!(!payload.contains(KEY), "seq {}: {payload}", record.seq);
-        assert!(!payload.contains("TEST-KEY"), "seq {}: {payload}", record.seq);
+        assert!(
+            !payload.contains("TEST-KEY"),
+            "seq {}: {payload}",
+            record.seq
+        );
     }
 }
 

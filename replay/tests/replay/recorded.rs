@@ -23,7 +23,10 @@ fn assert_same_events(log: &InMemoryLog, a: &str, b: &str) {
     let right = log.read(&CastId::new(b), Seq::FIRST, None).unwrap();
     assert_eq!(left.len(), right.len(), "{a} and {b} differ in length");
     for (l, r) in left.iter().zip(&right) {
-        assert_eq!((l.seq, &l.kind, l.v, l.at_ms), (r.seq, &r.kind, r.v, r.at_ms));
+        assert_eq!(
+            (l.seq, &l.kind, l.v, l.at_ms),
+            (r.seq, &r.kind, r.v, r.at_ms)
+        );
         let lp = String::from_utf8_lossy(&l.payload).replace(a, b);
         let rp = String::from_utf8_lossy(&r.payload);
         assert_eq!(lp, rp, "seq {} ({}) differs", l.seq, l.kind);
@@ -151,7 +154,8 @@ fn recorded_failures_play_back_and_each_attempt_gets_its_own_answer() {
 /// Appends `events` to a new cast (the recorded agent reads only dispatches and answers).
 fn hand_made(log: &InMemoryLog, cast: &str, events: &[Event]) {
     let pending: Vec<Pending> = events.iter().map(|e| Pending::new(0, e)).collect();
-    log.append(&CastId::new(cast), Seq::FIRST, &pending).unwrap();
+    log.append(&CastId::new(cast), Seq::FIRST, &pending)
+        .unwrap();
 }
 
 fn dispatched(visit: u32, messages: &[Message]) -> Event {
@@ -277,7 +281,13 @@ fn the_fallback_answers_only_what_the_recording_lacks() {
     let partial = script(&dir, "partial.jsonl", &lines[..5]);
     let log = InMemoryLog::new();
     let mut scripted = ScriptedAgent::open(&partial, 0).unwrap();
-    let stop = drive_with(&log, "loadouts/build-loop.json", None, "part", &mut scripted);
+    let stop = drive_with(
+        &log,
+        "loadouts/build-loop.json",
+        None,
+        "part",
+        &mut scripted,
+    );
     assert_eq!(stop.status, Status::AwaitingAgent);
 
     let calls = Rc::new(Cell::new(0));
@@ -313,24 +323,30 @@ fn a_recorded_interruption_stops_and_resume_goes_on_from_the_next_answer() {
     );
     let path = script(&dir, "interrupted.jsonl", &lines);
     let config = "loadouts/build-loop.json";
-    let clock = FixedClock::stepping(1_900_000_000_000, 3);
+    // Each resume runs in a "new process": a fresh clock with the same readings.
+    let clock = || FixedClock::stepping(1_900_000_000_000, 3);
     let cwd = tempfile::tempdir().unwrap();
 
     let log = InMemoryLog::new();
     let mut scripted = ScriptedAgent::open(&path, 0).unwrap();
     let stop = drive_with(&log, config, None, "src", &mut scripted);
     assert_eq!(stop.status, Status::AwaitingAgent);
-    let mut driver = Driver::open(&log, &clock, &CastId::new("src"), cwd.path()).unwrap();
+    let first_clock = clock();
+    let mut driver = Driver::open(&log, &first_clock, &CastId::new("src"), cwd.path()).unwrap();
     driver.apply(&Input::Resume).unwrap();
     let mut scripted = ScriptedAgent::open(&path, driver.answers_used).unwrap();
-    assert_eq!(driver.drive(&mut scripted).unwrap().status, Status::Completed);
+    assert_eq!(
+        driver.drive(&mut scripted).unwrap().status,
+        Status::Completed
+    );
 
     let mut agent = RecordedAgent::from_log(&log, &CastId::new("src")).unwrap();
     let stop = drive_with(&log, config, None, "copy", &mut agent);
     assert_eq!(stop.status, Status::AwaitingAgent);
     // A new process: a new agent that skips what the cast already holds.
     let copy = CastId::new("copy");
-    let mut driver = Driver::open(&log, &clock, &copy, cwd.path()).unwrap();
+    let second_clock = clock();
+    let mut driver = Driver::open(&log, &second_clock, &copy, cwd.path()).unwrap();
     driver.apply(&Input::Resume).unwrap();
     let mut agent = RecordedAgent::from_log(&log, &CastId::new("src")).unwrap();
     agent.skip_answered(&log, &copy).unwrap();

@@ -41,6 +41,11 @@ pub enum Command {
     ///
     /// Example: castlog export demo-1 --format jsonl -o demo-1.jsonl
     Export(ExportArgs),
+    /// Rebuild every projection of a cast from its log (using checkpoints that still match
+    /// the log) and print a summary.
+    ///
+    /// Example: castlog replay demo --json
+    Replay(ReplayArgs),
     /// Read a cast from an export file; its chain is verified before anything is stored.
     ///
     /// Example: castlog --db other.db import demo-1.jsonl
@@ -142,8 +147,21 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value = "jsonl")]
     pub format: FormatArg,
     /// The output file (`-` for stdout, JSONL only).
-    #[arg(short = 'o', long = "output")]
-    pub output: PathBuf,
+    #[arg(short = 'o', long = "output", required_unless_present = "artifacts")]
+    pub output: Option<PathBuf>,
+    /// Write the manifest's artifact tree (sockets/, contexts/, manifest.json) into DIR instead.
+    #[arg(long, conflicts_with = "output")]
+    pub artifacts: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The cast.
+    pub cast: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

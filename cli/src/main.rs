@@ -38,6 +38,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Show(args) => commands::inspect::show(&existing_db(db.as_deref())?, &args),
         Command::Verify(args) => commands::verify::run(&existing_db(db.as_deref())?, &args),
         Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
+        Command::Replay(args) => commands::projections::replay(&existing_db(db.as_deref())?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
         Command::Bench(bench) => commands::bench::run(db.as_deref(), bench),
         Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),

@@ -1,10 +1,19 @@
 //! castlog's read models: pure folds over recorded events.
 //!
+//! Every read model implements [`projection::Projection`]; [`projection::catch_up`] brings one up
+//! to date from a checkpoint that is never trusted over the log.
+//!
 //! # Layout
+//! - [`projection`]: the trait, checkpoints and the catch-up runner.
+//! - [`views`]: `CastView`, `Usage`, `Timeline`.
+//! - [`manifest`]: the per-visit artifact tree of a cast.
 //! - [`audit`]: every prompt with its placements, and the placement lint.
 //! - [`timeline`]: one human line per event (`castlog show`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod manifest;
+pub mod projection;
 pub mod timeline;
+pub mod views;

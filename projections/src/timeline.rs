@@ -2,10 +2,10 @@
 
 use castlog_core::event::{Allowance, Event, Target};
 use castlog_events::Recorded;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One line of a cast's timeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineLine {
     /// The event's seq.
     pub seq: u64,

@@ -196,7 +196,7 @@ fn config_json(rework: u32) -> String {
             },
             "Build": {
                 "type": "agent", "tools": "coding", "label": "Build",
-                "prompt": "[synth:build] item={{item.title}}"
+                "prompt": "[synth:build] item={{item.title}} last={{state.lastFeedback}}"
             },
             "Eval": {
                 "type": "agent", "tools": "readOnly", "label": "Eval",
@@ -255,13 +255,6 @@ fn padded(head: &str, seed: &str, size: usize) -> String {
     out
 }
 
-/// The text after `marker` up to the end of its line.
-fn after<'t>(text: &'t str, marker: &str) -> Option<&'t str> {
-    let start = text.find(marker)? + marker.len();
-    let rest = &text[start..];
-    Some(rest.split('\n').next().unwrap_or(rest))
-}
-
 /// The synthetic agent: every answer is a function of the prompt alone, so a fork driven from
 /// any point answers exactly as the first run did. It stamps the time of every call: a call
 /// marks the end of the previous step (its events are durable and the next prompt recorded).
@@ -302,25 +295,32 @@ impl SynthAgent {
         json!({ "workItems": work, "context": context }).to_string()
     }
 
-    fn build(&self, prompt: &str) -> String {
-        let item = after(prompt, "[synth:build] item=").unwrap_or("");
-        // Reworked visits see the eval reasons; the round count varies the text.
-        let round = prompt.matches("- From ").count() + 1;
+    /// The item and the try (1-based) from `ITEM last=VERDICT…`: the last verdict names the
+    /// item and its try when the item is being reworked.
+    fn attempt(line: &str) -> (&str, u32) {
+        let line = line.split('\n').next().unwrap_or(line);
+        let (item, last) = line.split_once(" last=").unwrap_or((line, ""));
+        let attempt = last
+            .strip_prefix("verdict ")
+            .and_then(|rest| rest.strip_prefix(item))
+            .and_then(|rest| rest.strip_prefix(" try "))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u32>().ok())
+            .map_or(1, |n| n + 1);
+        (item, attempt)
+    }
+
+    fn build(&self, line: &str) -> String {
+        let (item, attempt) = Self::attempt(line);
         padded(
-            &format!("build {item} round {round}:"),
-            &format!("build|{item}|{round}"),
+            &format!("build {item} try {attempt}:"),
+            &format!("build|{item}|{attempt}"),
             self.bytes,
         )
     }
 
-    fn eval(&self, prompt: &str) -> String {
-        let line = after(prompt, "[synth:eval] item=").unwrap_or("");
-        let (item, last) = line.split_once(" last=").unwrap_or((line, ""));
-        let attempt = last
-            .strip_prefix(&format!("verdict {item} try "))
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|n| n.parse::<u32>().ok())
-            .map_or(1, |n| n + 1);
+    fn eval(&self, line: &str) -> String {
+        let (item, attempt) = Self::attempt(line);
         let satisfied = attempt >= self.rework;
         let verdict = if satisfied { "accepted" } else { "rejected" };
         let head = format!("verdict {item} try {attempt} {verdict}:");
@@ -342,17 +342,20 @@ impl Agent for SynthAgent {
         if request.refinement {
             return AgentTurn::Exhausted("the synthetic agent does not refine".into());
         }
-        let prompt: String = request
+        // The materia instructions (in the first, system message) say everything: which
+        // socket, which item, the last verdict. The rest of the prompt is not read.
+        let Some(instructions) = request
             .messages
             .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let text = if prompt.contains("[synth:eval]") {
-            self.eval(&prompt)
-        } else if prompt.contains("[synth:build]") {
-            self.build(&prompt)
-        } else if prompt.contains("[synth:plan]") {
+            .find_map(|m| m.content.find("[synth:").map(|at| &m.content[at..]))
+        else {
+            return AgentTurn::Exhausted("the synthetic agent got an unknown prompt".into());
+        };
+        let text = if let Some(rest) = instructions.strip_prefix("[synth:eval] item=") {
+            self.eval(rest)
+        } else if let Some(rest) = instructions.strip_prefix("[synth:build] item=") {
+            self.build(rest)
+        } else if instructions.starts_with("[synth:plan]") {
             self.plan()
         } else {
             return AgentTurn::Exhausted("the synthetic agent got an unknown prompt".into());
@@ -533,13 +536,11 @@ mod tests {
     fn replies_have_the_asked_size_and_eval_counts_tries() {
         let agent = SynthAgent::new(3, 3, 500);
         assert_eq!(synth_text("x", 123).len(), 123);
-        assert_eq!(agent.build("[synth:build] item=item-00001\n").len(), 500);
-        let first =
-            agent.eval("[synth:eval] item=item-00002 last=verdict item-00001 try 3 accepted: x");
+        assert_eq!(agent.build("item-00001 last=\nmore").len(), 500);
+        let first = agent.eval("item-00002 last=verdict item-00001 try 3 accepted: x");
         assert!(first.contains("try 1 rejected"), "{first}");
         assert!((490..=510).contains(&first.len()), "{}", first.len());
-        let third =
-            agent.eval("[synth:eval] item=item-00002 last=verdict item-00002 try 2 rejected: x");
+        let third = agent.eval("item-00002 last=verdict item-00002 try 2 rejected: x\n");
         assert!(third.contains("\"satisfied\":true"), "{third}");
         assert!(load_config(&config_json(3)).is_ok());
     }

@@ -6,6 +6,7 @@ pub mod cast;
 pub mod diff;
 pub mod fork;
 pub mod inspect;
+pub mod projections;
 pub mod prompts;
 pub mod transfer;
 pub mod verify;

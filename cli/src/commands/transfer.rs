@@ -13,6 +13,12 @@ use crate::output;
 
 /// `castlog export CAST -o FILE`.
 pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
+    if let Some(dir) = &args.artifacts {
+        return super::projections::artifacts(db, &args.cast, dir, args.json);
+    }
+    let Some(output) = &args.output else {
+        return Err(CliError::user("export needs -o FILE or --artifacts DIR"));
+    };
     let log = super::open(db)?;
     let head = super::inspect::head_of(&log, &args.cast)?;
     let export = codec::collect(&log, &head.cast)?;
@@ -21,7 +27,7 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
         FormatArg::Bincode => (Format::Bincode, "bincode"),
     };
     let bytes = codec::encode(&export, format);
-    let to_stdout = args.output.as_os_str() == "-";
+    let to_stdout = output.as_os_str() == "-";
     if to_stdout {
         if matches!(format, Format::Bincode) {
             return Err(CliError::user(
@@ -36,12 +42,12 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
         std::io::stdout().lock().write_all(&bytes)?;
         return Ok(());
     }
-    std::fs::write(&args.output, &bytes)
-        .map_err(|e| CliError::user(format!("cannot write {}: {e}", args.output.display())))?;
+    std::fs::write(output, &bytes)
+        .map_err(|e| CliError::user(format!("cannot write {}: {e}", output.display())))?;
     let summary = json!({
         "cast": head.cast,
         "format": name,
-        "file": args.output.display().to_string(),
+        "file": output.display().to_string(),
         "events": export.events.len(),
         "blobs": export.blobs.len(),
         "bytes": bytes.len(),
@@ -54,7 +60,7 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
             head.cast,
             export.events.len(),
             export.blobs.len(),
-            args.output.display(),
+            output.display(),
             bytes.len()
         );
         Ok(())

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod bench;
 mod casts;
 mod casts_errors;
 mod casts_pauses;
@@ -10,3 +11,4 @@ mod crash;
 mod log_commands;
 mod prompts;
 mod recast;
+mod replay;

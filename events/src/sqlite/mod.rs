@@ -39,7 +39,7 @@ use crate::record::{Pending, Recorded};
 use writer::Command;
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("schema/v1.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("schema/v1.sql"), include_str!("schema/v2.sql")];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -155,6 +155,51 @@ impl SqliteLog {
         conn.prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
             .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)).optional())
             .map_err(|e| map_err("looking up a cast", &e))
+    }
+}
+
+/// A stored projection checkpoint: `(version, seq, hash, bytes)`.
+pub type StoredCheckpoint = (u32, Seq, Digest, Vec<u8>);
+
+impl SqliteLog {
+    /// The checkpoint of projection `name` for `cast`, if one is stored and readable.
+    pub fn checkpoint(
+        &self,
+        cast: &CastId,
+        name: &str,
+    ) -> Result<Option<StoredCheckpoint>, LogError> {
+        self.read_with(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT version, seq, hash, bytes FROM checkpoints WHERE cast_id = ?1 AND name = ?2",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![cast.as_str(), name], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Vec<u8>>(3)?))
+                    })
+                    .optional()
+                })
+                .map_err(|e| map_err("reading a checkpoint", &e))?;
+            Ok(row.and_then(|(version, seq, hash, bytes)| {
+                let hash = <[u8; 32]>::try_from(hash.as_slice()).ok()?;
+                Some((u32::try_from(version).ok()?, Seq(u64::try_from(seq).ok()?), Digest(hash), bytes))
+            }))
+        })
+    }
+
+    /// Replaces the checkpoint of projection `name` for `cast`.
+    pub fn put_checkpoint(
+        &self,
+        cast: &CastId,
+        name: &str,
+        checkpoint: StoredCheckpoint,
+    ) -> Result<(), LogError> {
+        self.send(|reply| Command::PutCheckpoint {
+            cast: cast.clone(),
+            name: name.to_owned(),
+            checkpoint,
+            reply,
+        })
     }
 }
 

@@ -46,6 +46,12 @@ pub(crate) enum Command {
         bytes: Vec<u8>,
         reply: Reply<Digest>,
     },
+    PutCheckpoint {
+        cast: CastId,
+        name: String,
+        checkpoint: super::StoredCheckpoint,
+        reply: Reply<()>,
+    },
 }
 
 /// A finished command waiting for the commit before its reply is sent.
@@ -131,7 +137,9 @@ fn refuse(command: Command, err: &LogError) -> Done {
         Command::Append { reply, .. } | Command::Fork { reply, .. } => {
             Done::Records(reply, Err(copy()))
         }
-        Command::Import { reply, .. } => Done::Unit(reply, Err(copy())),
+        Command::Import { reply, .. } | Command::PutCheckpoint { reply, .. } => {
+            Done::Unit(reply, Err(copy()))
+        }
         Command::PutBlob { reply, .. } => Done::Blob(reply, Err(copy())),
     }
 }
@@ -161,6 +169,12 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
             reply,
         } => Done::Unit(reply, import(&savepoint, &head, &events)),
         Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(&savepoint, &bytes)),
+        Command::PutCheckpoint {
+            cast,
+            name,
+            checkpoint,
+            reply,
+        } => Done::Unit(reply, put_checkpoint(&savepoint, &cast, &name, &checkpoint)),
     };
     if !done.is_ok() {
         // Dropping a savepoint rolls back to it and releases it.
@@ -384,4 +398,28 @@ fn put_blob(conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
         .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
         .map_err(|e| map_err("storing a blob", &e))?;
     Ok(hash)
+}
+
+fn put_checkpoint(
+    conn: &Connection,
+    cast: &CastId,
+    name: &str,
+    (version, seq, hash, bytes): &super::StoredCheckpoint,
+) -> Result<(), LogError> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO checkpoints (cast_id, name, version, seq, hash, bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            cast.as_str(),
+            name,
+            i64::from(*version),
+            seq.get() as i64,
+            hash.0.as_slice(),
+            bytes
+        ])
+    })
+    .map_err(|e| map_err("storing a checkpoint", &e))?;
+    Ok(())
 }

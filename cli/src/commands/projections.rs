@@ -1,0 +1,137 @@
+//! `replay` and `export --artifacts`: read models rebuilt from the log.
+
+use std::path::Path;
+
+use castlog_core::id::CastId;
+use castlog_core::prompt::Message;
+use castlog_events::{EventLog, SqliteLog};
+use castlog_projections::manifest::{Content, Manifest};
+use castlog_projections::projection::{CatchUp, Projection, catch_up};
+use castlog_projections::views::{CastView, Timeline, Usage};
+use serde_json::json;
+
+use crate::args::ReplayArgs;
+use crate::error::CliError;
+use crate::output;
+
+fn caught<P: Projection>(log: &SqliteLog, cast: &CastId) -> Result<(P, CatchUp), CliError> {
+    let (p, report) = catch_up::<P>(log, log, cast)?;
+    if let Some(warning) = &report.warning {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "castlog: warning: {warning}");
+    }
+    Ok((p, report))
+}
+
+/// `castlog replay CAST`.
+pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let cast = super::inspect::head_of(&log, &args.cast)?.cast;
+    let (view, v) = caught::<CastView>(&log, &cast)?;
+    let (usage, u) = caught::<Usage>(&log, &cast)?;
+    let (timeline, t) = caught::<Timeline>(&log, &cast)?;
+    let (manifest, m) = caught::<Manifest>(&log, &cast)?;
+    let folds = |c: &CatchUp| json!({ "from": c.from, "folded": c.folded, "warning": c.warning });
+    let summary = json!({
+        "cast": cast,
+        "events": view.events,
+        "status": view.status,
+        "socket": view.socket,
+        "item": view.item,
+        "visits": view.visits,
+        "prompts": view.prompts,
+        "replies": view.replies,
+        "completions": view.completions,
+        "repairs": view.repairs,
+        "reworks": view.reworks,
+        "usage": { "input": usage.total.0, "output": usage.total.1, "by_socket": usage.by_socket },
+        "timeline_lines": timeline.lines.len(),
+        "manifest_entries": manifest.entries.len(),
+        "projections": {
+            "cast_view": folds(&v), "usage": folds(&u), "timeline": folds(&t), "manifest": folds(&m),
+        },
+    });
+    if args.json {
+        return output::json(&summary);
+    }
+    crate::say!(
+        "cast {cast}: {} after {} events; {} prompts, {} replies, {} completions, {} repairs, {} reworks; {} + {} tokens; {} artifacts",
+        view.status,
+        view.events,
+        view.prompts,
+        view.replies,
+        view.completions,
+        view.repairs,
+        view.reworks,
+        usage.total.0,
+        usage.total.1,
+        manifest.entries.len()
+    );
+    Ok(())
+}
+
+/// `castlog export CAST --artifacts DIR`: the manifest's files, the same bytes on every run.
+pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let cast = super::inspect::head_of(&log, cast)?.cast;
+    let (manifest, _) = caught::<Manifest>(&log, &cast)?;
+    let write = |path: &Path, bytes: &[u8]| -> Result<(), CliError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| CliError::user(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(path, bytes)
+            .map_err(|e| CliError::user(format!("cannot write {}: {e}", path.display())))
+    };
+    for entry in &manifest.entries {
+        let bytes = match &entry.content {
+            Content::Text { text } => text.clone().into_bytes(),
+            Content::Json { text } => {
+                let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+                let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+                text.push('\n');
+                text.into_bytes()
+            }
+            Content::Prompt { hash } => {
+                let blob = log.get_blob(hash)?.ok_or_else(|| {
+                    CliError::integrity(format!(
+                        "prompt blob {} is missing (run `castlog verify`)",
+                        hash.short()
+                    ))
+                })?;
+                let messages: Vec<Message> = serde_json::from_slice(&blob).unwrap_or_default();
+                let mut text = format!(
+                    "# {} visit {} turn {}\n",
+                    entry.socket,
+                    entry.visit,
+                    entry.turn.unwrap_or(0)
+                );
+                for m in messages {
+                    text.push_str(&format!("\n## {}\n\n{}\n", m.role.as_str(), m.content));
+                }
+                text.into_bytes()
+            }
+        };
+        write(&dir.join(&entry.path), &bytes)?;
+    }
+    let listing: Vec<_> = manifest
+        .entries
+        .iter()
+        .map(|e| json!({ "kind": e.kind, "socket": e.socket, "visit": e.visit, "item": e.item, "turn": e.turn, "path": e.path, "seq": e.seq }))
+        .collect();
+    let mut text = serde_json::to_string_pretty(&json!({ "cast": cast, "entries": listing }))
+        .unwrap_or_default();
+    text.push('\n');
+    write(&dir.join("manifest.json"), text.as_bytes())?;
+    if json_out {
+        return output::json(
+            &json!({ "cast": cast, "dir": dir.display().to_string(), "files": manifest.entries.len() + 1 }),
+        );
+    }
+    crate::say!(
+        "wrote {} files for cast {cast} into {}",
+        manifest.entries.len() + 1,
+        dir.display()
+    );
+    Ok(())
+}

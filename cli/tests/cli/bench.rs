@@ -1,0 +1,55 @@
+//! `bench synth` through the binary: the figures' shape and the step count.
+
+use crate::common::Sandbox;
+
+#[test]
+fn bench_synth_prints_every_figure_and_counts_the_steps() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "bench",
+        "synth",
+        "--items",
+        "2",
+        "--rework",
+        "2",
+        "--output-bytes",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
+    let figures = run.json();
+    let keys: Vec<&str> = figures
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut expected = vec![
+        "steps",
+        "events",
+        "wall_s",
+        "steps_per_s",
+        "ms_per_step_first10pct",
+        "ms_per_step_last10pct",
+        "db_bytes",
+        "db_bytes_per_step",
+        "history_list_s",
+        "state_mid_s",
+        "fork_s",
+        "fork_steps",
+        "peak_rss_mb",
+        "durability",
+    ];
+    let mut got = keys.clone();
+    got.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(got, expected);
+    assert_eq!(figures["steps"], 1 + 2 * 2 * 2);
+    assert_eq!(figures["durability"], "full");
+    assert!(figures["events"].as_u64().unwrap() > 9);
+    assert!(figures["db_bytes"].as_u64().unwrap() > 0);
+    // A fork at the middle redoes part of the run, never more than all of it.
+    if let Some(fork) = figures["fork_steps"].as_u64() {
+        assert!((1..=9).contains(&fork), "fork_steps {fork}");
+    }
+}

@@ -1,0 +1,139 @@
+//! `replay` and `export --artifacts`: projections rebuilt from the log, checkpoints never trusted
+//! over it.
+
+use crate::common::Sandbox;
+
+fn fixture(path: &str) -> String {
+    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cast(sandbox: &Sandbox) {
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--cast",
+        "a",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+#[test]
+fn replay_from_a_checkpoint_equals_the_full_fold_and_the_state() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let first = sandbox.run(&["replay", "a", "--json"]).json();
+    let second = sandbox.run(&["replay", "a", "--json"]).json();
+    assert_eq!(first["projections"]["cast_view"]["from"], 0);
+    assert_eq!(second["projections"]["cast_view"]["from"], first["events"]);
+    assert_eq!(second["projections"]["cast_view"]["folded"], 0);
+    let strip = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("projections");
+        v
+    };
+    assert_eq!(strip(first.clone()), strip(second));
+    let state = sandbox.run(&["state", "a", "--json"]).json();
+    assert_eq!(first["status"], state["status"]);
+    assert_eq!(first["visits"], state["visits"]);
+    assert_eq!(first["usage"]["input"], state["usage"]["input"]);
+    assert_eq!(first["completions"], 11);
+    assert_eq!(first["repairs"], 1);
+    assert_eq!(first["reworks"], 1);
+}
+
+#[test]
+fn a_corrupted_checkpoint_is_ignored_with_a_warning() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let clean = sandbox.run(&["replay", "a", "--json"]).json();
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE checkpoints SET bytes = x'ffffffff00' WHERE name = 'cast_view'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    conn.execute("UPDATE checkpoints SET seq = 3 WHERE name = 'usage'", [])
+        .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["replay", "a", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("checkpoint of cast_view does not decode"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("checkpoint of usage at seq 3 does not match the log"),
+        "{}",
+        run.stderr
+    );
+    let again = run.json();
+    assert_eq!(again["projections"]["cast_view"]["from"], 0);
+    assert_eq!(again["status"], clean["status"]);
+    assert_eq!(again["usage"], clean["usage"]);
+    assert_eq!(again["visits"], clean["visits"]);
+}
+
+#[test]
+fn the_artifact_tree_is_byte_identical_across_replays() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let one = sandbox.path("one");
+    let two = sandbox.path("two");
+    assert_eq!(
+        sandbox
+            .run(&["export", "a", "--artifacts", one.to_str().unwrap()])
+            .code,
+        0
+    );
+    assert_eq!(
+        sandbox
+            .run(&["export", "a", "--artifacts", two.to_str().unwrap()])
+            .code,
+        0
+    );
+    let files = |root: &std::path::Path| {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let rel = path.strip_prefix(root).unwrap().display().to_string();
+                    out.push((rel, std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let (a, b) = (files(&one), files(&two));
+    assert_eq!(a, b);
+    let names: Vec<&str> = a.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "manifest.json",
+        "sockets/socket-2/1.json",
+        "sockets/socket-3/2-wi-1.md",
+        "sockets/socket-4/1-wi-1.rejected-1.md",
+        "contexts/socket-4-wi-1-1-turn2.md",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let rejected = a
+        .iter()
+        .find(|(n, _)| n == "sockets/socket-4/1-wi-1.rejected-1.md")
+        .unwrap();
+    assert_eq!(rejected.1, b"Looks mostly fine to me.");
+}

@@ -1,0 +1,206 @@
+//! `Manifest`: the per-visit artifacts a pi-materia user knows, as a projection.
+//!
+//! Every entry names a file of the artifact tree (`castlog export CAST --artifacts DIR`) and
+//! where its content comes from: raw output, parsed JSON, refinement drafts, rejected outputs
+//! (which the reference overwrote on a repair), and the rendered prompt of every dispatch.
+//! Paths are sanitized (`[^a-z0-9._-]` becomes `-`), so the tree is the same on every run.
+
+use castlog_core::event::Event;
+use castlog_core::id::Digest;
+use castlog_events::Recorded;
+use serde::{Deserialize, Serialize};
+
+use crate::projection::Projection;
+
+/// Where an artifact's bytes come from.
+// Externally tagged and free of `serde_json::Value`, so checkpoints (bincode, not
+// self-describing) round-trip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Content {
+    /// Text recorded in the event.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// JSON recorded in the event (compact text), written pretty.
+    Json {
+        /// The compact JSON.
+        text: String,
+    },
+    /// A rendered prompt blob, written as its messages.
+    Prompt {
+        /// The blob.
+        hash: Digest,
+    },
+}
+
+/// One artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// `socket_output`, `socket_json`, `refinement`, `rejected_output`, `context`.
+    pub kind: String,
+    /// The socket.
+    pub socket: String,
+    /// The visit.
+    pub visit: u32,
+    /// The item.
+    pub item: Option<String>,
+    /// The turn, where there is one.
+    pub turn: Option<u32>,
+    /// The path inside the artifact tree.
+    pub path: String,
+    /// The seq of the event it comes from.
+    pub seq: u64,
+    /// Its content.
+    pub content: Content,
+}
+
+/// The manifest of a cast.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Entries in seq order.
+    pub entries: Vec<Entry>,
+    #[serde(default)]
+    items: Vec<((String, u32), Option<String>)>,
+    #[serde(default)]
+    last_reply: Option<(u32, String)>,
+}
+
+/// Replaces characters outside `[a-z0-9._-]` (after lowercasing) with `-`.
+pub fn sanitize(part: &str) -> String {
+    part.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+impl Manifest {
+    fn item_of(&self, socket: &str, visit: u32) -> Option<String> {
+        self.items
+            .iter()
+            .rev()
+            .find(|((s, v), _)| s == socket && *v == visit)
+            .and_then(|(_, item)| item.clone())
+    }
+
+    fn stem(&self, socket: &str, visit: u32) -> String {
+        match self.item_of(socket, visit) {
+            Some(item) => format!("sockets/{}/{visit}-{}", sanitize(socket), sanitize(&item)),
+            None => format!("sockets/{}/{visit}", sanitize(socket)),
+        }
+    }
+
+    /// Adds an entry; `at` is (kind, socket, visit, turn).
+    fn push(
+        &mut self,
+        at: (&str, &str, u32, Option<u32>),
+        path: String,
+        seq: u64,
+        content: Content,
+    ) {
+        let (kind, socket, visit, turn) = at;
+        let item = self.item_of(socket, visit);
+        self.entries.push(Entry {
+            kind: kind.to_owned(),
+            socket: socket.to_owned(),
+            visit,
+            item,
+            turn,
+            path,
+            seq,
+            content,
+        });
+    }
+}
+
+impl Projection for Manifest {
+    const NAME: &'static str = "manifest";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, record: &Recorded) {
+        let Ok(event) = record.event() else { return };
+        let seq = record.seq.get();
+        match event {
+            Event::SocketStarted(e) => {
+                self.items.push((
+                    (e.socket.to_string(), e.visit.get()),
+                    e.item.map(|i| i.to_string()),
+                ));
+            }
+            Event::PromptDispatched(e) => {
+                let socket = e.socket.to_string();
+                let (visit, turn) = (e.visit.get(), e.turn.get());
+                let item = self
+                    .item_of(&socket, visit)
+                    .map(|i| format!("-{}", sanitize(&i)))
+                    .unwrap_or_default();
+                let path = format!("contexts/{}{item}-{visit}-turn{turn}.md", sanitize(&socket));
+                self.push(
+                    ("context", &socket, visit, Some(turn)),
+                    path,
+                    seq,
+                    Content::Prompt {
+                        hash: e.prompt_hash,
+                    },
+                );
+            }
+            Event::AgentReplied(e) => self.last_reply = Some((e.turn.get(), e.text)),
+            Event::OutputRejected(e) => {
+                if let Some((turn, text)) = self.last_reply.take() {
+                    let socket = e.socket.to_string();
+                    let path = format!("{}.rejected-{turn}.md", self.stem(&socket, e.visit.get()));
+                    self.push(
+                        ("rejected_output", &socket, e.visit.get(), Some(turn)),
+                        path,
+                        seq,
+                        Content::Text { text },
+                    );
+                }
+            }
+            Event::RefinementRecorded(e) => {
+                let socket = e.socket.to_string();
+                let path = format!(
+                    "{}.refinement-{}.md",
+                    self.stem(&socket, e.visit.get()),
+                    e.turn
+                );
+                self.push(
+                    ("refinement", &socket, e.visit.get(), Some(e.turn.get())),
+                    path,
+                    seq,
+                    Content::Text { text: e.text },
+                );
+            }
+            Event::SocketCompleted(e) => {
+                let socket = e.socket.to_string();
+                let visit = e.visit.get();
+                let path = format!("{}.md", self.stem(&socket, visit));
+                self.push(
+                    ("socket_output", &socket, visit, None),
+                    path,
+                    seq,
+                    Content::Text { text: e.output },
+                );
+                if let Some(parsed) = e.parsed {
+                    let path = format!("sockets/{}/{visit}.json", sanitize(&socket));
+                    let text = serde_json::to_string(&parsed).unwrap_or_default();
+                    self.push(
+                        ("socket_json", &socket, visit, None),
+                        path,
+                        seq,
+                        Content::Json { text },
+                    );
+                }
+                self.last_reply = None;
+            }
+            _ => {}
+        }
+    }
+}

@@ -15,6 +15,15 @@ pub struct Cli {
     #[arg(long, global = true, env = "CASTLOG_DB")]
     pub db: Option<PathBuf>,
 
+    /// No progress line on stderr (it is also off with --json or when stderr is not a terminal).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+
+    /// How a `cmd:` agent receives the prompt on stdin: `text` (each message as `### ROLE`, a
+    /// blank line, its content) or `json` (`[{"role", "content"}, ...]`).
+    #[arg(long = "agent-format", global = true, value_parser = ["text", "json"], default_value = "text")]
+    pub agent_format: String,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

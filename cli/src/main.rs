@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod error;
 mod output;
+mod progress;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    progress::init_tracing();
+    progress::set_quiet(cli.quiet);
+    commands::cast::set_agent_format(cli.agent_format == "json");
     let db = cli.db;
     match cli.command {
         Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),

@@ -10,8 +10,9 @@
 //!   `{"continue": true}`. Lines are consumed in order across runs of the same cast: the log
 //!   says how many were used (replies and failures, plus refinements and continues recorded with
 //!   origin `script`).
-//! - `cmd:PROGRAM ARGS…`: spawned without a shell; the prompt, flattened to text, on stdin; the
-//!   reply is stdout; a non-zero exit is an interruption carrying stderr.
+//! - `cmd:PROGRAM ARGS…`: spawned without a shell; the prompt on stdin, flattened to text (see
+//!   [`flatten`]) or, with `--agent-format json`, as JSON messages; the reply is stdout; a
+//!   non-zero exit or a timeout is an interruption carrying stderr.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -236,12 +237,24 @@ pub struct CommandAgent {
     argv: Vec<String>,
     cwd: PathBuf,
     timeout: Duration,
+    json: bool,
 }
 
 impl CommandAgent {
     /// A command agent.
     pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Self {
-        Self { argv, cwd, timeout }
+        Self {
+            argv,
+            cwd,
+            timeout,
+            json: false,
+        }
+    }
+
+    /// Sends the prompt as JSON messages (`[{"role", "content"}, ...]`) instead of flattened text.
+    pub fn with_json_messages(mut self) -> Self {
+        self.json = true;
+        self
     }
 }
 
@@ -252,7 +265,11 @@ impl Agent for CommandAgent {
                 "the cast waits for a person: use `castlog refine` or `castlog continue`".into(),
             );
         }
-        let input = flatten(request.messages);
+        let input = if self.json {
+            serde_json::to_string(request.messages).unwrap_or_default()
+        } else {
+            flatten(request.messages)
+        };
         match process::run(&self.argv, &self.cwd, input.as_bytes(), self.timeout) {
             Err(message) => AgentTurn::Failed {
                 class: FailureClass::Interruption,

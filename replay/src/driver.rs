@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use castlog_core::env::{Clock, Env};
 use castlog_core::event::{CastStarted, Event, FailureClass};
-use castlog_core::id::{CastId, Seq};
+use castlog_core::id::{CastId, Seq, SocketId};
 use castlog_core::input::Input;
 use castlog_core::loadout::SocketKind;
 use castlog_core::machine::decide::{self, Decision, Rejection};
@@ -68,7 +68,6 @@ pub struct Stop {
 }
 
 /// A cast being driven.
-#[derive(Debug)]
 pub struct Driver<'a, L: EventLog + ?Sized> {
     log: &'a L,
     clock: &'a dyn Clock,
@@ -79,6 +78,41 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     pub answers_used: usize,
     /// Person inputs waiting to be applied when the cast next pauses for one (kept by a recast).
     queued: std::collections::VecDeque<Input>,
+    /// Told about every recorded event and every wait (the progress display).
+    observer: Option<Box<dyn FnMut(Notice<'_>) + 'a>>,
+    /// Set from outside (Ctrl-C) to abort the cast at the next step.
+    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("cast", &self.state.cast)
+            .field("status", &self.state.status)
+            .field("head", &self.state.head)
+            .field("answers_used", &self.answers_used)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an observer is told.
+#[derive(Debug, Clone, Copy)]
+pub enum Notice<'n> {
+    /// The driver waits for an agent or a utility.
+    Waiting {
+        /// The socket.
+        socket: &'n SocketId,
+        /// The materia's label.
+        label: &'n str,
+        /// The item's label.
+        item: Option<&'n str>,
+        /// The attempt of this (socket, item).
+        attempt: u32,
+        /// The turn within the visit.
+        turn: u32,
+    },
+    /// An event was recorded.
+    Recorded(&'n Event),
 }
 
 /// Folds a cast's events into its state.
@@ -203,6 +237,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             state,
             answers_used: 0,
             queued: Default::default(),
+            observer: None,
+            interrupt: None,
         };
         driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
         Ok(driver)
@@ -223,6 +259,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             state,
             answers_used: used,
             queued: Default::default(),
+            observer: None,
+            interrupt: None,
         })
     }
 
@@ -235,6 +273,39 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             state,
             answers_used: 0,
             queued: Default::default(),
+            observer: None,
+            interrupt: None,
+        }
+    }
+
+    /// Tells `observer` about every recorded event and every wait.
+    pub fn observe(&mut self, observer: Box<dyn FnMut(Notice<'_>) + 'a>) {
+        self.observer = Some(observer);
+    }
+
+    /// Aborts the cast (recording `cast_aborted`) at the next step after `flag` is set.
+    pub fn interrupt_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    fn wait_notice(&mut self) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let label = self
+            .state
+            .loadout
+            .socket(&current.socket)
+            .map(|s| s.label.clone())
+            .unwrap_or_default();
+        if let Some(observer) = self.observer.as_mut() {
+            observer(Notice::Waiting {
+                socket: &current.socket,
+                label: &label,
+                item: current.item_label.as_deref(),
+                attempt: current.attempt,
+                turn: current.turn.get(),
+            });
         }
     }
 
@@ -275,6 +346,10 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         for event in &decision.events {
             self.answers_used += answers_in(event);
             self.state.evolve(event);
+            tracing::debug!(kind = event.kind(), seq = self.state.head.get(), "recorded");
+            if let Some(observer) = self.observer.as_mut() {
+                observer(Notice::Recorded(event));
+            }
         }
         Ok(())
     }
@@ -296,6 +371,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
 
     /// Drives the cast until it stops or waits for something the agent cannot give.
     pub fn drive(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
+        let _cast = tracing::info_span!("cast", cast = %self.state.cast).entered();
         loop {
             if self.state.status.is_stopped() {
                 let message = self.state.failure.as_ref().map(|f| f.reason.clone());
@@ -310,6 +386,29 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     message: None,
                 });
             };
+            if self
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                self.apply(&Input::Abort {
+                    reason: "interrupted (Ctrl-C)".into(),
+                })?;
+                return Ok(Stop {
+                    status: self.state.status,
+                    message: Some(format!(
+                        "aborted at {}; `castlog revive {} --agent SPEC` continues it",
+                        current.socket, self.state.cast
+                    )),
+                });
+            }
+            let _step = tracing::info_span!(
+                "step",
+                socket = %current.socket,
+                visit = current.visit.get(),
+                turn = current.turn.get()
+            )
+            .entered();
             match current.phase {
                 Phase::AwaitingDispatch => {
                     let Some(key) = self.state.scheduled.clone() else {
@@ -327,6 +426,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                             "the running socket is not a utility".into(),
                         ));
                     };
+                    self.wait_notice();
                     let input = utility::input(&self.state, &self.cwd);
                     let done = utility::run(&spec, &input, &self.cwd);
                     self.apply(&Input::UtilityFinished {
@@ -357,6 +457,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                         });
                     }
                     let messages = self.prompt()?;
+                    self.wait_notice();
                     let turn = agent.turn(&TurnRequest {
                         messages: &messages,
                         refinement: false,

@@ -24,6 +24,14 @@ use crate::args::{AbortArgs, CastAgentArgs, RefineArgs, RunArgs, StateArgs, Stee
 use crate::error::CliError;
 use crate::output;
 
+/// `--agent-format json`: command agents get JSON messages.
+static AGENT_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records the global `--agent-format`.
+pub fn set_agent_format(json: bool) {
+    AGENT_JSON.store(json, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How long a `cmd:` agent may take for one turn.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -56,7 +64,14 @@ pub(crate) fn agent(
                 "cmd: needs a program, e.g. cmd:ollama run llama3",
             ));
         }
-        return Ok(Box::new(CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT)));
+        let agent = CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT);
+        return Ok(Box::new(
+            if AGENT_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+                agent.with_json_messages()
+            } else {
+                agent
+            },
+        ));
     }
     if let Some(rest) = spec.strip_prefix("openai:") {
         let (base, model) = openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
@@ -177,8 +192,11 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
         policy,
         Some(args.config.display().to_string()),
     );
-    let mut driver = Driver::start(&log, &clock, started, &cwd())?;
-    let stop = driver.drive(agent.as_mut())?;
+    let stop = {
+        let mut driver = Driver::start(&log, &clock, started, &cwd())?;
+        crate::progress::watch(&mut driver, args.json);
+        driver.drive(agent.as_mut())?
+    };
     report(&log, &cast, Seq::FIRST, &stop, args.json)
 }
 
@@ -199,7 +217,10 @@ fn feed(
     let stop = match spec {
         Some(spec) => {
             let mut agent = agent(spec, driver.answers_used, Some(&log), Some(&cast))?;
-            driver.drive(agent.as_mut())?
+            crate::progress::watch(&mut driver, json);
+            let stop = driver.drive(agent.as_mut())?;
+            drop(driver);
+            stop
         }
         None => Stop {
             status: driver.state.status,

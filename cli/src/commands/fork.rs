@@ -84,7 +84,12 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         _ => None,
     };
     let stop = match agent.as_mut() {
-        Some(agent) => driver.drive(agent.as_mut())?,
+        Some(agent) => {
+            crate::progress::watch(&mut driver, args.json);
+            let stop = driver.drive(agent.as_mut())?;
+            drop(driver);
+            stop
+        }
         None => Stop {
             status: driver.state.status,
             message: Some(format!(

@@ -12,3 +12,4 @@ mod log_commands;
 mod prompts;
 mod recast;
 mod replay;
+mod watch;

@@ -1,0 +1,156 @@
+//! Watching a run: Ctrl-C records an abort; command agents can take JSON messages; the
+//! progress line never reaches stdout.
+
+use std::process::Stdio;
+
+use crate::common::Sandbox;
+
+fn fixture(path: &str) -> String {
+    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command agent that answers from the build-loop script; `extra` runs first in each call.
+fn agent(sandbox: &Sandbox, extra: &str) -> String {
+    let counter = sandbox.path("calls");
+    let script = fixture("scripts/build-loop.jsonl");
+    let path = sandbox.path("agent.py");
+    std::fs::write(
+        &path,
+        format!(
+            r#"import json, sys, time
+prompt = sys.stdin.read()
+path = {counter:?}
+try:
+    n = int(open(path).read()) + 1
+except FileNotFoundError:
+    n = 1
+open(path, "w").write(str(n))
+{extra}
+line = open({script:?}).read().splitlines()[n - 1]
+sys.stdout.write(json.loads(line)["reply"])
+"#
+        ),
+    )
+    .unwrap();
+    format!("cmd:python3 {}", path.display())
+}
+
+#[test]
+fn ctrl_c_records_an_abort_and_revive_continues() {
+    let sandbox = Sandbox::new();
+    let spec = agent(&sandbox, "time.sleep(0.4) if n == 3 else None");
+    let child = sandbox
+        .command_on(&sandbox.db())
+        .args([
+            "run",
+            &fixture("loadouts/build-loop.json"),
+            "--task",
+            "greet",
+            "--cast",
+            "c",
+        ])
+        .args(["--agent", &spec, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let counter = sandbox.path("calls");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&counter).map_or(true, |n| n.trim() != "3") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent was never called a third time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SIGINT to castlog alone, as a terminal would send to the foreground job.
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["status"], "aborted");
+    assert!(
+        report["message"]
+            .as_str()
+            .unwrap()
+            .contains("castlog revive c")
+    );
+
+    let shown = sandbox.run(&["show", "c", "--json"]).json();
+    let events = shown["events"].as_array().unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last["kind"], "cast_aborted");
+    assert_eq!(last["payload"]["reason"], "interrupted (Ctrl-C)");
+    // The reply of the call in flight was recorded before the abort: nothing is lost.
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "agent_replied")
+            .count(),
+        3
+    );
+
+    let revived = sandbox.run(&[
+        "revive",
+        "c",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(revived.json()["status"], "completed", "{}", revived.stderr);
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+#[test]
+fn a_command_agent_can_take_json_messages() {
+    let sandbox = Sandbox::new();
+    let spec = agent(
+        &sandbox,
+        "messages = json.loads(prompt)\nassert messages[0]['role'] == 'system', messages\nassert all(set(m) == {'role', 'content'} for m in messages)",
+    );
+    let run = sandbox.run(&[
+        "--agent-format",
+        "json",
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--agent",
+        &spec,
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
+    // Text format (the default) is not JSON: the same agent's assertion fails and the cast stops.
+    let text = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--agent",
+        &spec,
+        "--json",
+    ]);
+    assert_eq!(text.json()["status"], "awaiting_agent", "{}", text.stdout);
+}
+
+#[test]
+fn the_progress_line_stays_off_stdout_and_off_a_pipe() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed");
+    // stderr is a pipe here, so no progress line is drawn at all.
+    assert!(!run.stderr.contains("attempt"), "{}", run.stderr);
+}

@@ -79,7 +79,7 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     /// Person inputs waiting to be applied when the cast next pauses for one (kept by a recast).
     queued: std::collections::VecDeque<Input>,
     /// Told about every recorded event and every wait (the progress display).
-    observer: Option<Box<dyn FnMut(Notice<'_>) + 'a>>,
+    observer: Option<Observer<'a>>,
     /// Set from outside (Ctrl-C) to abort the cast at the next step.
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -94,6 +94,9 @@ impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
             .finish_non_exhaustive()
     }
 }
+
+/// A callback told about recorded events and waits.
+pub type Observer<'a> = Box<dyn FnMut(Notice<'_>) + 'a>;
 
 /// What an observer is told.
 #[derive(Debug, Clone, Copy)]
@@ -279,7 +282,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     }
 
     /// Tells `observer` about every recorded event and every wait.
-    pub fn observe(&mut self, observer: Box<dyn FnMut(Notice<'_>) + 'a>) {
+    pub fn observe(&mut self, observer: Observer<'a>) {
         self.observer = Some(observer);
     }
 

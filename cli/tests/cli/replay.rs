@@ -137,3 +137,26 @@ fn the_artifact_tree_is_byte_identical_across_replays() {
         .unwrap();
     assert_eq!(rejected.1, b"Looks mostly fine to me.");
 }
+
+/// A database written by an older castlog (schema version 1, before checkpoints existed) is
+/// migrated on open, replays and verifies.
+#[test]
+fn a_database_from_an_older_schema_replays_and_verifies() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    conn.execute_batch("DROP TABLE checkpoints; PRAGMA user_version = 1;")
+        .unwrap();
+    drop(conn);
+    let verify = sandbox.run(&["verify", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+    let replay = sandbox.run(&["replay", "a", "--json"]).json();
+    assert_eq!(replay["status"], "completed");
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+    let checkpoints: i64 = conn
+        .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
+        .unwrap();
+    assert!(checkpoints > 0);
+}

@@ -24,6 +24,11 @@ pub struct Cli {
     #[arg(long = "agent-format", global = true, value_parser = ["text", "json"], default_value = "text")]
     pub agent_format: String,
 
+    /// Seconds a `cmd:` agent may take for one turn before it is killed (an interruption the
+    /// cast can be resumed from).
+    #[arg(long = "agent-timeout", global = true, default_value_t = 600)]
+    pub agent_timeout: u64,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

@@ -36,6 +36,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     progress::init_tracing();
     progress::set_quiet(cli.quiet);
     commands::cast::set_agent_format(cli.agent_format == "json");
+    commands::cast::set_agent_timeout(cli.agent_timeout);
     let db = cli.db;
     match cli.command {
         Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),

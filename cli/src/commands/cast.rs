@@ -32,8 +32,13 @@ pub fn set_agent_format(json: bool) {
     AGENT_JSON.store(json, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// How long a `cmd:` agent may take for one turn.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+/// `--agent-timeout`: how long a `cmd:` agent may take for one turn, in seconds.
+static AGENT_TIMEOUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(600);
+
+/// Records the global `--agent-timeout`.
+pub fn set_agent_timeout(secs: u64) {
+    AGENT_TIMEOUT.store(secs.max(1), std::sync::atomic::Ordering::Relaxed);
+}
 
 /// How long an `openai:` agent may take for one request.
 const OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
@@ -64,7 +69,8 @@ pub(crate) fn agent(
                 "cmd: needs a program, e.g. cmd:ollama run llama3",
             ));
         }
-        let agent = CommandAgent::new(argv, cwd(), COMMAND_TIMEOUT);
+        let timeout = Duration::from_secs(AGENT_TIMEOUT.load(std::sync::atomic::Ordering::Relaxed));
+        let agent = CommandAgent::new(argv, cwd(), timeout);
         return Ok(Box::new(
             if AGENT_JSON.load(std::sync::atomic::Ordering::Relaxed) {
                 agent.with_json_messages()

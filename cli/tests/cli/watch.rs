@@ -154,3 +154,61 @@ fn the_progress_line_stays_off_stdout_and_off_a_pipe() {
     // stderr is a pipe here, so no progress line is drawn at all.
     assert!(!run.stderr.contains("attempt"), "{}", run.stderr);
 }
+
+#[test]
+fn a_hanging_command_agent_is_killed_at_the_timeout() {
+    let sandbox = Sandbox::new();
+    let spec = agent(&sandbox, "time.sleep(30) if n == 2 else None");
+    let started = std::time::Instant::now();
+    let run = sandbox.run(&[
+        "--agent-timeout",
+        "1",
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "greet",
+        "--cast",
+        "h",
+        "--agent",
+        &spec,
+        "--json",
+    ]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "the agent was not killed"
+    );
+    let report = run.json();
+    assert_eq!(report["status"], "awaiting_agent", "{}", run.stdout);
+    let shown = sandbox.run(&["show", "h", "--json"]).json();
+    let failed = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "agent_failed")
+        .unwrap();
+    assert_eq!(failed["payload"]["class"], "interruption");
+    assert!(
+        failed["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
+    // The cast resumes from there. A script is consumed by the answers the log holds (one
+    // reply and the timeout so far), so the resuming script starts with two placeholders.
+    let lines: Vec<String> = std::fs::read_to_string(fixture("scripts/build-loop.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut rest = vec![lines[0].clone(), lines[0].clone()];
+    rest.extend(lines[1..].iter().cloned());
+    let script = sandbox.write("rest.jsonl", &rest.join("\n"));
+    let resumed = sandbox.run(&[
+        "resume",
+        "h",
+        "--agent",
+        &format!("scripted:{script}"),
+        "--json",
+    ]);
+    assert_eq!(resumed.json()["status"], "completed", "{}", resumed.stderr);
+}

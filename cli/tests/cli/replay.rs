@@ -153,7 +153,9 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let replay = sandbox.run(&["replay", "a", "--json"]).json();
     assert_eq!(replay["status"], "completed");
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(version, 2);
     let checkpoints: i64 = conn
         .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))

@@ -2,11 +2,7 @@
 
 use serde_json::Value;
 
-use crate::common::Sandbox;
-
-fn fixture(path: &str) -> String {
-    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{Sandbox, fixture};
 
 /// Runs the recovery fixture under `policy` until its repair allowance runs out, then revives
 /// it: the revived Build turn carries a recovery note, a retry, a rework reason and a delta.

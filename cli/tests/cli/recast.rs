@@ -2,11 +2,7 @@
 
 use serde_json::Value;
 
-use crate::common::Sandbox;
-
-fn fixture(path: &str) -> String {
-    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{Sandbox, fixture};
 
 fn run_build_loop(sandbox: &Sandbox, cast: &str, script: &str) {
     let run = sandbox.run(&[

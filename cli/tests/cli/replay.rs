@@ -1,11 +1,7 @@
 //! `replay` and `export --artifacts`: projections rebuilt from the log, checkpoints never trusted
 //! over it.
 
-use crate::common::Sandbox;
-
-fn fixture(path: &str) -> String {
-    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{Sandbox, fixture};
 
 fn cast(sandbox: &Sandbox) {
     let run = sandbox.run(&[

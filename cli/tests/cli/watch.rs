@@ -3,11 +3,7 @@
 
 use std::process::Stdio;
 
-use crate::common::Sandbox;
-
-fn fixture(path: &str) -> String {
-    format!("{}/../fixtures/{path}", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::common::{Sandbox, fixture};
 
 /// A command agent that answers from the build-loop script; `extra` runs first in each call.
 fn agent(sandbox: &Sandbox, extra: &str) -> String {
@@ -195,11 +191,7 @@ fn a_hanging_command_agent_is_killed_at_the_timeout() {
     );
     // The cast resumes from there. A script is consumed by the answers the log holds (one
     // reply and the timeout so far), so the resuming script starts with two placeholders.
-    let lines: Vec<String> = std::fs::read_to_string(fixture("scripts/build-loop.jsonl"))
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
+    let lines = crate::common::fixture_lines("scripts/build-loop.jsonl");
     let mut rest = vec![lines[0].clone(), lines[0].clone()];
     rest.extend(lines[1..].iter().cloned());
     let script = sandbox.write("rest.jsonl", &rest.join("\n"));

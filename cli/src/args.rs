@@ -109,6 +109,16 @@ pub enum Command {
     /// Measure castlog; prints figures as JSON.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// List post claims (the claim-before-send ledger), or resolve one.
+    ///
+    /// Example: castlog claims --pending; castlog claims resolve clm-3f2a --staged 123456
+    Claims(ClaimsArgs),
+    /// Run the engagement pipeline on an INPUT.json: one checked follow-up question.
+    ///
+    /// Dry run unless --post is given (then --sender is required).
+    /// Example: castlog engage fixtures/engage/input.json --qualifier scripted:q.jsonl
+    ///   --drafter scripted:d.jsonl --judge scripted:j.jsonl --fetcher file:sources --json
+    Engage(EngageArgs),
 }
 
 /// Just `--json`.
@@ -296,6 +306,9 @@ pub struct RunArgs {
     /// The prompt placement policy [default: the config's placementPolicy, else recommended].
     #[arg(long, value_parser = ["recommended", "legacy"])]
     pub policy: Option<String>,
+    /// Posting: dry run unless --post.
+    #[command(flatten)]
+    pub posting: PostArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -309,6 +322,9 @@ pub struct CastAgentArgs {
     /// Who answers the next prompts (without it the cast is left waiting for an agent).
     #[arg(long)]
     pub agent: Option<String>,
+    /// Posting: dry run unless --post.
+    #[command(flatten)]
+    pub posting: PostArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -393,6 +409,9 @@ pub struct RecastArgs {
     /// The new cast's id [default: <parent>-recast-N].
     #[arg(long = "cast")]
     pub child: Option<String>,
+    /// Posting: dry run unless --post (claims the parent made are never posted again).
+    #[command(flatten)]
+    pub posting: PostArgs,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -456,6 +475,100 @@ pub struct AuditArgs {
     #[arg(long)]
     pub lint: bool,
     /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Posting flags: without `--post` every post is a dry run and no sender is called.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PostArgs {
+    /// Send posts through --sender (claimed first; never retried). Without it: dry run.
+    #[arg(long)]
+    pub post: bool,
+    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout), file:DIR or
+    /// webhook:URL.
+    #[arg(long)]
+    pub sender: Option<String>,
+}
+
+/// `claims`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ClaimsArgs {
+    /// Resolve a claim instead of listing.
+    #[command(subcommand)]
+    pub action: Option<ClaimsAction>,
+    /// Only pending claims (the send outcome is unknown: a person must resolve them).
+    #[arg(long)]
+    pub pending: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `claims` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClaimsAction {
+    /// Record a person's resolution of a claim (an event on the claim's cast).
+    ///
+    /// Example: castlog claims resolve clm-3f2a --staged 1234567890
+    Resolve(ResolveArgs),
+}
+
+/// `claims resolve`.
+#[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("resolution")
+        .required(true)
+        .args(["staged", "abandoned", "approved", "posted", "declined"])
+))]
+pub struct ResolveArgs {
+    /// The claim id (or a unique prefix of it).
+    pub claim: String,
+    /// It was sent after all: the message id the destination shows.
+    #[arg(long, value_name = "MSG_ID")]
+    pub staged: Option<String>,
+    /// It was not sent and will not be (releases the day).
+    #[arg(long)]
+    pub abandoned: bool,
+    /// A staged post is approved for publishing.
+    #[arg(long)]
+    pub approved: bool,
+    /// An approved post went out.
+    #[arg(long)]
+    pub posted: bool,
+    /// A staged or approved post is declined (releases the day).
+    #[arg(long)]
+    pub declined: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `engage`.
+#[derive(Debug, Args)]
+pub struct EngageArgs {
+    /// The input: results, sources, senders, allowlist and settings (see fixtures/engage/).
+    pub input: PathBuf,
+    /// Posting: dry run unless --post.
+    #[command(flatten)]
+    pub posting: PostArgs,
+    /// The hook detector (agent SPEC): answers {"kind", "evidence", "reason"}.
+    #[arg(long)]
+    pub qualifier: Option<String>,
+    /// The drafter (agent SPEC): answers {"question", "delivery_body"?} or {"error"}.
+    #[arg(long)]
+    pub drafter: Option<String>,
+    /// The fidelity judge (agent SPEC): answers {"asserts", "presupposes", "reason"}.
+    #[arg(long)]
+    pub judge: Option<String>,
+    /// The live source fetcher: cmd:PROGRAM ARGS... or file:DIR.
+    #[arg(long)]
+    pub fetcher: Option<String>,
+    /// The engage cast id [default: engage-<time>].
+    #[arg(long)]
+    pub cast: Option<String>,
+    /// Print one JSON document (the report) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -59,6 +59,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Mark(args) => commands::fork::mark(&existing_db(db.as_deref())?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db.as_deref())?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db.as_deref())?, &args),
+        Command::Claims(args) => commands::claims::run(&existing_db(db.as_deref())?, &args),
+        Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args),
     }
 }
 

@@ -11,10 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::id::{
-    CandidateId, CastId, ClaimId, Digest, DispatchKey, ItemKey, MateriaName, Seq, SocketId, Turn,
-    Visit,
-};
+use crate::id::{CastId, Digest, DispatchKey, ItemKey, MateriaName, Seq, SocketId, Turn, Visit};
 
 /// Why a payload could not be turned into an [`Event`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -168,6 +165,10 @@ events! {
     PostRefused(PostRefused) = "post_refused", v 1;
     /// A person resolved a claim.
     PostResolved(PostResolved) = "post_resolved", v 1;
+    /// The sender's result was unknown (no id, a failure, a timeout): the claim stays pending.
+    PostOutcomeUnknown(PostOutcomeUnknown) = "post_outcome_unknown", v 1;
+    /// A claim took its destination's day (the destination ledger's compare-and-set).
+    DayClaimed(DayClaimed) = "day_claimed", v 1;
     // ----- engagement runner -----
     /// A candidate was considered by the engagement runner.
     EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
@@ -177,7 +178,32 @@ events! {
     EngagementDraftAttempted(EngagementDraftAttempted) = "engagement_draft_attempted", v 1;
     /// A draft was selected for posting.
     EngagementDraftSelected(EngagementDraftSelected) = "engagement_draft_selected", v 1;
+    /// An engagement run began (the first event of an engage cast).
+    EngagementStarted(EngagementStarted) = "engagement_started", v 1;
+    /// A candidate passed qualification.
+    EngagementCandidateQualified(EngagementCandidateQualified) = "engagement_candidate_qualified", v 1;
+    /// The qualified pool was ranked.
+    EngagementRanked(EngagementRanked) = "engagement_ranked", v 1;
+    /// A candidate's source message was fetched again and checked.
+    EngagementSourceChecked(EngagementSourceChecked) = "engagement_source_checked", v 1;
+    /// The runtime asked the judge about one draft.
+    EngagementFidelityJudged(EngagementFidelityJudged) = "engagement_fidelity_judged", v 1;
+    /// An engagement run ended.
+    EngagementFinished(EngagementFinished) = "engagement_finished", v 1;
 }
+
+mod engagement;
+mod posting;
+
+pub use engagement::{
+    EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
+    EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
+    EngagementFinished, EngagementRanked, EngagementSourceChecked, EngagementStarted,
+    RankedCandidate,
+};
+pub use posting::{
+    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+};
 
 impl Event {
     /// The blobs this event refers to (prompt texts, entry bodies, post bodies), so an export
@@ -719,118 +745,6 @@ pub struct WaypointMarked {
     pub name: String,
     /// The seq it names.
     pub at: Seq,
-}
-
-/// A durable claim, appended before the sender is called.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PostClaimed {
-    /// The claim.
-    pub claim: ClaimId,
-    /// Where the post goes.
-    pub destination: String,
-    /// The calendar day (in the configured time zone) the claim counts for.
-    pub day: String,
-    /// The attempt number for this destination.
-    pub attempt: u32,
-    /// The blob of the body to send.
-    pub body: Digest,
-    /// The step (socket or engagement stage) that claimed.
-    pub step: String,
-    /// True when no sender is called (the default).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub dry_run: bool,
-}
-
-/// The sender accepted the post.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PostStaged {
-    /// The claim.
-    pub claim: ClaimId,
-    /// The sender's message id.
-    pub message_id: String,
-}
-
-/// The post was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PostRefused {
-    /// The claim.
-    pub claim: ClaimId,
-    /// The reason string.
-    pub reason: String,
-}
-
-/// How a person resolved a claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "resolution", rename_all = "snake_case")]
-pub enum Resolution {
-    /// It was sent after all; here is the id.
-    Staged {
-        /// The message id.
-        message_id: String,
-    },
-    /// It was not sent and will not be.
-    Abandoned,
-    /// A staged post was approved.
-    Approved,
-    /// An approved post went out.
-    Posted,
-    /// A staged post was declined.
-    Declined,
-}
-
-/// A person resolved a claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PostResolved {
-    /// The claim.
-    pub claim: ClaimId,
-    /// The resolution.
-    #[serde(flatten)]
-    pub resolution: Resolution,
-}
-
-/// An engagement candidate entered the pipeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngagementCandidateSeen {
-    /// The candidate.
-    pub candidate: CandidateId,
-    /// Its source record as given.
-    pub source: Value,
-}
-
-/// An engagement candidate was dropped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngagementCandidateRejected {
-    /// The candidate.
-    pub candidate: CandidateId,
-    /// The stage that dropped it.
-    pub stage: String,
-    /// The reason string.
-    pub reason: String,
-}
-
-/// A draft attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngagementDraftAttempted {
-    /// The candidate.
-    pub candidate: CandidateId,
-    /// The attempt (1-based).
-    pub attempt: u32,
-    /// The draft text, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft: Option<String>,
-    /// `accepted` or the reason it was not.
-    pub outcome: String,
-}
-
-/// A draft was selected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngagementDraftSelected {
-    /// The candidate.
-    pub candidate: CandidateId,
-    /// The attempt whose draft won.
-    pub attempt: u32,
-    /// The draft.
-    pub draft: String,
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{FailureClass, Usage};
+use crate::event::{FailureClass, Resolution, Usage};
 use crate::id::{ClaimId, DispatchKey};
 
 /// One input to a cast.
@@ -94,5 +94,58 @@ pub enum Input {
         claim: ClaimId,
         /// The sender's message id if it was sent, `None` to abandon.
         message_id: Option<String>,
+    },
+    /// A person moves a claim on (any step of the claim state machine: staged, abandoned,
+    /// approved, posted, declined).
+    ResolveClaimAs {
+        /// The claim.
+        claim: ClaimId,
+        /// The resolution.
+        resolution: Resolution,
+    },
+    /// The driver checked the claims ledger for a waiting post socket: claim (or refuse) now.
+    StartPost {
+        /// True unless the run was started with `--post`; a dry run calls no sender.
+        dry_run: bool,
+        /// Claims of other steps that hold a day of this socket's destination.
+        #[serde(default)]
+        held: Vec<HeldDay>,
+    },
+    /// What the sender said about a claimed post.
+    PostOutcome {
+        /// The claim.
+        claim: ClaimId,
+        /// The outcome.
+        outcome: SendOutcome,
+    },
+}
+
+/// A claim holding a destination's day, as the ledger reports it to a post socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldDay {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The day it holds.
+    pub day: String,
+}
+
+/// A sender's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SendOutcome {
+    /// It was accepted; here is the message id.
+    Staged {
+        /// The id.
+        message_id: String,
+    },
+    /// A definite refusal: nothing was sent (a lost race for the day, the destination said no).
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Unknown: no id, a failure, a timeout. The post may have gone out.
+    Unknown {
+        /// What happened.
+        reason: String,
     },
 }

@@ -9,6 +9,8 @@
 //! - [`event`]: the v1 event vocabulary and its storage rules (kind, version, payload).
 //! - [`input`]: what arrives from outside a cast.
 //! - [`env`]: the injected clock reading.
+//! - [`claims`]: the claims ledger's rules (claim ids, claim days, transitions).
+//! - [`engage`]: the engagement runner's pure pipeline rules, one module per stage.
 //!
 //! # Example
 //! ```
@@ -22,6 +24,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod claims;
+pub mod engage;
 pub mod env;
 pub mod event;
 pub mod handoff;

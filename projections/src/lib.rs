@@ -7,12 +7,16 @@
 //! - [`projection`]: the trait, checkpoints and the catch-up runner.
 //! - [`views`]: `CastView`, `Usage`, `Timeline`.
 //! - [`manifest`]: the per-visit artifact tree of a cast.
+//! - [`claims`]: `ClaimsLedger`, every claim of every cast (the claim-before-send ledger).
+//! - [`engagement`]: `EngagementReport`, an engage cast's report.
 //! - [`audit`]: every prompt with its placements, and the placement lint.
 //! - [`timeline`]: one human line per event (`castlog show`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod claims;
+pub mod engagement;
 pub mod manifest;
 pub mod projection;
 pub mod timeline;

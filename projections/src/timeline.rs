@@ -241,6 +241,52 @@ pub fn describe(event: &Event) -> String {
         Event::EngagementDraftSelected(e) => {
             format!("candidate {} draft {} selected", e.candidate, e.attempt)
         }
+        Event::PostOutcomeUnknown(e) => {
+            format!(
+                "claim {} pending, outcome unknown: {}",
+                e.claim,
+                excerpt(&e.reason, 60)
+            )
+        }
+        Event::DayClaimed(e) => {
+            format!("{} on {} taken by claim {}", e.destination, e.day, e.claim)
+        }
+        Event::EngagementStarted(e) => format!(
+            "engagement over {} result(s){}",
+            e.results,
+            if e.post { ", posting" } else { ", dry run" }
+        ),
+        Event::EngagementCandidateQualified(e) => {
+            format!(
+                "candidate {} qualified {} ({})",
+                e.candidate, e.question_type, e.stance
+            )
+        }
+        Event::EngagementRanked(e) => format!("{} candidate(s) ranked", e.order.len()),
+        Event::EngagementSourceChecked(e) => format!(
+            "candidate {} source {}",
+            e.candidate,
+            if e.ok {
+                "confirmed live"
+            } else {
+                e.reason.as_str()
+            }
+        ),
+        Event::EngagementFidelityJudged(e) => format!(
+            "candidate {} draft {} {}",
+            e.candidate,
+            e.attempt,
+            if e.faithful { "faithful" } else { "unfaithful" }
+        ),
+        Event::EngagementFinished(e) => format!(
+            "finished: {}{}",
+            e.outcome,
+            if e.refused.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", excerpt(&e.refused, 60))
+            }
+        ),
         _ => String::new(),
     }
 }

@@ -24,6 +24,8 @@ use castlog_events::{EventLog, LogError, Pending};
 use crate::agent::{Agent, AgentTurn, TurnRequest};
 use crate::utility;
 
+mod post;
+
 /// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
 pub const TRANSIENT_LIMIT: u32 = 3;
 
@@ -82,6 +84,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     observer: Option<Observer<'a>>,
     /// Set from outside (Ctrl-C) to abort the cast at the next step.
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The sender of post sockets; `None` (the default) is a dry run: nothing is sent.
+    sender: Option<Box<dyn crate::sender::Sender + 'a>>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -242,6 +246,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             queued: Default::default(),
             observer: None,
             interrupt: None,
+            sender: None,
         };
         driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
         Ok(driver)
@@ -264,6 +269,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             queued: Default::default(),
             observer: None,
             interrupt: None,
+            sender: None,
         })
     }
 
@@ -278,6 +284,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             queued: Default::default(),
             observer: None,
             interrupt: None,
+            sender: None,
         }
     }
 
@@ -523,6 +530,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                         }
                     }
                 }
+                Phase::AwaitingPost => self.start_post()?,
+                Phase::AwaitingPostOutcome => return Ok(self.pending_stop()),
                 Phase::Done => {
                     return Ok(Stop {
                         status: self.state.status,

@@ -11,7 +11,7 @@
 use castlog_core::env::Env;
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
-use castlog_core::input::Input;
+use castlog_core::input::{HeldDay, Input, SendOutcome};
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide;
 use castlog_events::chain::blob_hash;
@@ -45,6 +45,14 @@ fn render_recorded(record: &Recorded) -> String {
         record.kind,
         String::from_utf8_lossy(&record.payload)
     )
+}
+
+/// Whether the current visit is a post socket waiting for `StartPost`.
+fn awaiting_post(state: &CastState) -> bool {
+    state
+        .current
+        .as_ref()
+        .is_some_and(|c| c.phase == castlog_core::machine::Phase::AwaitingPost)
 }
 
 /// The input whose decision starts with `event`.
@@ -89,6 +97,44 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
         },
         Event::PromptDispatched(_) => Input::DispatchDue {
             key: state.scheduled.clone()?,
+        },
+        // A post socket's claim (or refusal) answers the driver's `StartPost`; the ledger's
+        // holders it was given are recovered from the refusal that names one.
+        Event::PostClaimed(e) if awaiting_post(state) => Input::StartPost {
+            dry_run: e.dry_run,
+            held: Vec::new(),
+        },
+        Event::PostRefused(e) if awaiting_post(state) => Input::StartPost {
+            dry_run: e.dry_run,
+            held: match (&e.held_by, &e.day) {
+                (Some(claim), Some(day)) => vec![HeldDay {
+                    claim: claim.clone(),
+                    day: day.clone(),
+                }],
+                _ => Vec::new(),
+            },
+        },
+        Event::PostStaged(e) => Input::PostOutcome {
+            claim: e.claim.clone(),
+            outcome: SendOutcome::Staged {
+                message_id: e.message_id.clone(),
+            },
+        },
+        Event::PostRefused(e) => Input::PostOutcome {
+            claim: e.claim.clone(),
+            outcome: SendOutcome::Refused {
+                reason: e.reason.clone(),
+            },
+        },
+        Event::PostOutcomeUnknown(e) => Input::PostOutcome {
+            claim: e.claim.clone(),
+            outcome: SendOutcome::Unknown {
+                reason: e.reason.clone(),
+            },
+        },
+        Event::PostResolved(e) => Input::ResolveClaimAs {
+            claim: e.claim.clone(),
+            resolution: e.resolution.clone(),
         },
         _ => return None,
     })

@@ -20,7 +20,7 @@ use castlog_replay::openai::{self, OpenAiAgent};
 use castlog_replay::recorded::RecordedAgent;
 use serde_json::json;
 
-use crate::args::{AbortArgs, CastAgentArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
+use crate::args::{AbortArgs, CastAgentArgs, PostArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
 use crate::error::CliError;
 use crate::output;
 
@@ -160,6 +160,7 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+    let sender = sender(&args.posting)?;
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
         None
@@ -200,10 +201,30 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     );
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;
+        if let Some(sender) = sender {
+            driver.post_with(sender);
+        }
         crate::progress::watch(&mut driver, args.json);
         driver.drive(agent.as_mut())?
     };
     report(&log, &cast, Seq::FIRST, &stop, args.json)
+}
+
+/// The sender `--post --sender SPEC` names; `None` is a dry run. Checked before anything is
+/// recorded. No config value can turn posting on: only `--post` does.
+pub(crate) fn sender(
+    posting: &PostArgs,
+) -> Result<Option<Box<dyn castlog_replay::sender::Sender>>, CliError> {
+    match (&posting.sender, posting.post) {
+        (None, true) => Err(CliError::user(
+            "--post needs --sender SPEC: cmd:PROGRAM ARGS..., file:DIR or webhook:URL",
+        )),
+        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd())
+            .map(Some)
+            .map_err(|e| CliError::user(e.to_string())),
+        // Without --post nothing reaches a sender, whatever --sender says.
+        (_, false) => Ok(None),
+    }
 }
 
 /// Opens a cast, applies `input`, and drives on when an agent is given.
@@ -212,12 +233,17 @@ fn feed(
     cast: &str,
     input: &Input,
     spec: Option<&str>,
+    posting: &PostArgs,
     json: bool,
 ) -> Result<(), CliError> {
+    let sender = sender(posting)?;
     let log = super::open(db)?;
     let clock = SystemClock;
     let cast = CastId::new(cast);
     let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;
+    if let Some(sender) = sender {
+        driver.post_with(sender);
+    }
     let from = driver.state.head.next();
     driver.apply(input)?;
     let stop = match spec {
@@ -246,7 +272,14 @@ pub fn refine(db: &Path, args: &RefineArgs) -> Result<(), CliError> {
         text: args.text.clone(),
         origin: None,
     };
-    feed(db, &args.cast, &input, args.agent.as_deref(), args.json)
+    feed(
+        db,
+        &args.cast,
+        &input,
+        args.agent.as_deref(),
+        &PostArgs::default(),
+        args.json,
+    )
 }
 
 /// `castlog continue`.
@@ -256,6 +289,7 @@ pub fn finalize(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         &args.cast,
         &Input::Continue { origin: None },
         args.agent.as_deref(),
+        &args.posting,
         args.json,
     )
 }
@@ -265,7 +299,14 @@ pub fn abort(db: &Path, args: &AbortArgs) -> Result<(), CliError> {
     let input = Input::Abort {
         reason: args.reason.clone(),
     };
-    feed(db, &args.cast, &input, None, args.json)
+    feed(
+        db,
+        &args.cast,
+        &input,
+        None,
+        &PostArgs::default(),
+        args.json,
+    )
 }
 
 /// `castlog revive`.
@@ -275,6 +316,7 @@ pub fn revive(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         &args.cast,
         &Input::Revive,
         args.agent.as_deref(),
+        &args.posting,
         args.json,
     )
 }
@@ -286,6 +328,7 @@ pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         &args.cast,
         &Input::Resume,
         args.agent.as_deref(),
+        &args.posting,
         args.json,
     )
 }
@@ -297,7 +340,14 @@ pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
         locked: args.locked,
         origin: None,
     };
-    feed(db, &args.cast, &input, None, args.json)
+    feed(
+        db,
+        &args.cast,
+        &input,
+        None,
+        &PostArgs::default(),
+        args.json,
+    )
 }
 
 /// The JSON form of a cast's state.
@@ -322,6 +372,7 @@ pub fn state_json(state: &CastState) -> serde_json::Value {
         "refinement_turns": state.refinement_turns,
         "usage": state.usage,
         "failure": state.failure,
+        "claims": state.claims.values().collect::<Vec<_>>(),
         "head": state.head,
     })
 }

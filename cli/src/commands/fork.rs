@@ -64,6 +64,7 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             }
         }
     };
+    let sender = super::cast::sender(&args.posting)?;
     // Check the agent before anything is recorded; it is built again for the child below.
     let agent = match &args.agent {
         Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None)?),
@@ -78,6 +79,9 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
     let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    if let Some(sender) = sender {
+        driver.post_with(sender);
+    }
     // A recorded agent must skip what the child already holds (the parent's prefix).
     let mut agent = match (&args.agent, agent) {
         (Some(spec), Some(_)) => Some(super::cast::agent(spec, 0, Some(&log), Some(&child))?),

@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod bench_synth;
 pub mod cast;
+pub mod claims;
 pub mod diff;
+pub mod engage;
 pub mod fork;
 pub mod inspect;
 pub mod projections;

@@ -157,7 +157,19 @@ pub struct UtilitySpec {
     pub timeout_ms: u64,
 }
 
-/// Agent or utility.
+/// A post socket's settings: an outward message sent at most once through the claims ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostSpec {
+    /// Where the post goes (a channel, a list, a name the sender understands).
+    pub destination: String,
+    /// The body: a path (`$.message` reads the last JSON output; `state.x`, `lastOutput`, ...)
+    /// or a template with `{{…}}` keys.
+    pub body: String,
+    /// The zone claim days are counted in (`America/New_York` unless configured).
+    pub zone: String,
+}
+
+/// Agent, utility or post.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SocketKind {
@@ -165,6 +177,8 @@ pub enum SocketKind {
     Agent(AgentSpec),
     /// Run by a program.
     Utility(UtilitySpec),
+    /// An outward post, claimed before it is sent (see [`crate::claims`]).
+    Post(PostSpec),
 }
 
 /// One resolved socket.
@@ -200,6 +214,11 @@ impl Socket {
     /// Whether an agent runs this socket.
     pub fn is_agent(&self) -> bool {
         matches!(self.kind, SocketKind::Agent(_))
+    }
+
+    /// Whether this is a post socket.
+    pub fn is_post(&self) -> bool {
+        matches!(self.kind, SocketKind::Post(_))
     }
 
     /// Whether this is a multi-turn agent socket.

@@ -192,7 +192,7 @@ impl Decider<'_> {
                 crate::loadout::Exec::Builtin { name } => format!("builtin {name}"),
                 crate::loadout::Exec::Output { .. } => "params.output".into(),
             },
-            SocketKind::Agent(_) => String::new(),
+            SocketKind::Agent(_) | SocketKind::Post(_) => String::new(),
         };
         if timed_out || code != Some(0) {
             let how = if timed_out {

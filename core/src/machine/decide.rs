@@ -56,6 +56,9 @@ pub enum Rejection {
     /// Not supported by this version.
     #[error("{0}")]
     Unsupported(String),
+    /// An illegal claim transition (names the claim's current state).
+    #[error(transparent)]
+    Claim(#[from] crate::claims::TransitionError),
 }
 
 /// A decision in progress: a scratch state and what was emitted so far.
@@ -189,6 +192,10 @@ impl<'a> Decider<'a> {
             item_label: selection.map(|s| s.label),
             attempt,
         });
+        if let SocketKind::Post(_) = socket.kind {
+            self.enter_post();
+            return;
+        }
         if let SocketKind::Agent(_) = socket.kind {
             if deferred {
                 let source = self
@@ -497,11 +504,18 @@ impl CastState {
                     at: *at,
                 });
             }
-            Input::ResolveClaim { .. } => {
-                return Err(Rejection::Unsupported(
-                    "claims are resolved through the claims ledger".into(),
-                ));
+            Input::ResolveClaim { claim, message_id } => {
+                let resolution = match message_id {
+                    Some(id) => crate::event::Resolution::Staged {
+                        message_id: id.clone(),
+                    },
+                    None => crate::event::Resolution::Abandoned,
+                };
+                d.resolve_claim(claim, &resolution)?;
             }
+            Input::ResolveClaimAs { claim, resolution } => d.resolve_claim(claim, resolution)?,
+            Input::StartPost { dry_run, held } => d.start_post(*dry_run, held)?,
+            Input::PostOutcome { claim, outcome } => d.post_outcome(claim, outcome)?,
         }
         Ok(d.out)
     }

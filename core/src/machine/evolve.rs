@@ -61,6 +61,7 @@ impl CastState {
             dispatched: Default::default(),
             scheduled: None,
             steering: Vec::new(),
+            claims: Default::default(),
             head: Seq(1),
         })
     }
@@ -380,6 +381,11 @@ impl CastState {
                 entry.revives += 1;
             }
             Event::SteeringNoted(e) => self.steering.push((e.text.clone(), e.locked)),
+            Event::PostClaimed(_)
+            | Event::PostStaged(_)
+            | Event::PostRefused(_)
+            | Event::PostOutcomeUnknown(_)
+            | Event::PostResolved(_) => self.apply_claim_event(event),
             _ => {}
         }
     }
@@ -414,10 +420,30 @@ impl CastState {
                 }
             }
         }
-        let utility = self
-            .loadout
-            .socket(&e.socket)
-            .is_some_and(|s| matches!(s.kind, SocketKind::Utility(_)));
+        let kind = self.loadout.socket(&e.socket).map(|s| s.kind.clone());
+        // A post step whose claim is still pending waits on it: nothing is claimed or sent
+        // again until a person resolves it.
+        let waiting = match &kind {
+            Some(SocketKind::Post(spec)) => {
+                let step = item_key(e.socket.as_str(), e.item.as_ref());
+                self.claims
+                    .values()
+                    .find(|c| {
+                        c.step == step
+                            && c.destination == spec.destination
+                            && c.status == crate::claims::ClaimStatus::Pending
+                            && !c.dry_run
+                    })
+                    .map(|c| c.claim.clone())
+            }
+            _ => None,
+        };
+        let phase = match (&kind, &waiting) {
+            (Some(SocketKind::Utility(_)), _) => Phase::RunningUtility,
+            (Some(SocketKind::Post(_)), Some(_)) => Phase::AwaitingPostOutcome,
+            (Some(SocketKind::Post(_)), None) => Phase::AwaitingPost,
+            _ => Phase::AwaitingDispatch,
+        };
         self.current = Some(Current {
             socket: e.socket.clone(),
             visit: e.visit,
@@ -425,11 +451,7 @@ impl CastState {
             item_label: e.item_label.clone(),
             attempt: e.attempt,
             turn: Turn(0),
-            phase: if utility {
-                Phase::RunningUtility
-            } else {
-                Phase::AwaitingDispatch
-            },
+            phase,
             prompt: None,
             transcript: Vec::new(),
             repairs: 0,
@@ -439,8 +461,13 @@ impl CastState {
             transient_failures: 0,
             interrupted: false,
             recovering: false,
+            claim: waiting.clone(),
         });
-        self.status = Status::Running;
+        self.status = if waiting.is_some() {
+            Status::AwaitingAgent
+        } else {
+            Status::Running
+        };
     }
 
     /// The generic handoff envelope of a JSON object output.

@@ -9,6 +9,7 @@
 mod complete;
 pub mod decide;
 mod evolve;
+mod post;
 mod turn;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +18,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::claims::Claim;
 use crate::event::{Allowance, CastFailed, ReworkRouted, Usage};
-use crate::id::{CastId, Digest, DispatchKey, ItemKey, Seq, SocketId, Turn, Visit};
+use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Turn, Visit};
 use crate::loadout::Loadout;
 
 pub use decide::{Decision, Rejection};
@@ -72,6 +74,11 @@ pub enum Phase {
     AwaitingRefinement,
     /// A utility must run.
     RunningUtility,
+    /// A post socket waits for the driver to check the ledger and claim (`StartPost`).
+    AwaitingPost,
+    /// A post is claimed and its send outcome is not known: the sender is running, or it failed
+    /// without saying, or the process stopped. Nothing resends it; a person resolves the claim.
+    AwaitingPostOutcome,
     /// The visit is complete (routing happened or the cast stopped).
     Done,
 }
@@ -120,6 +127,9 @@ pub struct Current {
     pub interrupted: bool,
     /// The visit was revived or resumed: its next prompt carries a recovery note.
     pub recovering: bool,
+    /// The claim a post socket's visit made (or waits on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimId>,
 }
 
 /// A revivable allowance's counters.
@@ -201,6 +211,9 @@ pub struct CastState {
     pub last_satisfied: Option<bool>,
     /// Steering notes, in order.
     pub steering: Vec<(String, bool)>,
+    /// Claims of this cast's post sockets (a recast inherits its parent's), by id. Their
+    /// `claimed_ms` is 0: the time lives in the log's envelope, which the state never sees.
+    pub claims: BTreeMap<ClaimId, Claim>,
     /// Events applied.
     pub head: Seq,
 }

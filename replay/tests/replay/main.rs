@@ -3,6 +3,8 @@
 
 /// Driving fixture casts on the in-memory log with a fixed clock.
 mod drive;
+/// The engagement runner with scripted roles: engagement-spec §5 and castlog's fixes.
+mod engage;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
 /// The `recorded:` agent (cassette): re-runs, occurrences, misses, fallback, resume.

@@ -5,9 +5,10 @@ use serde_json::Value;
 use super::LoadError;
 use super::json::{
     Json, Obj, as_object, err, get, has, index, join, opt_bool, opt_int, opt_nonempty_str,
-    opt_number, opt_object, opt_str, reject_keys, string_map,
+    opt_number, opt_object, opt_str, reject_keys, req_nonempty_str, string_map,
 };
-use crate::loadout::{AgentSpec, Exec, Parse};
+use crate::claims::{DEFAULT_ZONE, Zone};
+use crate::loadout::{AgentSpec, Exec, Parse, PostSpec};
 
 /// Default utility timeout.
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -46,6 +47,8 @@ pub(super) enum Body {
     Agent(AgentSpec),
     /// A program.
     Utility(UtilityDef),
+    /// An outward post through the claims ledger.
+    Post(PostSpec),
 }
 
 /// A utility materia's effective settings.
@@ -92,6 +95,19 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
     let is_utility = match opt_str(obj, "type", &path)? {
         None => UTILITY_FIELDS.iter().any(|k| has(obj, k)),
         Some("utility") => true,
+        Some("post") => {
+            return Ok(MateriaDef {
+                id: id.to_owned(),
+                label: match opt_str(obj, "label", &path)? {
+                    Some(l) if !l.trim().is_empty() => l.to_owned(),
+                    _ => id.to_owned(),
+                },
+                body: Body::Post(read_post(obj, &path)?),
+                path,
+                generator: false,
+                parallel: false,
+            });
+        }
         Some("agent") => {
             if let Some(k) = UTILITY_FIELDS.iter().find(|k| has(obj, k)) {
                 return Err(err(
@@ -107,7 +123,7 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
         Some(other) => {
             return Err(err(
                 &join(&path, "type"),
-                format!("unknown materia type {other:?}; use \"agent\" or \"utility\""),
+                format!("unknown materia type {other:?}; use \"agent\", \"utility\" or \"post\""),
             ));
         }
     };
@@ -137,6 +153,53 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
         generator,
         parallel,
         body,
+    })
+}
+
+/// A post materia: `{"type": "post", "destination", "body", "zone"?}`.
+fn read_post(obj: &Obj, path: &str) -> Result<PostSpec, LoadError> {
+    reject_keys(
+        obj,
+        path,
+        &[
+            "prompt",
+            "command",
+            "utility",
+            "script",
+            "params",
+            "generator",
+            "multiTurn",
+        ],
+        "a post materia sends a body to a destination; it has no prompt or program",
+    )?;
+    reject_keys(
+        obj,
+        path,
+        &["post", "dryRun", "enabled", "allowPost", "force"],
+        "posting is switched on only by `--post` on the command line, never by config",
+    )?;
+    let destination = req_nonempty_str(
+        obj,
+        "destination",
+        path,
+        "name where the post goes (e.g. \"staging-channel\")",
+    )?;
+    let body = req_nonempty_str(
+        obj,
+        "body",
+        path,
+        "give the body as a path (\"$.message\") or a template (\"Hello {{state.name}}\")",
+    )?;
+    let zone = match opt_nonempty_str(obj, "zone", path)? {
+        None => DEFAULT_ZONE.to_owned(),
+        Some(name) => Zone::parse(name)
+            .map_err(|e| err(&join(path, "zone"), e.to_string()))?
+            .name(),
+    };
+    Ok(PostSpec {
+        destination: destination.trim().to_owned(),
+        body: body.to_owned(),
+        zone,
     })
 }
 

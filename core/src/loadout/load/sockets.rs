@@ -131,6 +131,7 @@ pub(super) fn build_loadout(
     for d in drafts {
         let kind = match &d.materia.body {
             Body::Agent(spec) => SocketKind::Agent(spec.clone()),
+            Body::Post(spec) => SocketKind::Post(spec.clone()),
             Body::Utility(u) => match &u.exec {
                 Ok(exec) => SocketKind::Utility(UtilitySpec {
                     exec: exec.clone(),
@@ -315,6 +316,19 @@ fn read_socket<'m>(
             } else {
                 (u.parse, u.text_at.clone(), u.assign.clone())
             }
+        }
+        Body::Post(_) => {
+            let assign = match get(obj, "assign") {
+                Some(v) => string_map(v, &join(path, "assign"), "`assign`")?,
+                None => Vec::new(),
+            };
+            if explicit_parse == Some(Parse::Text) {
+                return Err(err(
+                    &join(path, "parse"),
+                    "a post socket reports its outcome as JSON; remove `parse`",
+                ));
+            }
+            (Parse::Json, None, assign)
         }
         Body::Agent(_) => {
             let assign_path = join(path, "assign");

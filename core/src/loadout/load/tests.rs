@@ -93,7 +93,7 @@ fn builtin(socket: &Socket) -> (&str, u64, &serde_json::Value) {
             Exec::Builtin { name } => (name.as_str(), u.timeout_ms, &u.params),
             other => panic!("not a builtin: {other:?}"),
         },
-        SocketKind::Agent(_) => panic!("not a utility"),
+        _ => panic!("not a utility"),
     }
 }
 
@@ -275,7 +275,7 @@ fn base_config_resolves_with_derivations() {
             assert_eq!(u.timeout_ms, 10_000);
             assert_eq!(u.params, json!({"depth": 2}));
         }
-        SocketKind::Agent(_) => panic!("Scan is a utility"),
+        _ => panic!("Scan is a utility"),
     }
     assert_eq!(scan.parse, Parse::Json);
 
@@ -289,7 +289,7 @@ fn base_config_resolves_with_derivations() {
             assert_eq!(a.thinking.as_deref(), Some("medium"));
             assert!(!a.multi_turn);
         }
-        SocketKind::Utility(_) => panic!("Coder is an agent"),
+        _ => panic!("Coder is an agent"),
     }
 
     // The legacy exit on `satisfied` gives Socket-4 json parsing, the advance and a route.
@@ -411,7 +411,7 @@ fn utility_exec_precedence_is_command_then_output_then_alias_then_script() {
         let l = load_config(&text).unwrap().resolve(None);
         l.map(|l| match &socket(&l, "Socket-1").kind {
             SocketKind::Utility(u) => u.exec.clone(),
-            SocketKind::Agent(_) => panic!("utility expected"),
+            _ => panic!("utility expected"),
         })
     };
     let script = r#""script": { "kind": "shippedUtility", "name": "detect-vcs.mjs" }"#;

@@ -1,0 +1,217 @@
+//! `claims` and `claims resolve`: the claim-before-send ledger for people.
+
+use std::path::Path;
+
+use castlog_core::claims::{self, Claim, Transition};
+use castlog_core::event::{Event, PostResolved, Resolution};
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::Input;
+use castlog_events::{EventLog, LogError, Pending, SqliteLog};
+use castlog_projections::claims::ClaimsLedger;
+use castlog_replay::clock::SystemClock;
+use castlog_replay::driver::Driver;
+use serde_json::json;
+
+use crate::args::{ClaimsAction, ClaimsArgs, ResolveArgs};
+use crate::error::CliError;
+use crate::output;
+
+/// `castlog claims [--pending]` and `castlog claims resolve`.
+pub fn run(db: &Path, args: &ClaimsArgs) -> Result<(), CliError> {
+    match &args.action {
+        Some(ClaimsAction::Resolve(resolve_args)) => resolve(db, resolve_args),
+        None => list(db, args.pending, args.json),
+    }
+}
+
+fn row(c: &Claim) -> serde_json::Value {
+    json!({
+        "claim": c.claim,
+        "cast": c.cast,
+        "step": c.step,
+        "destination": c.destination,
+        "day": c.day,
+        "attempt": c.attempt,
+        "status": c.status,
+        "dry_run": c.dry_run,
+        "message_id": c.message_id,
+        "reason": c.reason,
+        "claimed_at": output::timestamp(c.claimed_ms),
+    })
+}
+
+fn list(db: &Path, pending: bool, json: bool) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let ledger = ClaimsLedger::load(&log)?;
+    let shown: Vec<&Claim> = if pending {
+        ledger.pending().collect()
+    } else {
+        ledger.claims().collect()
+    };
+    if json {
+        return output::json(&json!({
+            "claims": shown.iter().map(|c| row(c)).collect::<Vec<_>>(),
+            "problems": ledger.problems,
+        }));
+    }
+    if shown.is_empty() {
+        crate::say!(
+            "{}",
+            if pending {
+                "no pending claims"
+            } else {
+                "no claims"
+            }
+        );
+    }
+    for c in &shown {
+        crate::say!(
+            "{:<20} {:<10} {:<12} {} {:<16} cast {} step {}{}{}",
+            c.claim,
+            c.status,
+            c.destination,
+            c.day,
+            c.message_id.as_deref().unwrap_or("-"),
+            c.cast,
+            c.step,
+            c.reason
+                .as_ref()
+                .map(|r| format!("\n    {r}"))
+                .unwrap_or_default(),
+            if c.status == claims::ClaimStatus::Pending {
+                format!(
+                    "\n    resolve: castlog claims resolve {} --staged MSG_ID | --abandoned",
+                    c.claim
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    for problem in &ledger.problems {
+        crate::say!("problem: {problem}");
+    }
+    Ok(())
+}
+
+fn resolution_of(args: &ResolveArgs) -> Resolution {
+    if let Some(id) = &args.staged {
+        Resolution::Staged {
+            message_id: id.trim().to_owned(),
+        }
+    } else if args.approved {
+        Resolution::Approved
+    } else if args.posted {
+        Resolution::Posted
+    } else if args.declined {
+        Resolution::Declined
+    } else {
+        Resolution::Abandoned
+    }
+}
+
+/// Whether `cast` is run by the cast machine (its first event starts or forks a cast).
+fn is_machine_cast(log: &SqliteLog, cast: &CastId) -> Result<bool, CliError> {
+    let first = log.read(cast, Seq::FIRST, Some(Seq::FIRST))?;
+    Ok(first
+        .first()
+        .is_some_and(|r| r.kind == "cast_started" || r.kind == "cast_forked"))
+}
+
+fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
+    let log = super::open(db)?;
+    let ledger = ClaimsLedger::load(&log)?;
+    let claim = ledger
+        .find(args.claim.trim())
+        .map_err(CliError::user)?
+        .clone();
+    let resolution = resolution_of(args);
+    if let Resolution::Staged { message_id } = &resolution
+        && message_id.is_empty()
+    {
+        return Err(CliError::user(
+            "--staged needs the message id the destination shows; or resolve with --abandoned",
+        ));
+    }
+    // Refuse an illegal step before anything is recorded, naming the current state.
+    claims::next(&claim.claim, claim.status, Transition::of(&resolution))
+        .map_err(|e| CliError::user(e.to_string()))?;
+    let clock = SystemClock;
+    let cast = claim.cast.clone();
+    let mut continues = false;
+    if is_machine_cast(&log, &cast)? {
+        let mut driver = Driver::open(&log, &clock, &cast, &super::cast::cwd())?;
+        let waiting = driver.state.current.as_ref().is_some_and(|c| {
+            c.claim.as_ref() == Some(&claim.claim)
+                && c.phase == castlog_core::machine::Phase::AwaitingPostOutcome
+        });
+        driver.apply(&Input::ResolveClaimAs {
+            claim: claim.claim.clone(),
+            resolution: resolution.clone(),
+        })?;
+        continues = waiting && !driver.state.status.is_stopped();
+    } else {
+        append_resolution(&log, &cast, &claim, &resolution)?;
+    }
+    let status = Transition::of(&resolution).target();
+    if args.json {
+        return output::json(&json!({
+            "claim": claim.claim,
+            "cast": cast,
+            "from": claim.status,
+            "status": status,
+            "message_id": match &resolution {
+                Resolution::Staged { message_id } => Some(message_id.clone()),
+                _ => claim.message_id,
+            },
+        }));
+    }
+    crate::say!(
+        "claim {} ({} on {}): {} -> {}",
+        claim.claim,
+        claim.destination,
+        claim.day,
+        claim.status,
+        status
+    );
+    if continues {
+        crate::say!("cast {cast} can go on: `castlog resume {cast} --agent SPEC`");
+    }
+    Ok(())
+}
+
+/// Records a resolution on a cast that is not run by the machine (an engage cast): a
+/// compare-and-set append after re-checking the claim against the cast's own log.
+fn append_resolution(
+    log: &SqliteLog,
+    cast: &CastId,
+    claim: &Claim,
+    resolution: &Resolution,
+) -> Result<(), CliError> {
+    let event = Event::from(PostResolved {
+        claim: claim.claim.clone(),
+        resolution: resolution.clone(),
+    });
+    for _ in 0..8 {
+        let head = log.head(cast)?.ok_or_else(|| {
+            CliError::user(format!("cast {cast} of claim {} is gone", claim.claim))
+        })?;
+        let records = log.read(cast, Seq::FIRST, None)?;
+        let ledger: ClaimsLedger = castlog_projections::projection::fold(&records);
+        let current = ledger.get(&claim.claim).ok_or_else(|| {
+            CliError::internal(format!("claim {} is not in cast {cast}", claim.claim))
+        })?;
+        claims::next(&claim.claim, current.status, Transition::of(resolution))
+            .map_err(|e| CliError::user(e.to_string()))?;
+        let now = castlog_core::env::Clock::now_ms(&SystemClock);
+        match log.append(cast, head.seq.next(), &[Pending::new(now, &event)]) {
+            Ok(_) => return Ok(()),
+            Err(LogError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(CliError::internal(format!(
+        "cast {cast} kept changing while claim {} was being resolved; try again",
+        claim.claim
+    )))
+}

@@ -1,0 +1,128 @@
+//! `castlog engage`: the engagement runner on an INPUT.json, one engage cast per run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use castlog_core::engage::input;
+use castlog_core::env::Clock;
+use castlog_core::id::CastId;
+use castlog_events::{EventLog, LogError};
+use castlog_replay::clock::SystemClock;
+use castlog_replay::engage::{Roles, engage};
+use castlog_replay::fetcher;
+use serde_json::json;
+
+use crate::args::EngageArgs;
+use crate::error::CliError;
+use crate::output;
+
+fn required<'a>(spec: &'a Option<String>, flag: &str, what: &str) -> Result<&'a str, CliError> {
+    spec.as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            CliError::user(format!(
+                "engage needs {flag} SPEC ({what}): scripted:FILE, cmd:PROGRAM ARGS... or openai:BASE_URL#MODEL"
+            ))
+        })
+}
+
+/// `castlog engage`.
+pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
+    let shown = args.input.display().to_string();
+    let text = std::fs::read_to_string(&args.input)
+        .map_err(|e| CliError::user(format!("cannot read {shown}: {e}")))?;
+    let input = input::parse(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
+    let qualifier_spec = required(&args.qualifier, "--qualifier", "the hook detector")?;
+    let drafter_spec = required(&args.drafter, "--drafter", "the question drafter")?;
+    let judge_spec = required(&args.judge, "--judge", "the fidelity judge")?;
+    let fetcher_spec = args.fetcher.as_deref().ok_or_else(|| {
+        CliError::user(
+            "engage needs --fetcher SPEC (the live source check): cmd:PROGRAM ARGS... or file:DIR",
+        )
+    })?;
+    // Everything is checked before anything is recorded.
+    let mut sender = super::cast::sender(&args.posting)?;
+    let mut fetcher = fetcher::from_spec(
+        fetcher_spec,
+        &super::cast::cwd(),
+        Duration::from_millis(input.settings.fetch_timeout_ms),
+    )
+    .map_err(CliError::user)?;
+    let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None)?;
+    let mut drafter = super::cast::agent(drafter_spec, 0, None, None)?;
+    let mut judge = super::cast::agent(judge_spec, 0, None, None)?;
+    let log = super::open(db)?;
+    let clock = SystemClock;
+    let now = input
+        .now_ms
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or_else(|| clock.now_ms());
+    let chosen = args.cast.as_ref().map(|id| CastId::new(id.as_str()));
+    if let Some(id) = &chosen
+        && log.head(id)?.is_some()
+    {
+        return Err(CliError::user(format!(
+            "cast {id} already exists; pick another --cast"
+        )));
+    }
+    let stamp = output::timestamp(clock.now_ms())
+        .replace([':', '.'], "-")
+        .trim_end_matches('Z')
+        .to_owned();
+    let base = format!("engage-{stamp}");
+    let mut n = 1;
+    let specs = json!({
+        "qualifier": qualifier_spec,
+        "drafter": drafter_spec,
+        "judge": judge_spec,
+        "fetcher": fetcher_spec,
+        "sender": sender.as_ref().map(|s| s.spec()),
+    });
+    // A generated id can be taken by a run started in the same millisecond: the first append
+    // fails (nothing was recorded or asked yet) and the next id is tried.
+    let (cast, report) = loop {
+        let cast = match &chosen {
+            Some(id) => id.clone(),
+            None if n == 1 => CastId::new(base.as_str()),
+            None => CastId::new(format!("{base}-{n}")),
+        };
+        let result = engage(
+            &log,
+            &cast,
+            &input,
+            Roles {
+                qualifier: qualifier.as_mut(),
+                drafter: drafter.as_mut(),
+                judge: judge.as_mut(),
+                fetcher: fetcher.as_mut(),
+                sender: sender
+                    .as_mut()
+                    .map(|s| s.as_mut() as &mut dyn castlog_replay::sender::Sender),
+            },
+            now,
+            specs.clone(),
+        );
+        match result {
+            Err(LogError::Conflict { .. } | LogError::CastExists { .. })
+                if chosen.is_none() && n < 100 =>
+            {
+                n += 1;
+            }
+            Err(e) => return Err(e.into()),
+            Ok(report) => break (cast, report),
+        }
+    };
+    if args.json {
+        output::json(&report)?;
+    } else {
+        crate::say!("{}", report.render(input.settings.report_examples as usize));
+    }
+    if report.error.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::internal(format!(
+            "engage cast {cast} stopped early: {}; its report above is complete up to there",
+            report.error
+        )))
+    }
+}

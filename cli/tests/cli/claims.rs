@@ -1,0 +1,358 @@
+//! Posting at most once: dry run by default, claim before send, a crash between claim and
+//! send, `claims` and `claims resolve`, recasts that inherit claims, racing runs.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{Run, Sandbox, fixture};
+
+/// Kills the whole process group if the test panics first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn config() -> String {
+    fixture("loadouts/post.json")
+}
+
+fn script() -> String {
+    format!("scripted:{}", fixture("scripts/post.jsonl"))
+}
+
+fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
+    let config = config();
+    let script = script();
+    let mut args = vec![
+        "run",
+        config.as_str(),
+        "--task",
+        "release 1.2",
+        "--cast",
+        cast,
+        "--agent",
+        script.as_str(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    sandbox.run(&args)
+}
+
+fn claims(sandbox: &Sandbox, pending: bool) -> Vec<Value> {
+    let mut args = vec!["claims", "--json"];
+    if pending {
+        args.push("--pending");
+    }
+    let run = sandbox.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.json()["claims"].as_array().unwrap().clone()
+}
+
+fn kinds(sandbox: &Sandbox, cast: &str) -> Vec<String> {
+    sandbox.run(&["show", cast, "--json"]).json()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn outbox_files(sandbox: &Sandbox) -> usize {
+    std::fs::read_dir(sandbox.path("outbox")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn without_post_nothing_reaches_a_sender() {
+    let sandbox = Sandbox::new();
+    // A --sender without --post is a dry run all the same.
+    let run = run_post(&sandbox, "dry", &["--sender", "file:outbox"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "completed");
+    assert_eq!(outbox_files(&sandbox), 0);
+    let all = claims(&sandbox, false);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["status"], "dry_run");
+    assert_eq!(all[0]["dry_run"], true);
+    assert!(claims(&sandbox, true).is_empty());
+    // A dry run holds no day: a real post the same day goes out.
+    let run = run_post(&sandbox, "real", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(outbox_files(&sandbox), 1);
+    let body = std::fs::read_dir(sandbox.path("outbox"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    assert_eq!(body, "Announcement: Release 1.2 is out: faster builds.");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+#[test]
+fn post_needs_a_sender_and_a_bad_sender_is_named() {
+    let sandbox = Sandbox::new();
+    let run = run_post(&sandbox, "x", &["--post"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("--post needs --sender"),
+        "{}",
+        run.stderr
+    );
+    let run = run_post(&sandbox, "y", &["--post", "--sender", "smtp:x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("unknown sender spec"), "{}", run.stderr);
+    // Nothing was recorded for either.
+    let casts = sandbox.run(&["casts", "--json"]);
+    if casts.code == 0 {
+        assert!(casts.json()["casts"].as_array().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn a_second_post_the_same_day_is_refused_by_name() {
+    let sandbox = Sandbox::new();
+    let first = run_post(&sandbox, "first", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let second = run_post(&sandbox, "second", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(outbox_files(&sandbox), 1);
+    let all = claims(&sandbox, false);
+    let refused: Vec<&Value> = all.iter().filter(|c| c["status"] == "refused").collect();
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("day_already_claimed"),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn a_failed_sender_leaves_the_claim_pending_until_a_person_resolves_it() {
+    let sandbox = Sandbox::new();
+    let run = run_post(&sandbox, "fails", &["--post", "--sender", "cmd:false"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = run.json();
+    assert_eq!(out["status"], "awaiting_agent");
+    let message = out["message"].as_str().unwrap();
+    assert!(message.contains("castlog claims resolve"), "{message}");
+    let pending = claims(&sandbox, true);
+    assert_eq!(pending.len(), 1);
+    assert!(
+        pending[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 1")
+    );
+    let claim = pending[0]["claim"].as_str().unwrap().to_owned();
+
+    // A staged claim cannot be abandoned; a pending one can be, and that releases the day.
+    let resolved = sandbox.run(&["claims", "resolve", &claim, "--abandoned", "--json"]);
+    assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+    assert_eq!(resolved.json()["status"], "abandoned");
+    let again = sandbox.run(&["claims", "resolve", &claim, "--abandoned"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("is abandoned"), "{}", again.stderr);
+    assert!(claims(&sandbox, true).is_empty());
+    assert_eq!(
+        sandbox.run(&["state", "fails", "--json"]).json()["status"],
+        "completed"
+    );
+    let next = run_post(&sandbox, "next", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert_eq!(outbox_files(&sandbox), 1);
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+/// A run killed after `post_claimed` and before its sender returns: the claim stays pending,
+/// `resume` does not call the sender again, `claims --pending` shows it, `claims resolve`
+/// closes it and the cast goes on.
+#[test]
+fn a_crash_between_claim_and_send_is_resolved_by_a_person() {
+    use std::os::unix::process::CommandExt;
+
+    let sandbox = Sandbox::new();
+    let calls = sandbox.path("sender-calls");
+    let sender = sandbox.write(
+        "sender.sh",
+        &format!(
+            "cat > /dev/null\necho call >> {}\nsleep 120\necho m-late\n",
+            calls.display()
+        ),
+    );
+    let spec = format!("cmd:sh {sender}");
+    let config = config();
+    let script = script();
+    let child = sandbox
+        .command_on(&sandbox.db())
+        .args([
+            "run",
+            &config,
+            "--task",
+            "release 1.2",
+            "--cast",
+            "crashy",
+            "--agent",
+            &script,
+            "--post",
+            "--sender",
+            &spec,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !calls.exists() {
+        assert!(Instant::now() < deadline, "the sender was never called");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Kill castlog and the sleeping sender with no chance to clean up.
+    let group = format!("-{}", child.0.id());
+    std::process::Command::new("kill")
+        .args(["-9", "--", &group])
+        .status()
+        .unwrap();
+    let _ = child.0.wait();
+
+    let events = kinds(&sandbox, "crashy");
+    assert_eq!(events.last().map(String::as_str), Some("post_claimed"));
+    let state = sandbox.run(&["state", "crashy", "--json"]).json();
+    assert_eq!(state["status"], "awaiting_agent");
+    let pending = claims(&sandbox, true);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let claim = pending[0]["claim"].as_str().unwrap().to_owned();
+
+    // Resume, even with --post and a sender, never sends a pending claim again.
+    let resumed = sandbox.run(&[
+        "resume", "crashy", "--agent", &script, "--post", "--sender", &spec, "--json",
+    ]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let out = resumed.json();
+    assert_eq!(out["status"], "awaiting_agent");
+    assert!(out["message"].as_str().unwrap().contains(&claim), "{out}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    assert!(!kinds(&sandbox, "crashy").iter().any(|k| k == "post_staged"));
+
+    // A person checks the destination and records what happened.
+    let resolved = sandbox.run(&["claims", "resolve", &claim[..10], "--staged", "m-42"]);
+    assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+    assert!(
+        resolved.stdout.contains("pending -> staged"),
+        "{}",
+        resolved.stdout
+    );
+    assert!(claims(&sandbox, true).is_empty());
+    let done = sandbox.run(&["resume", "crashy", "--agent", &script, "--json"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed");
+    let state = sandbox.run(&["state", "crashy", "--json"]).json();
+    assert_eq!(state["data"]["posted_as"], "m-42");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+#[test]
+fn a_recast_of_a_staged_post_never_posts_again() {
+    let sandbox = Sandbox::new();
+    let run = run_post(&sandbox, "parent", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(outbox_files(&sandbox), 1);
+    // The child answers Confirm "not satisfied", which leads back to the post socket.
+    let again = sandbox.write(
+        "again.jsonl",
+        "{\"reply\": \"{\\\"satisfied\\\": false, \\\"context\\\": \\\"post it again\\\"}\"}\n{\"reply\": \"{\\\"satisfied\\\": true}\"}\n",
+    );
+    let recast = sandbox.run(&[
+        "recast",
+        "parent",
+        "--at",
+        "Socket-3:1",
+        "--cast",
+        "child",
+        "--agent",
+        &format!("scripted:{again}"),
+        "--json",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    assert_eq!(recast.json()["status"], "completed");
+    let events = kinds(&sandbox, "child");
+    assert!(!events.iter().any(|k| k.starts_with("post_")), "{events:?}");
+    assert_eq!(outbox_files(&sandbox), 1);
+    let shown = sandbox.run(&["show", "child", "--json"]).json();
+    let inherited = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "socket_completed" && e["payload"]["socket"] == "Socket-2")
+        .any(|e| e["payload"]["parsed"]["inherited"] == true);
+    assert!(inherited, "{shown}");
+    assert_eq!(claims(&sandbox, false).len(), 1);
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+
+    // A recast from before the claim meets the parent's claim in the ledger: refused by name.
+    let early = sandbox.run(&[
+        "recast",
+        "parent",
+        "--at",
+        "Socket-1:1",
+        "--cast",
+        "early",
+        "--agent",
+        &script(),
+        "--post",
+        "--sender",
+        "file:outbox",
+        "--json",
+    ]);
+    assert_eq!(early.code, 0, "{}", early.stderr);
+    assert_eq!(early.json()["status"], "completed");
+    assert_eq!(outbox_files(&sandbox), 1);
+    let refused: Vec<Value> = claims(&sandbox, false)
+        .into_iter()
+        .filter(|c| c["cast"] == "early")
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["status"], "refused");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("day_already_claimed")
+    );
+}
+
+#[test]
+fn resolving_names_unknown_and_ambiguous_claims() {
+    let sandbox = Sandbox::new();
+    let run = run_post(&sandbox, "one", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let unknown = sandbox.run(&["claims", "resolve", "clm-nope", "--abandoned"]);
+    assert_eq!(unknown.code, 1);
+    assert!(unknown.stderr.contains("no claim"), "{}", unknown.stderr);
+    let claim = claims(&sandbox, false)[0]["claim"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let illegal = sandbox.run(&["claims", "resolve", &claim, "--abandoned"]);
+    assert_eq!(illegal.code, 1);
+    assert!(illegal.stderr.contains("is staged"), "{}", illegal.stderr);
+    for step in ["--approved", "--posted"] {
+        let ok = sandbox.run(&["claims", "resolve", &claim, step]);
+        assert_eq!(ok.code, 0, "{}", ok.stderr);
+    }
+    assert_eq!(claims(&sandbox, false)[0]["status"], "posted");
+    let none = sandbox.run(&["claims", "resolve", &claim]);
+    assert_eq!(
+        none.code, 2,
+        "clap names the missing resolution: {}",
+        none.stderr
+    );
+}

@@ -1,0 +1,287 @@
+//! `castlog engage` end to end: the fixture's dry run, two runs racing for one day, and bad
+//! input (malformed INPUT.json, a hanging or babbling fetcher, a failing sender).
+
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, Sandbox, fixture};
+
+fn engage_fixture() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("engage/input.json")).unwrap()).unwrap()
+}
+
+fn roles() -> Vec<String> {
+    vec![
+        "--qualifier".into(),
+        format!("scripted:{}", fixture("engage/qualifier.jsonl")),
+        "--drafter".into(),
+        format!("scripted:{}", fixture("engage/drafter.jsonl")),
+        "--judge".into(),
+        format!("scripted:{}", fixture("engage/judge.jsonl")),
+        "--fetcher".into(),
+        format!("file:{}", fixture("engage/sources")),
+    ]
+}
+
+/// Runs `engage` with the fixture's roles; `extra` flags replace a role's of the same name.
+fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
+    let mut args: Vec<String> = vec!["engage".into(), input.into()];
+    let mut roles = roles();
+    for pair in extra.windows(2) {
+        if let Some(at) = roles.iter().position(|r| r == pair[0]) {
+            roles[at + 1] = pair[1].to_owned();
+        }
+    }
+    let replaced: Vec<&str> = extra
+        .windows(2)
+        .filter(|p| roles.iter().any(|r| r == p[0]))
+        .flat_map(|p| [p[0], p[1]])
+        .collect();
+    args.extend(roles);
+    let mut rest = extra.to_vec();
+    for r in &replaced {
+        if let Some(at) = rest.iter().position(|x| x == r) {
+            rest.remove(at);
+        }
+    }
+    args.extend(rest.iter().map(|s| (*s).to_owned()));
+    args.push("--json".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    sandbox.run(&refs)
+}
+
+fn group(report: &Value, stage: &str, reason: &str) -> u64 {
+    report["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["stage"] == stage && g["reason"] == reason)
+        .map_or(0, |g| g["count"].as_u64().unwrap())
+}
+
+fn claims(sandbox: &Sandbox) -> Vec<Value> {
+    let run = sandbox.run(&["claims", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.json()["claims"].as_array().unwrap().clone()
+}
+
+#[test]
+fn the_fixture_dry_run_reports_a_question_and_sends_nothing() {
+    let sandbox = Sandbox::new();
+    let run = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--sender", "file:outbox"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["outcome"], "timed");
+    assert_eq!(report["refused"], "dry_run");
+    assert_eq!(
+        report["question"],
+        "How has the ss31 been treating your sleep so far?"
+    );
+    assert_eq!(
+        report["quote"],
+        "Adding ss31 (5mg) for 4 weeks, will report back on sleep."
+    );
+    assert_eq!(report["considered"], 6);
+    assert_eq!(report["live_verified"], true);
+    assert_eq!(report["send"], "dry_run");
+    assert_eq!(group(&report, "collect", "not_authored_by_actor"), 1);
+    assert_eq!(group(&report, "collect", "channel_not_sourceable"), 1);
+    assert_eq!(group(&report, "collect", "duplicate_source_message_id"), 1);
+    assert_eq!(group(&report, "verify", "no_attested_source"), 1);
+    let example = &report["rejections"][0]["examples"][0];
+    assert!(example["candidate"].is_string(), "{report}");
+    assert!(
+        !sandbox.path("outbox").exists(),
+        "a dry run reached the sender"
+    );
+    let all = claims(&sandbox);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["status"], "dry_run");
+    // The text report says what happened.
+    let mut args: Vec<String> = vec!["engage".into(), fixture("engage/input.json")];
+    args.extend(roles());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = sandbox.run(&refs);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("DRY RUN (no messages sent)"));
+    assert!(text.stdout.contains("[collect] channel_not_sourceable: 1"));
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+/// Two runs for different members race for the same destination and day with a slow sender:
+/// exactly one is staged, the other is refused by the day claim, and the sender runs once.
+#[test]
+fn two_runs_racing_for_one_day_get_one_winner() {
+    let sandbox = Sandbox::new();
+    let mut first = engage_fixture();
+    first["results"] = json!([first["results"][0].clone()]);
+    let mut second = engage_fixture();
+    second["results"] = json!([second["results"][1].clone()]);
+    let a = sandbox.write("a.json", &first.to_string());
+    let b = sandbox.write("b.json", &second.to_string());
+    let other_question = sandbox.write(
+        "drafter-b.jsonl",
+        &format!(
+            "{}\n",
+            json!({"reply": json!({"question": "Did the glycinate switch settle the cramps?"}).to_string()})
+        ),
+    );
+    let calls = sandbox.path("calls");
+    let sender = sandbox.write(
+        "sender.sh",
+        &format!(
+            "cat > /dev/null\necho \"$CASTLOG_CLAIM\" >> {}\nsleep 1\necho \"msg-$CASTLOG_CLAIM\"\n",
+            calls.display()
+        ),
+    );
+    let spawn = |input: &str, drafter: &str| {
+        let mut roles = roles();
+        roles[3] = drafter.to_owned();
+        sandbox
+            .command_on(&sandbox.db())
+            .arg("engage")
+            .arg(input)
+            .args(&roles)
+            .args(["--post", "--sender", &format!("cmd:sh {sender}"), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Create the database first so both runs open the same schema.
+    sandbox.append("warmup", 1);
+    let one = spawn(&a, &format!("scripted:{}", fixture("engage/drafter.jsonl")));
+    let two = spawn(&b, &format!("scripted:{other_question}"));
+    let one = one.wait_with_output().unwrap();
+    let two = two.wait_with_output().unwrap();
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert!(
+        two.status.success(),
+        "{}",
+        String::from_utf8_lossy(&two.stderr)
+    );
+    let all = claims(&sandbox);
+    let real: Vec<&Value> = all.iter().filter(|c| c["dry_run"] == false).collect();
+    let staged: Vec<&&Value> = real.iter().filter(|c| c["status"] == "staged").collect();
+    let refused: Vec<&&Value> = real.iter().filter(|c| c["status"] == "refused").collect();
+    assert_eq!(staged.len(), 1, "{all:?}");
+    assert_eq!(refused.len(), 1, "{all:?}");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("day_already_claimed"),
+        "{all:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    let reports: Vec<Value> = [one, two]
+        .iter()
+        .map(|o| serde_json::from_slice(&o.stdout).unwrap())
+        .collect();
+    assert_eq!(reports.iter().filter(|r| r["send"] == "staged").count(), 1);
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+#[test]
+fn malformed_input_and_missing_roles_are_named() {
+    let sandbox = Sandbox::new();
+    let broken = sandbox.write("broken.json", "{\"results\": [\n  {\"text\": }\n]}");
+    let run = engage(&sandbox, &broken, &[]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("broken.json: $: not valid JSON (line 2"),
+        "{}",
+        run.stderr
+    );
+    let granting = sandbox.write(
+        "granting.json",
+        r#"{"results": [], "allowlist": {}, "posting_enabled": true}"#,
+    );
+    let run = engage(&sandbox, &granting, &[]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("posting_enabled"), "{}", run.stderr);
+    let run = sandbox.run(&["engage", &fixture("engage/input.json")]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("--qualifier"), "{}", run.stderr);
+    let run = engage(&sandbox, "missing.json", &[]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("cannot read missing.json"),
+        "{}",
+        run.stderr
+    );
+    let run = engage(&sandbox, &fixture("engage/input.json"), &["--post"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("--post needs --sender"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_hanging_or_babbling_fetcher_is_a_named_live_source_rejection() {
+    let sandbox = Sandbox::new();
+    let mut input = engage_fixture();
+    input["settings"]["fetch_timeout_ms"] = json!(300);
+    let path = sandbox.write("input.json", &input.to_string());
+    for (fetcher, reason) in [
+        ("cmd:sleep 30", "source_unreachable"),
+        ("cmd:echo garbage", "source_response_unreadable"),
+    ] {
+        let run = engage(&sandbox, &path, &["--fetcher", fetcher]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let report = run.json();
+        assert!(
+            group(&report, "live_source", reason) >= 1,
+            "{fetcher}: {report}"
+        );
+        assert_eq!(report["live_verified"], false);
+        assert_eq!(report["send"], "none");
+    }
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+#[test]
+fn a_failing_sender_keeps_the_report_and_a_pending_claim() {
+    let sandbox = Sandbox::new();
+    let run = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--post", "--sender", "cmd:false"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["refused"], "send_outcome_unknown");
+    assert_eq!(report["send"], "unknown");
+    assert_eq!(report["sent"], true);
+    assert_eq!(
+        report["question"],
+        "How has the ss31 been treating your sleep so far?"
+    );
+    let pending: Vec<Value> = claims(&sandbox)
+        .into_iter()
+        .filter(|c| c["status"] == "pending")
+        .collect();
+    assert_eq!(pending.len(), 1);
+    let claim = pending[0]["claim"].as_str().unwrap();
+    // The engage cast is not a machine cast: the resolution is appended to its log directly.
+    let resolved = sandbox.run(&["claims", "resolve", claim, "--abandoned", "--json"]);
+    assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+    assert_eq!(resolved.json()["status"], "abandoned");
+    assert!(claims(&sandbox).iter().all(|c| c["status"] != "pending"));
+    let again = sandbox.run(&["claims", "resolve", claim, "--staged", "m-1"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("is abandoned"), "{}", again.stderr);
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}

@@ -1,0 +1,126 @@
+//! The repetition gates over the claims ledger (stage `history`), and the post destination.
+//!
+//! The ledger's claims are the history: every claim that went out or may have (pending,
+//! staged, approved, posted) and declined ones count, as in the reference; dry runs, refusals
+//! and abandoned claims never went out and do not. Rules, in order; the first that fires wins:
+//! 1. thread reuse (no time limit): a shared source message id → `thread_already_used`;
+//! 2. member cooldown: the same tagged member less than 14 days ago (strict) →
+//!    `member_recently_tagged`;
+//! 3. similarity (only with a non-zero fingerprint): a question within 60 days (inclusive) at a
+//!    distance of 12 or less → `question_recently_asked`;
+//! 4. channel cap (only when the destination is the source channel): 3 or more posts to the
+//!    destination within 7 days (inclusive) → `channel_recently_overused`.
+//!
+//! castlog's claims carry no `answered`/`ignored` resolution, so `thread_previously_ignored`
+//! is never produced.
+
+use crate::claims::{Claim, ClaimStatus, Zone};
+
+use super::fingerprint;
+use super::input::{Allowlist, Settings};
+use super::{Candidate, days};
+
+/// Whether a claim counts as a post for the history gates.
+pub fn counts(claim: &Claim) -> bool {
+    !claim.dry_run
+        && matches!(
+            claim.status,
+            ClaimStatus::Pending
+                | ClaimStatus::Staged
+                | ClaimStatus::Approved
+                | ClaimStatus::Posted
+                | ClaimStatus::Declined
+        )
+}
+
+/// Where a post about `candidate` goes: the source channel if posts may go there, else the
+/// single permitted channel, else nowhere (`""`).
+pub fn post_target(allowlist: &Allowlist, candidate: &Candidate) -> String {
+    if allowlist.may_post(&candidate.channel_id) {
+        return candidate.channel_id.clone();
+    }
+    match allowlist.post_channel_ids.as_slice() {
+        [only] if !only.is_empty() => only.clone(),
+        _ => String::new(),
+    }
+}
+
+/// What the gates look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    /// The member to be tagged (`""`: nobody).
+    pub actor_id: &'a str,
+    /// Source message ids the post would follow up.
+    pub source_message_ids: &'a [String],
+    /// The question's fingerprint (0 skips the similarity rule).
+    pub fingerprint: u64,
+    /// The destination.
+    pub destination: &'a str,
+    /// Whether the channel cap applies.
+    pub apply_channel_cap: bool,
+}
+
+/// The first rule that fires, as `(reason, detail)`.
+pub fn check(
+    claims: &[Claim],
+    probe: &Probe<'_>,
+    now_ms: i64,
+    zone: Zone,
+    settings: &Settings,
+) -> Option<(&'static str, String)> {
+    let records = || claims.iter().filter(|c| counts(c));
+    let date = |c: &Claim| {
+        zone.date(i64::try_from(c.claimed_ms).unwrap_or(i64::MAX))
+            .to_string()
+    };
+    let age = |c: &Claim| now_ms - i64::try_from(c.claimed_ms).unwrap_or(i64::MAX);
+    for c in records() {
+        if c.source_message_ids
+            .iter()
+            .any(|id| probe.source_message_ids.contains(id))
+        {
+            return Some(("thread_already_used", format!("posted {}", date(c))));
+        }
+    }
+    if !probe.actor_id.is_empty() {
+        for c in records() {
+            if c.tagged_actor.as_deref() == Some(probe.actor_id)
+                && age(c) < days(i64::from(settings.member_cooldown_days))
+            {
+                return Some(("member_recently_tagged", format!("last tagged {}", date(c))));
+            }
+        }
+    }
+    if probe.fingerprint != 0 {
+        for c in records() {
+            let Some(fp) = c.fingerprint.filter(|f| *f != 0) else {
+                continue;
+            };
+            if age(c) > days(i64::from(settings.similarity_window_days)) {
+                continue;
+            }
+            let distance = fingerprint::distance(fp, probe.fingerprint);
+            if distance <= settings.similarity_distance {
+                return Some((
+                    "question_recently_asked",
+                    format!("distance={distance} from {}", date(c)),
+                ));
+            }
+        }
+    }
+    if probe.apply_channel_cap && !probe.destination.is_empty() {
+        let count = records()
+            .filter(|c| {
+                c.destination == probe.destination
+                    && age(c) <= days(i64::from(settings.channel_window_days))
+            })
+            .count();
+        if count >= settings.channel_max_in_window as usize {
+            return Some((
+                "channel_recently_overused",
+                format!("{count} posts in {}d", settings.channel_window_days),
+            ));
+        }
+    }
+    None
+}

@@ -1,0 +1,450 @@
+//! INPUT.json: what one engagement run works on.
+//!
+//! ```json
+//! {
+//!   "conversation_id": "sk:agent:vast:discord:guild:1524917037191925871",
+//!   "now": "2026-06-10T15:00:00Z",
+//!   "results": [{"text": "sam: Adding ss31 for 4 weeks.", "provenance": {
+//!       "canonical_turn_id": "t1", "source_role": "requester", "actor_id": "actor:discord:42",
+//!       "origin_channel_id": "111", "source_message_id": "1250000000000000000"}}],
+//!   "sources": {"t1": {"message_id": "1250000000000000000", "channel_id": "111",
+//!       "guild_id": "1", "author_id": "42", "source_actor_id": "actor:discord:42"}},
+//!   "senders": {"t1": "sam"},
+//!   "later_texts": {"t1": [{"text": "the ss31 went fine", "at": "2026-06-09T10:00:00Z"}]},
+//!   "subject_terms": {"t1": ["ss31"]},
+//!   "allowlist": {"source_channel_ids": ["111"], "post_channel_ids": ["999"], "labels": {}},
+//!   "settings": {"zone": "America/New_York", "draft_attempt_cap": 3}
+//! }
+//! ```
+//!
+//! Everything but `results` and `allowlist` is optional. `now` (RFC 3339 or ms since the epoch)
+//! defaults to the clock. Every setting defaults to the reference's value. Nothing in the input
+//! can turn posting on: only `--post` does, so keys like `post` or `posting_enabled` are refused.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::claims::{DEFAULT_ZONE, Zone, days_from_civil};
+
+/// Why an INPUT.json was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct InputError {
+    /// Where (`results[3].provenance`, `settings.zone`, `$`).
+    pub path: String,
+    /// What is wrong and what to do.
+    pub reason: String,
+}
+
+fn bad(path: impl Into<String>, reason: impl Into<String>) -> InputError {
+    InputError {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Where a search hit came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    /// The canonical turn id.
+    pub canonical_turn_id: String,
+    /// `requester`, `subject`, `assistant`, `mixed`, `unattributed`.
+    pub source_role: String,
+    /// `actor:discord:<id>`.
+    pub actor_id: String,
+    /// The channel the message was posted in.
+    pub origin_channel_id: String,
+    /// The platform message id.
+    pub source_message_id: String,
+}
+
+/// One retrieval result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RawResult {
+    /// The hit's text (may carry a `sender:` prefix).
+    #[serde(default)]
+    pub text: String,
+    /// Its provenance, if any.
+    #[serde(default)]
+    pub provenance: Option<Provenance>,
+}
+
+/// An attestation written at ingest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SourceRecord {
+    /// The platform message id.
+    pub message_id: String,
+    /// The channel.
+    pub channel_id: String,
+    /// The guild (not checked, as in the reference).
+    pub guild_id: String,
+    /// The bare platform user id.
+    pub author_id: String,
+    /// The actor id recorded at ingest.
+    pub source_actor_id: String,
+}
+
+/// Channel id lists. Labels are display-only and never decide membership.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Allowlist {
+    /// Channels candidates may come from.
+    pub source_channel_ids: Vec<String>,
+    /// Channels posts may go to.
+    pub post_channel_ids: Vec<String>,
+    /// Display labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Allowlist {
+    /// Whether candidates may come from `channel`.
+    pub fn may_source(&self, channel: &str) -> bool {
+        !channel.is_empty() && self.source_channel_ids.iter().any(|c| c == channel)
+    }
+
+    /// Whether posts may go to `channel`.
+    pub fn may_post(&self, channel: &str) -> bool {
+        !channel.is_empty() && self.post_channel_ids.iter().any(|c| c == channel)
+    }
+}
+
+/// The run's constants, the reference's values by default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// The zone claim days are counted in.
+    pub zone: String,
+    /// Drafter calls per run (`DRAFT_ATTEMPT_CAP`).
+    pub draft_attempt_cap: u32,
+    /// Candidates the live walk checks per attempt.
+    pub live_walk_max: u32,
+    /// Younger than this (hours) is `same_day`.
+    pub same_day_hours: u32,
+    /// The timed window's start (days, inclusive).
+    pub timed_min_days: u32,
+    /// The timed window's end (days, inclusive).
+    pub timed_max_days: u32,
+    /// A later on-subject message this recent (hours) blocks the candidate.
+    pub reopened_window_hours: u32,
+    /// A member tagged this recently (days, strict) is not tagged again.
+    pub member_cooldown_days: u32,
+    /// Questions asked this recently (days, inclusive) are compared.
+    pub similarity_window_days: u32,
+    /// A fingerprint distance at or below this is a repeat.
+    pub similarity_distance: u32,
+    /// The channel cap's window (days, inclusive).
+    pub channel_window_days: u32,
+    /// Posts per destination per window before the cap blocks.
+    pub channel_max_in_window: u32,
+    /// The quote shown in the report is cut to this many characters.
+    pub quote_max_chars: u32,
+    /// A fetcher taking longer than this (ms) is killed (`source_unreachable`).
+    pub fetch_timeout_ms: u64,
+    /// Examples per rejection group in the text report.
+    pub report_examples: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            zone: DEFAULT_ZONE.to_owned(),
+            draft_attempt_cap: 3,
+            live_walk_max: 3,
+            same_day_hours: 24,
+            timed_min_days: 2,
+            timed_max_days: 7,
+            reopened_window_hours: 12,
+            member_cooldown_days: 14,
+            similarity_window_days: 60,
+            similarity_distance: 12,
+            channel_window_days: 7,
+            channel_max_in_window: 3,
+            quote_max_chars: 500,
+            fetch_timeout_ms: 10_000,
+            report_examples: 2,
+        }
+    }
+}
+
+/// A later message in a candidate's thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaterText {
+    /// The text.
+    pub text: String,
+    /// When (ms since the epoch).
+    pub at_ms: i64,
+}
+
+/// A parsed INPUT.json.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngageInput {
+    /// The conversation the results came from.
+    pub conversation: String,
+    /// The run's "now", when the input fixes it.
+    pub now_ms: Option<i64>,
+    /// The retrieval results, in order.
+    pub results: Vec<RawResult>,
+    /// Attested sources by turn id.
+    pub sources: BTreeMap<String, SourceRecord>,
+    /// Display handles by turn id.
+    pub senders: BTreeMap<String, String>,
+    /// Later messages by turn id.
+    pub later_texts: BTreeMap<String, Vec<LaterText>>,
+    /// Subject terms by turn id.
+    pub subject_terms: BTreeMap<String, Vec<String>>,
+    /// The channel lists.
+    pub allowlist: Allowlist,
+    /// The constants.
+    pub settings: Settings,
+}
+
+/// Keys that would grant posting permission; refused so no input can turn posting on.
+const PERMISSION_KEYS: [&str; 6] = [
+    "post",
+    "posting_enabled",
+    "enabled",
+    "allow_post",
+    "force",
+    "dry_run",
+];
+
+fn field<T: serde::de::DeserializeOwned>(
+    root: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<T>, InputError> {
+    match root.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| bad(key, format!("does not have the expected shape: {e}"))),
+    }
+}
+
+/// Parses and checks an INPUT.json text.
+pub fn parse(text: &str) -> Result<EngageInput, InputError> {
+    let root: Value = serde_json::from_str(text).map_err(|e| {
+        bad(
+            "$",
+            format!(
+                "not valid JSON (line {}, column {}): {e}",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    let Value::Object(root) = root else {
+        return Err(bad(
+            "$",
+            "INPUT.json must be an object with `results` and `allowlist`",
+        ));
+    };
+    for key in PERMISSION_KEYS {
+        if root.contains_key(key) {
+            return Err(bad(
+                key,
+                "posting is switched on only by `--post` on the command line, never by input",
+            ));
+        }
+    }
+    let results: Vec<RawResult> = match root.get("results") {
+        Some(Value::Array(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                out.push(serde_json::from_value(item.clone()).map_err(|e| {
+                    bad(format!("results[{i}]"), format!("not a search result: {e}"))
+                })?);
+            }
+            out
+        }
+        Some(_) => return Err(bad("results", "must be an array of search results")),
+        None => return Err(bad("results", "is missing; give the retrieval results")),
+    };
+    let allowlist: Allowlist = field(&root, "allowlist")?.ok_or_else(|| {
+        bad(
+            "allowlist",
+            "is missing; give source_channel_ids and post_channel_ids",
+        )
+    })?;
+    let settings: Settings = field(&root, "settings")?.unwrap_or_default();
+    Zone::parse(&settings.zone).map_err(|e| bad("settings.zone", e.to_string()))?;
+    if settings.draft_attempt_cap == 0 || settings.live_walk_max == 0 {
+        return Err(bad(
+            "settings",
+            "draft_attempt_cap and live_walk_max must be at least 1",
+        ));
+    }
+    if settings.timed_min_days > settings.timed_max_days {
+        return Err(bad(
+            "settings.timed_min_days",
+            "must not be larger than timed_max_days",
+        ));
+    }
+    let sources = match root.get("sources") {
+        Some(Value::Array(items)) => {
+            // A list of records keyed by their own `canonical_turn_id`.
+            let mut map = BTreeMap::new();
+            for (i, item) in items.iter().enumerate() {
+                let turn = item
+                    .get("canonical_turn_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if turn.is_empty() {
+                    continue;
+                }
+                let record: SourceRecord = serde_json::from_value(item.clone()).map_err(|e| {
+                    bad(format!("sources[{i}]"), format!("not a source record: {e}"))
+                })?;
+                map.insert(turn.to_owned(), record);
+            }
+            map
+        }
+        _ => field(&root, "sources")?.unwrap_or_default(),
+    };
+    let mut later_texts = BTreeMap::new();
+    if let Some(Value::Object(map)) = root.get("later_texts") {
+        for (turn, items) in map {
+            let Value::Array(items) = items else {
+                return Err(bad(format!("later_texts.{turn}"), "must be an array"));
+            };
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("later_texts.{turn}[{i}]");
+                let text = item
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad(&at, "needs a `text` string"))?;
+                let when = item
+                    .get("at")
+                    .ok_or_else(|| bad(&at, "needs an `at` time"))?;
+                out.push(LaterText {
+                    text: text.to_owned(),
+                    at_ms: time_of(when).map_err(|r| bad(format!("{at}.at"), r))?,
+                });
+            }
+            later_texts.insert(turn.clone(), out);
+        }
+    }
+    let now_ms = match root.get("now") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(time_of(v).map_err(|r| bad("now", r))?),
+    };
+    Ok(EngageInput {
+        conversation: field(&root, "conversation_id")?.unwrap_or_default(),
+        now_ms,
+        results,
+        sources,
+        senders: field(&root, "senders")?.unwrap_or_default(),
+        later_texts,
+        subject_terms: field(&root, "subject_terms")?.unwrap_or_default(),
+        allowlist,
+        settings,
+    })
+}
+
+/// A time given as ms since the epoch or RFC 3339 text.
+fn time_of(value: &Value) -> Result<i64, String> {
+    match value {
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| format!("{n} is not a whole number of milliseconds")),
+        Value::String(s) => parse_rfc3339(s),
+        other => Err(format!(
+            "expected RFC 3339 text or milliseconds, found {other}"
+        )),
+    }
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into ms since the epoch.
+pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
+    let err = || format!("{text:?} is not an RFC 3339 time like 2026-06-10T15:00:00Z");
+    let t = text.trim();
+    let b = t.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return Err(err());
+    }
+    let num = |s: &str| -> Result<i64, String> {
+        if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() {
+            s.parse::<i64>().map_err(|_| err())
+        } else {
+            Err(err())
+        }
+    };
+    let year = num(t.get(0..4).ok_or_else(err)?)?;
+    let month = num(t.get(5..7).ok_or_else(err)?)?;
+    let day = num(t.get(8..10).ok_or_else(err)?)?;
+    let hour = num(t.get(11..13).ok_or_else(err)?)?;
+    let minute = num(t.get(14..16).ok_or_else(err)?)?;
+    let second = num(t.get(17..19).ok_or_else(err)?)?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(err());
+    }
+    let mut rest = t.get(19..).ok_or_else(err)?;
+    let mut millis = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            return Err(err());
+        }
+        let padded: String = digits.chars().chain("000".chars()).take(3).collect();
+        millis = num(&padded)?;
+        rest = &frac[digits.len()..];
+    }
+    let offset_minutes = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let zone = Zone::parse(rest).map_err(|_| err())?;
+            zone.offset_minutes(0)
+        }
+    };
+    let days = days_from_civil(year, month as u32, day as u32);
+    Ok(
+        days * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis
+            - i64::from(offset_minutes) * 60_000,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Ok(0));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Ok(1500));
+        assert!(parse_rfc3339("yesterday").is_err());
+        assert!(parse_rfc3339("2026-13-01T00:00:00Z").is_err());
+    }
+
+    #[test]
+    fn inputs_are_checked_with_paths() {
+        let err = parse("{").unwrap_err();
+        assert_eq!(err.path, "$");
+        assert!(err.reason.contains("line 1"));
+        let err = parse(r#"{"results": [], "allowlist": {}, "post": true}"#).unwrap_err();
+        assert_eq!(err.path, "post");
+        let err = parse(r#"{"results": [1], "allowlist": {}}"#).unwrap_err();
+        assert_eq!(err.path, "results[0]");
+        let err = parse(r#"{"results": []}"#).unwrap_err();
+        assert_eq!(err.path, "allowlist");
+        let err =
+            parse(r#"{"results": [], "allowlist": {}, "settings": {"zone": "Mars"}}"#).unwrap_err();
+        assert_eq!(err.path, "settings.zone");
+        let err =
+            parse(r#"{"results": [], "allowlist": {}, "settings": {"nope": 1}}"#).unwrap_err();
+        assert_eq!(err.path, "settings");
+        let ok =
+            parse(r#"{"results": [], "allowlist": {}, "now": "2026-01-01T00:00:00Z"}"#).unwrap();
+        assert_eq!(ok.settings, Settings::default());
+        assert_eq!(ok.now_ms, Some(1_767_225_600_000));
+    }
+}

@@ -1,0 +1,133 @@
+//! Outward-effect events: claims, send outcomes, resolutions, and the destination ledgers'
+//! day claims.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{CastId, ClaimId, Digest};
+
+/// The sender's result is unknown: no message id came back, it failed, or it timed out. The
+/// post may have gone out, so the claim stays pending and nothing retries it; a person resolves
+/// it with `castlog claims resolve`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostOutcomeUnknown {
+    /// The claim.
+    pub claim: ClaimId,
+    /// What the sender said (or did not say).
+    pub reason: String,
+}
+
+/// A claim took its destination's day.
+///
+/// These events form one chain per destination (cast id `claims:<destination>`), appended with
+/// the log's expected-seq check: two writers racing for the same day cannot both append the
+/// same next seq, so exactly one wins. A day is taken again only when the claim holding it has
+/// released it (refused, abandoned, declined) in its own cast's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayClaimed {
+    /// The claim taking the day.
+    pub claim: ClaimId,
+    /// The cast whose log holds the claim.
+    pub cast: CastId,
+    /// The destination.
+    pub destination: String,
+    /// The day.
+    pub day: String,
+}
+
+/// A durable claim, appended before the sender is called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostClaimed {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Where the post goes.
+    pub destination: String,
+    /// The calendar day (in the configured time zone) the claim counts for.
+    pub day: String,
+    /// The attempt number for this destination.
+    pub attempt: u32,
+    /// The blob of the body to send.
+    pub body: Digest,
+    /// The step (socket or engagement stage) that claimed.
+    pub step: String,
+    /// True when no sender is called (the default).
+    #[serde(default, skip_serializing_if = "super::is_false")]
+    pub dry_run: bool,
+    /// The member the post tags (engagement posts), for the ledger's cooldown rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagged_actor: Option<String>,
+    /// Source message ids the post follows up (engagement posts), for the thread rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_message_ids: Vec<String>,
+    /// The topic fingerprint of the question (engagement posts), for the similarity rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<u64>,
+}
+
+/// The sender accepted the post.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostStaged {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The sender's message id.
+    pub message_id: String,
+}
+
+/// The post was refused.
+///
+/// Either a pending claim was refused (a lost race for the day, a definite no from the sender),
+/// or a claim was refused before it was made (its day is held by another claim); then the
+/// optional fields say what the refused claim would have been, so the ledger can show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostRefused {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The reason string.
+    pub reason: String,
+    /// The claim holding the day, when that is why (refused before claiming).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<ClaimId>,
+    /// Where the refused post would have gone (refused before claiming).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// The day it would have counted for (refused before claiming).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<String>,
+    /// The step that asked (refused before claiming).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The attempt it would have been (refused before claiming).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Whether it was a dry run (refused before claiming).
+    #[serde(default, skip_serializing_if = "super::is_false")]
+    pub dry_run: bool,
+}
+
+/// How a person resolved a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "resolution", rename_all = "snake_case")]
+pub enum Resolution {
+    /// It was sent after all; here is the id.
+    Staged {
+        /// The message id.
+        message_id: String,
+    },
+    /// It was not sent and will not be.
+    Abandoned,
+    /// A staged post was approved.
+    Approved,
+    /// An approved post went out.
+    Posted,
+    /// A staged post was declined.
+    Declined,
+}
+
+/// A person resolved a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResolved {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The resolution.
+    #[serde(flatten)]
+    pub resolution: Resolution,
+}

@@ -1,0 +1,424 @@
+//! Post sockets: claim before send, the sender's outcome, and a person's resolution.
+//!
+//! A post socket's visit goes: `socket_started` (phase `awaiting_post`) → the driver checks
+//! the claims ledger and sends `StartPost` → the machine claims (`post_claimed`, durable before
+//! any sender runs) or refuses (`post_refused`: the destination's day is held, or the body is
+//! empty) → with `--post` the driver calls the sender and sends `PostOutcome` → `post_staged`
+//! (routes like `satisfied`), `post_refused` (routes like `not_satisfied`) or
+//! `post_outcome_unknown` (the claim stays pending and the cast waits for a person). A dry run
+//! claims with `dry_run: true` and routes like `satisfied` at once: no sender is called.
+//!
+//! At most once per step: a step (socket, item) whose claim went out or may have (pending,
+//! staged, approved, posted) never claims again, whether it is visited again in the same cast
+//! or in a recast that inherited the claim with its parent's state.
+
+use serde_json::{Value, json};
+
+use super::decide::{Decider, Rejection};
+use super::{CastState, Phase, Status, item_key};
+use crate::claims::{self, Claim, ClaimStatus, Transition, Zone};
+use crate::event::{
+    Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+};
+use crate::id::ClaimId;
+use crate::input::{HeldDay, SendOutcome};
+use crate::loadout::{PostSpec, SocketKind};
+use crate::path::{self, Scope};
+use crate::template::{self, TemplateScope};
+
+impl CastState {
+    /// The current visit's post step: `(step, spec)`, for a post socket.
+    pub fn post_step(&self) -> Option<(String, PostSpec)> {
+        let current = self.current.as_ref()?;
+        let socket = self.loadout.socket(&current.socket)?;
+        let SocketKind::Post(spec) = &socket.kind else {
+            return None;
+        };
+        Some((
+            item_key(current.socket.as_str(), current.item.as_ref()),
+            spec.clone(),
+        ))
+    }
+
+    /// The post body the current visit sends: a path into the last output and the state, or
+    /// a template.
+    pub(crate) fn post_body(&self, spec: &PostSpec) -> String {
+        let source = spec.body.trim();
+        let is_path = !source.contains("{{")
+            && !source.contains(char::is_whitespace)
+            && ["$", "state", "item", "lastJson", "lastOutput"]
+                .iter()
+                .any(|p| source == *p || source.starts_with(&format!("{p}.")));
+        if is_path {
+            let scope = Scope {
+                output: self.last_json.as_ref(),
+                data: &self.data,
+                last_json: self.last_json.as_ref(),
+                last_output: self.last_output.as_deref(),
+            };
+            return template::show(path::resolve(&scope, source).as_ref());
+        }
+        let scope = TemplateScope {
+            request: &self.request,
+            data: &self.data,
+            last_json: self.last_json.as_ref(),
+            last_output: self.last_output.as_deref(),
+            cursors: &self.cursors,
+        };
+        template::render(&spec.body, &scope)
+    }
+
+    /// Applies a claim event to the cast's claims. Never fails: an event the machine recorded
+    /// was legal when it was decided.
+    pub(crate) fn apply_claim_event(&mut self, event: &Event) {
+        match event {
+            Event::PostClaimed(e) => {
+                self.claims
+                    .insert(e.claim.clone(), Claim::claimed(&self.cast, 0, e));
+                if let Some(c) = self
+                    .current
+                    .as_mut()
+                    .filter(|c| c.phase == Phase::AwaitingPost)
+                {
+                    c.claim = Some(e.claim.clone());
+                    if !e.dry_run {
+                        c.phase = Phase::AwaitingPostOutcome;
+                        self.status = Status::AwaitingAgent;
+                    }
+                }
+            }
+            Event::PostStaged(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.status = ClaimStatus::Staged;
+                    c.message_id = Some(e.message_id.clone());
+                }
+            }
+            Event::PostRefused(e) => match self.claims.get_mut(&e.claim) {
+                Some(c) => {
+                    c.status = ClaimStatus::Refused;
+                    c.reason = Some(e.reason.clone());
+                }
+                None => {
+                    // Refused before it was claimed: kept so the next attempt gets a new id.
+                    let refused = refused_claim(self, e);
+                    self.claims.insert(e.claim.clone(), refused);
+                }
+            },
+            Event::PostOutcomeUnknown(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.reason = Some(e.reason.clone());
+                }
+            }
+            Event::PostResolved(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.status = Transition::of(&e.resolution).target();
+                    if let Resolution::Staged { message_id } = &e.resolution {
+                        c.message_id = Some(message_id.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The next attempt number for `step` and `destination`.
+    fn next_attempt(&self, step: &str, destination: &str) -> u32 {
+        let used = self
+            .claims
+            .values()
+            .filter(|c| c.step == step && c.destination == destination)
+            .count();
+        u32::try_from(used).unwrap_or(u32::MAX).saturating_add(1)
+    }
+}
+
+/// The ledger entry of a claim refused before it was made.
+fn refused_claim(state: &CastState, e: &PostRefused) -> Claim {
+    Claim {
+        claim: e.claim.clone(),
+        cast: state.cast.clone(),
+        step: e.step.clone().unwrap_or_default(),
+        destination: e.destination.clone().unwrap_or_default(),
+        day: e.day.clone().unwrap_or_default(),
+        attempt: e.attempt.unwrap_or(0),
+        status: ClaimStatus::Refused,
+        dry_run: e.dry_run,
+        message_id: None,
+        reason: Some(e.reason.clone()),
+        claimed_ms: 0,
+        body: None,
+        tagged_actor: None,
+        source_message_ids: Vec::new(),
+        fingerprint: None,
+    }
+}
+
+fn not_now(state: &CastState, input: &'static str, reason: impl Into<String>) -> Rejection {
+    Rejection::NotNow {
+        cast: state.cast.clone(),
+        input,
+        reason: reason.into(),
+    }
+}
+
+impl Decider<'_> {
+    /// Right after a post socket's `socket_started`: a step that already posted (or may have)
+    /// completes at once, without a new claim.
+    pub fn enter_post(&mut self) {
+        let Some((step, spec)) = self.state.post_step() else {
+            return;
+        };
+        let done = self
+            .state
+            .claims
+            .values()
+            .find(|c| {
+                c.step == step
+                    && c.destination == spec.destination
+                    && !c.dry_run
+                    && matches!(
+                        c.status,
+                        ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
+                    )
+            })
+            .cloned();
+        if let Some(claim) = done {
+            let inherited = claim.cast != self.state.cast;
+            self.complete_post(json!({
+                "satisfied": true,
+                "claim": claim.claim,
+                "status": claim.status,
+                "message_id": claim.message_id,
+                "destination": claim.destination,
+                "inherited": inherited,
+                "again": true,
+            }));
+        }
+    }
+
+    /// Completes the post socket with an outcome object (its `satisfied` routes).
+    fn complete_post(&mut self, outcome: Value) {
+        let Some(current) = self.state.current.clone() else {
+            return;
+        };
+        let text = outcome.to_string();
+        self.complete(&current.socket, &text, Some(outcome));
+    }
+
+    /// `StartPost`: claim, or refuse when the day is held or the body is empty.
+    pub fn start_post(&mut self, dry_run: bool, held: &[HeldDay]) -> Result<(), Rejection> {
+        let state = &self.state;
+        if state.status.is_stopped()
+            || state.current.as_ref().map(|c| c.phase) != Some(Phase::AwaitingPost)
+        {
+            return Err(not_now(state, "a post start", "no post socket is waiting"));
+        }
+        let Some((step, spec)) = state.post_step() else {
+            return Err(not_now(state, "a post start", "the socket is not a post"));
+        };
+        let zone = Zone::parse(&spec.zone).unwrap_or_default();
+        let day = zone.day(self.env.now_ms);
+        let attempt = state.next_attempt(&step, &spec.destination);
+        let claim = claims::claim_id(
+            self.env.digest,
+            &state.cast,
+            &step,
+            &spec.destination,
+            attempt,
+        );
+        let body = state.post_body(&spec);
+        // The day rule, over the ledger's holders and this cast's own (and inherited) claims.
+        let own = claims::day_holder(state.claims.values(), &spec.destination, &day, None)
+            .map(|c| c.claim.clone());
+        let holder = held
+            .iter()
+            .find(|h| h.day == day && h.claim != claim)
+            .map(|h| h.claim.clone())
+            .or(own);
+        let refuse = |reason: String, held_by: Option<ClaimId>| PostRefused {
+            claim: claim.clone(),
+            reason,
+            held_by,
+            destination: Some(spec.destination.clone()),
+            day: Some(day.clone()),
+            step: Some(step.clone()),
+            attempt: Some(attempt),
+            dry_run,
+        };
+        if let Some(holder) = holder {
+            let reason = claims::day_taken_reason(&holder, &spec.destination, &day);
+            self.emit(refuse(reason.clone(), Some(holder)));
+            self.complete_post(json!({
+                "satisfied": false,
+                "claim": claim,
+                "status": "refused",
+                "destination": spec.destination,
+                "context": reason,
+            }));
+            return Ok(());
+        }
+        if body.trim().is_empty() {
+            let reason = format!(
+                "empty_body: the post body {:?} rendered empty; nothing to send",
+                spec.body
+            );
+            self.emit(refuse(reason.clone(), None));
+            self.complete_post(json!({
+                "satisfied": false,
+                "claim": claim,
+                "status": "refused",
+                "destination": spec.destination,
+                "context": reason,
+            }));
+            return Ok(());
+        }
+        let digest = self.blob(body.into_bytes());
+        self.emit(PostClaimed {
+            claim: claim.clone(),
+            destination: spec.destination.clone(),
+            day,
+            attempt,
+            body: digest,
+            step,
+            dry_run,
+            tagged_actor: None,
+            source_message_ids: Vec::new(),
+            fingerprint: None,
+        });
+        if dry_run {
+            self.complete_post(json!({
+                "satisfied": true,
+                "claim": claim,
+                "status": "dry_run",
+                "destination": spec.destination,
+            }));
+        }
+        Ok(())
+    }
+
+    /// `PostOutcome`: what the sender said about the claim in flight.
+    pub fn post_outcome(
+        &mut self,
+        claim: &ClaimId,
+        outcome: &SendOutcome,
+    ) -> Result<(), Rejection> {
+        let state = &self.state;
+        let waiting = state
+            .current
+            .as_ref()
+            .filter(|c| c.phase == Phase::AwaitingPostOutcome)
+            .and_then(|c| c.claim.clone());
+        if state.status.is_stopped() || waiting.as_ref() != Some(claim) {
+            return Err(not_now(
+                state,
+                "a send outcome",
+                format!("no post waits on claim {claim}"),
+            ));
+        }
+        let destination = state
+            .claims
+            .get(claim)
+            .map(|c| c.destination.clone())
+            .unwrap_or_default();
+        match outcome {
+            SendOutcome::Staged { message_id } => {
+                self.emit(PostStaged {
+                    claim: claim.clone(),
+                    message_id: message_id.clone(),
+                });
+                self.complete_post(json!({
+                    "satisfied": true,
+                    "claim": claim,
+                    "status": "staged",
+                    "message_id": message_id,
+                    "destination": destination,
+                }));
+            }
+            SendOutcome::Refused { reason } => {
+                self.emit(PostRefused {
+                    claim: claim.clone(),
+                    reason: reason.clone(),
+                    held_by: None,
+                    destination: None,
+                    day: None,
+                    step: None,
+                    attempt: None,
+                    dry_run: false,
+                });
+                self.complete_post(json!({
+                    "satisfied": false,
+                    "claim": claim,
+                    "status": "refused",
+                    "destination": destination,
+                    "context": reason,
+                }));
+            }
+            SendOutcome::Unknown { reason } => {
+                self.emit(PostOutcomeUnknown {
+                    claim: claim.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A person's resolution of one of this cast's claims. When the post socket waits on the
+    /// claim, `staged` routes like `satisfied` and `abandoned` like `not_satisfied`.
+    pub fn resolve_claim(
+        &mut self,
+        claim: &ClaimId,
+        resolution: &Resolution,
+    ) -> Result<(), Rejection> {
+        let state = &self.state;
+        let Some(current) = state.claims.get(claim).filter(|c| c.cast == state.cast) else {
+            return Err(not_now(
+                state,
+                "a claim resolution",
+                format!(
+                    "claim {claim} is not a claim of this cast (see `castlog claims` for its cast)"
+                ),
+            ));
+        };
+        if let Resolution::Staged { message_id } = resolution
+            && message_id.trim().is_empty()
+        {
+            return Err(not_now(
+                state,
+                "a claim resolution",
+                "the message id is empty; give the id the destination shows, or resolve with --abandoned",
+            ));
+        }
+        let mut changed = current.clone();
+        changed.advance(Transition::of(resolution))?;
+        let waiting = !state.status.is_stopped()
+            && state.current.as_ref().is_some_and(|c| {
+                c.phase == Phase::AwaitingPostOutcome && c.claim.as_ref() == Some(claim)
+            });
+        let destination = changed.destination.clone();
+        self.emit(PostResolved {
+            claim: claim.clone(),
+            resolution: resolution.clone(),
+        });
+        if waiting {
+            match resolution {
+                Resolution::Staged { message_id } => self.complete_post(json!({
+                    "satisfied": true,
+                    "claim": claim,
+                    "status": "staged",
+                    "message_id": message_id,
+                    "destination": destination,
+                    "resolved": true,
+                })),
+                _ => self.complete_post(json!({
+                    "satisfied": false,
+                    "claim": claim,
+                    "status": changed.status,
+                    "destination": destination,
+                    "context": format!("claim {claim} was resolved as {} by a person", changed.status),
+                })),
+            }
+        }
+        Ok(())
+    }
+}

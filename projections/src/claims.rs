@@ -1,0 +1,285 @@
+//! `ClaimsLedger`: every claim of every cast in a database, folded from the claim events.
+//!
+//! A claim lives in the log of the cast that made it (`post_claimed`, then `post_staged`,
+//! `post_refused`, `post_outcome_unknown`, `post_resolved`); the ledger gathers them across
+//! casts so that the one-claim-per-destination-per-day rule, the engagement runner's history
+//! gates and `castlog claims` all read one view. A recast's own log holds only its own claims
+//! (its parent's stay the parent's), so no claim is counted twice. The transition rules are
+//! [`castlog_core::claims`]'; an event that breaks them (possible only in a log castlog did not
+//! write) is kept out of the claim and reported in [`ClaimsLedger::problems`].
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use castlog_core::claims::{self, Claim, ClaimStatus, Transition};
+use castlog_core::event::{Event, Resolution};
+use castlog_core::id::{ClaimId, Seq};
+use castlog_events::{EventLog, LogError, Recorded};
+use serde::{Deserialize, Serialize};
+
+use crate::projection::Projection;
+
+/// The event kinds the ledger reads (others are skipped without decoding).
+const KINDS: [&str; 5] = [
+    "post_claimed",
+    "post_staged",
+    "post_refused",
+    "post_outcome_unknown",
+    "post_resolved",
+];
+
+/// Every claim, in the order the ledger first saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClaimsLedger {
+    order: Vec<ClaimId>,
+    claims: BTreeMap<ClaimId, Claim>,
+    /// Events that broke the transition rules, as sentences (`cast seq: ...`).
+    pub problems: Vec<String>,
+}
+
+impl Projection for ClaimsLedger {
+    const NAME: &'static str = "claims";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, record: &Recorded) {
+        if !KINDS.contains(&record.kind.as_str()) {
+            return;
+        }
+        let Ok(event) = record.event() else {
+            return;
+        };
+        let problem = |message: String| format!("{} seq {}: {message}", record.cast, record.seq);
+        match &event {
+            Event::PostClaimed(e) => {
+                if self.claims.contains_key(&e.claim) {
+                    self.problems
+                        .push(problem(format!("claim {} is claimed twice", e.claim)));
+                    return;
+                }
+                self.insert(Claim::claimed(&record.cast, record.at_ms, e));
+            }
+            Event::PostStaged(e) => {
+                let step = self.step(&e.claim, Transition::Staged);
+                match step {
+                    Ok(c) => c.message_id = Some(e.message_id.clone()),
+                    Err(m) => self.problems.push(problem(m)),
+                }
+            }
+            Event::PostRefused(e) => {
+                if self.claims.contains_key(&e.claim) {
+                    match self.step(&e.claim, Transition::Refused) {
+                        Ok(c) => c.reason = Some(e.reason.clone()),
+                        Err(m) => self.problems.push(problem(m)),
+                    }
+                } else {
+                    // Refused before it was claimed (its day was held): listed, holds nothing.
+                    self.insert(Claim {
+                        claim: e.claim.clone(),
+                        cast: record.cast.clone(),
+                        step: e.step.clone().unwrap_or_default(),
+                        destination: e.destination.clone().unwrap_or_default(),
+                        day: e.day.clone().unwrap_or_default(),
+                        attempt: e.attempt.unwrap_or(0),
+                        status: ClaimStatus::Refused,
+                        dry_run: e.dry_run,
+                        message_id: None,
+                        reason: Some(e.reason.clone()),
+                        claimed_ms: record.at_ms,
+                        body: None,
+                        tagged_actor: None,
+                        source_message_ids: Vec::new(),
+                        fingerprint: None,
+                    });
+                }
+            }
+            Event::PostOutcomeUnknown(e) => match self.claims.get_mut(&e.claim) {
+                Some(c) => c.reason = Some(e.reason.clone()),
+                None => self
+                    .problems
+                    .push(problem(format!("claim {} was never claimed", e.claim))),
+            },
+            Event::PostResolved(e) => match self.step(&e.claim, Transition::of(&e.resolution)) {
+                Ok(c) => {
+                    if let Resolution::Staged { message_id } = &e.resolution {
+                        c.message_id = Some(message_id.clone());
+                    }
+                }
+                Err(m) => self.problems.push(problem(m)),
+            },
+            _ => {}
+        }
+    }
+}
+
+impl ClaimsLedger {
+    /// Folds the claim events of every cast in `log`.
+    pub fn load(log: &(impl EventLog + ?Sized)) -> Result<ClaimsLedger, LogError> {
+        let mut ledger = ClaimsLedger::default();
+        for head in log.casts()? {
+            log.scan(&head.cast, Seq::FIRST, &mut |record| {
+                ledger.apply(&record);
+                ControlFlow::Continue(())
+            })?;
+        }
+        Ok(ledger)
+    }
+
+    fn insert(&mut self, claim: Claim) {
+        self.order.push(claim.claim.clone());
+        self.claims.insert(claim.claim.clone(), claim);
+    }
+
+    fn step(&mut self, claim: &ClaimId, step: Transition) -> Result<&mut Claim, String> {
+        let Some(c) = self.claims.get_mut(claim) else {
+            return Err(format!("claim {claim} was never claimed"));
+        };
+        c.advance(step).map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    /// Every claim, in the order first seen.
+    pub fn claims(&self) -> impl Iterator<Item = &Claim> {
+        self.order.iter().filter_map(|id| self.claims.get(id))
+    }
+
+    /// Claims a person has to look at: pending (outcome unknown) first, in the order seen.
+    pub fn pending(&self) -> impl Iterator<Item = &Claim> {
+        self.claims().filter(|c| c.status == ClaimStatus::Pending)
+    }
+
+    /// One claim by id.
+    pub fn get(&self, claim: &ClaimId) -> Option<&Claim> {
+        self.claims.get(claim)
+    }
+
+    /// One claim by id or unique id prefix (`clm-3f2a`).
+    pub fn find(&self, text: &str) -> Result<&Claim, String> {
+        if let Some(c) = self.claims.get(&ClaimId::new(text)) {
+            return Ok(c);
+        }
+        let matches: Vec<&Claim> = self
+            .claims()
+            .filter(|c| !text.is_empty() && c.claim.as_str().starts_with(text))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(one),
+            [] => Err(format!(
+                "no claim {text:?} in this database (see `castlog claims`)"
+            )),
+            many => Err(format!(
+                "{text:?} names {} claims ({}); give more of the id",
+                many.len(),
+                many.iter()
+                    .map(|c| c.claim.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// The claim holding `destination` on `day`, if any.
+    pub fn day_holder(
+        &self,
+        destination: &str,
+        day: &str,
+        except: Option<&ClaimId>,
+    ) -> Option<&Claim> {
+        claims::day_holder(self.claims(), destination, day, except)
+    }
+
+    /// Claims of `destination` that hold a day.
+    pub fn holders(&self, destination: &str) -> impl Iterator<Item = &Claim> {
+        self.claims()
+            .filter(move |c| c.destination == destination && c.holds_day())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use castlog_core::event::{PostClaimed, PostRefused, PostResolved, PostStaged};
+    use castlog_core::id::{CastId, Digest};
+    use castlog_events::{InMemoryLog, Pending};
+
+    fn claimed(claim: &str, destination: &str, day: &str, dry_run: bool) -> Event {
+        Event::from(PostClaimed {
+            claim: ClaimId::new(claim),
+            destination: destination.into(),
+            day: day.into(),
+            attempt: 1,
+            body: Digest::ZERO,
+            step: "Socket-2".into(),
+            dry_run,
+            tagged_actor: None,
+            source_message_ids: Vec::new(),
+            fingerprint: None,
+        })
+    }
+
+    #[test]
+    fn folds_claims_across_casts_and_names_illegal_steps() {
+        let log = InMemoryLog::new();
+        let a = CastId::new("a");
+        let b = CastId::new("b");
+        let events_a = [
+            claimed("c1", "staging", "2026-01-01", false),
+            Event::from(PostStaged {
+                claim: ClaimId::new("c1"),
+                message_id: "m1".into(),
+            }),
+            claimed("c2", "staging", "2026-01-02", false),
+        ];
+        let pending: Vec<Pending> = events_a.iter().map(|e| Pending::new(5, e)).collect();
+        log.append(&a, Seq(1), &pending).unwrap();
+        let events_b = [
+            claimed("c3", "staging", "2026-01-02", true),
+            Event::from(PostRefused {
+                claim: ClaimId::new("c4"),
+                reason: "day_already_claimed: ...".into(),
+                held_by: Some(ClaimId::new("c2")),
+                destination: Some("staging".into()),
+                day: Some("2026-01-02".into()),
+                step: Some("Socket-2".into()),
+                attempt: Some(1),
+                dry_run: false,
+            }),
+            // Illegal: a staged claim cannot be abandoned.
+            Event::from(PostResolved {
+                claim: ClaimId::new("c1"),
+                resolution: Resolution::Abandoned,
+            }),
+        ];
+        let pending: Vec<Pending> = events_b.iter().map(|e| Pending::new(6, e)).collect();
+        log.append(&b, Seq(1), &pending).unwrap();
+
+        let ledger = ClaimsLedger::load(&log).unwrap();
+        let ids: Vec<&str> = ledger.claims().map(|c| c.claim.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2", "c3", "c4"]);
+        assert_eq!(
+            ledger.get(&ClaimId::new("c1")).unwrap().status,
+            ClaimStatus::Staged
+        );
+        assert_eq!(
+            ledger.get(&ClaimId::new("c3")).unwrap().status,
+            ClaimStatus::DryRun
+        );
+        assert_eq!(ledger.get(&ClaimId::new("c4")).unwrap().cast, b);
+        let pending: Vec<&str> = ledger.pending().map(|c| c.claim.as_str()).collect();
+        assert_eq!(pending, ["c2"]);
+        assert_eq!(
+            ledger
+                .day_holder("staging", "2026-01-02", None)
+                .map(|c| c.claim.as_str()),
+            Some("c2")
+        );
+        assert_eq!(ledger.holders("staging").count(), 2);
+        assert_eq!(ledger.problems.len(), 1);
+        assert!(
+            ledger.problems[0].contains("is staged"),
+            "{:?}",
+            ledger.problems
+        );
+        assert!(ledger.find("c").unwrap_err().contains("names 4 claims"));
+        assert_eq!(ledger.find("c3").unwrap().claim.as_str(), "c3");
+    }
+}

@@ -1,0 +1,408 @@
+//! `EngagementReport`: the dry-run (or send) report of one engage cast, folded from its events.
+//!
+//! Because the report is a projection of what was recorded, it survives any error that stops
+//! the run (an error after a claim included): whatever was appended is reported. The report
+//! never says nothing was sent when a sender was called: its `send` field (and the text
+//! header) comes from the claim events, not from the run's intent.
+
+use std::collections::BTreeMap;
+
+use castlog_core::engage::Candidate;
+use castlog_core::event::Event;
+use castlog_events::Recorded;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::projection::Projection;
+
+/// One group of rejections.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectionGroup {
+    /// The stage.
+    pub stage: String,
+    /// The reason.
+    pub reason: String,
+    /// How many.
+    pub count: usize,
+    /// Examples: `(candidate, detail)`, in the order seen.
+    pub examples: Vec<RejectionExample>,
+}
+
+/// One example of a rejection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectionExample {
+    /// The candidate.
+    pub candidate: String,
+    /// The detail.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// The claim of the run, if it got that far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportClaim {
+    /// The claim id.
+    pub claim: String,
+    /// The destination.
+    pub destination: String,
+    /// The day.
+    pub day: String,
+    /// `pending`, `staged`, `refused`, `dry_run`, ...
+    pub status: String,
+    /// Whether it was a dry run.
+    pub dry_run: bool,
+    /// The message id, once staged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Why it was refused or is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngagementReport {
+    /// The engage cast.
+    pub cast: String,
+    /// The conversation.
+    pub conversation: String,
+    /// `timed`, `personal` or `skip` (empty while running).
+    pub outcome: String,
+    /// The selected candidate's type.
+    pub question_type: String,
+    /// Its hook kind.
+    pub hook_kind: String,
+    /// The proposed question.
+    pub question: String,
+    /// The message as it would be sent, when it differs from the question.
+    pub delivery_body: String,
+    /// The verified quote (cut to the configured length).
+    pub quote: String,
+    /// The selected candidate.
+    pub candidate: String,
+    /// The fidelity verdict of the selected draft.
+    pub fidelity: Option<Value>,
+    /// Rejections grouped by stage and reason, most frequent first.
+    pub rejections: Vec<RejectionGroup>,
+    /// Total rejections.
+    pub rejections_total: usize,
+    /// Raw results considered.
+    pub considered: u32,
+    /// Whether the selected candidate's source was re-fetched and checked.
+    pub live_verified: bool,
+    /// Why nothing was posted (`dry_run`, ...), empty when a post was staged.
+    pub refused: String,
+    /// The dominant stage of a skip.
+    pub skip_stage: String,
+    /// The skip's sentence.
+    pub skip_reason: String,
+    /// The claim, if any.
+    pub claim: Option<ReportClaim>,
+    /// What happened on the way out: `none`, `dry_run`, `refused`, `unknown`, `staged`.
+    pub send: String,
+    /// Whether a sender was called (`staged` or `unknown`).
+    pub sent: bool,
+    /// Whether the run was started with `--post`.
+    pub post: bool,
+    /// An error that ended the run.
+    pub error: String,
+    /// Whether the run recorded its end.
+    pub finished: bool,
+    #[serde(skip)]
+    candidates: BTreeMap<String, Candidate>,
+    #[serde(skip)]
+    raw: Vec<(String, String, String, String)>,
+    #[serde(skip)]
+    checked_ok: Vec<String>,
+    #[serde(skip)]
+    verdicts: BTreeMap<(String, u32), (bool, String)>,
+    #[serde(skip)]
+    quote_max: usize,
+}
+
+impl Projection for EngagementReport {
+    const NAME: &'static str = "engagement";
+    const VERSION: u32 = 1;
+
+    fn apply(&mut self, record: &Recorded) {
+        let Ok(event) = record.event() else {
+            return;
+        };
+        match event {
+            Event::EngagementStarted(e) => {
+                self.cast = record.cast.to_string();
+                self.conversation = e.conversation;
+                self.considered = e.results;
+                self.post = e.post;
+                self.send = "none".into();
+                self.quote_max = e
+                    .settings
+                    .get("quote_max_chars")
+                    .and_then(Value::as_u64)
+                    .map_or(500, |n| n as usize);
+            }
+            Event::EngagementCandidateSeen(e) => {
+                if let Ok(c) = serde_json::from_value::<Candidate>(e.source) {
+                    self.candidates.insert(e.candidate.to_string(), c);
+                }
+            }
+            Event::EngagementCandidateRejected(e) => {
+                self.raw
+                    .push((e.stage, e.reason, e.candidate.to_string(), e.detail));
+                self.group();
+            }
+            Event::EngagementCandidateQualified(e) => {
+                if let Some(c) = self.candidates.get_mut(e.candidate.as_str()) {
+                    c.question_type = match e.question_type.as_str() {
+                        "timed" => Some(castlog_core::engage::QuestionType::Timed),
+                        "personal" => Some(castlog_core::engage::QuestionType::Personal),
+                        _ => None,
+                    };
+                    c.hook_kind = e.hook_kind;
+                    c.hook_evidence = e.hook_evidence;
+                    c.stance = e.stance;
+                }
+            }
+            Event::EngagementSourceChecked(e) if e.ok => {
+                self.checked_ok.push(e.candidate.to_string());
+            }
+            Event::EngagementFidelityJudged(e) => {
+                self.verdicts
+                    .insert((e.candidate.to_string(), e.attempt), (e.faithful, e.reason));
+            }
+            Event::EngagementDraftSelected(e) => {
+                let id = e.candidate.to_string();
+                self.question = e.draft;
+                if let Some(c) = self.candidates.get(&id) {
+                    self.quote = c.text.chars().take(self.quote_max.max(1)).collect();
+                    self.question_type = c
+                        .question_type
+                        .map(|t| t.as_str().to_owned())
+                        .unwrap_or_default();
+                    self.hook_kind = c.hook_kind.clone();
+                }
+                if let Some((faithful, reason)) = self.verdicts.get(&(id.clone(), e.attempt)) {
+                    self.fidelity =
+                        Some(serde_json::json!({ "faithful": faithful, "reason": reason }));
+                }
+                self.live_verified = self.checked_ok.contains(&id);
+                self.candidate = id;
+            }
+            Event::PostClaimed(e) => {
+                self.claim = Some(ReportClaim {
+                    claim: e.claim.to_string(),
+                    destination: e.destination,
+                    day: e.day,
+                    status: if e.dry_run { "dry_run" } else { "pending" }.into(),
+                    dry_run: e.dry_run,
+                    message_id: None,
+                    reason: None,
+                });
+                self.send = if e.dry_run { "dry_run" } else { "unknown" }.into();
+            }
+            Event::PostStaged(e) => {
+                if let Some(c) = &mut self.claim {
+                    c.status = "staged".into();
+                    c.message_id = Some(e.message_id);
+                }
+                self.send = "staged".into();
+                self.sent = true;
+            }
+            Event::PostOutcomeUnknown(e) => {
+                if let Some(c) = &mut self.claim {
+                    c.reason = Some(e.reason);
+                }
+                self.send = "unknown".into();
+                self.sent = true;
+            }
+            Event::PostRefused(e) => {
+                match &mut self.claim {
+                    Some(c) if c.claim == e.claim.as_str() => {
+                        c.status = "refused".into();
+                        c.reason = Some(e.reason);
+                    }
+                    _ => {
+                        self.claim = Some(ReportClaim {
+                            claim: e.claim.to_string(),
+                            destination: e.destination.unwrap_or_default(),
+                            day: e.day.unwrap_or_default(),
+                            status: "refused".into(),
+                            dry_run: e.dry_run,
+                            message_id: None,
+                            reason: Some(e.reason),
+                        });
+                    }
+                }
+                self.send = "refused".into();
+            }
+            Event::PostResolved(e) => {
+                if let Some(c) = &mut self.claim {
+                    let status = castlog_core::claims::Transition::of(&e.resolution).target();
+                    c.status = status.as_str().into();
+                    if let castlog_core::event::Resolution::Staged { message_id } = e.resolution {
+                        c.message_id = Some(message_id);
+                        self.send = "staged".into();
+                        self.sent = true;
+                    }
+                }
+            }
+            Event::EngagementFinished(e) => {
+                self.outcome = e.outcome;
+                self.refused = e.refused;
+                self.skip_stage = e.skip_stage;
+                self.skip_reason = e.skip_reason;
+                self.error = e.error;
+                self.finished = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl EngagementReport {
+    /// Regroups the raw rejections: by (stage, reason), most frequent first, then by the pair.
+    fn group(&mut self) {
+        let mut groups: Vec<RejectionGroup> = Vec::new();
+        for (stage, reason, candidate, detail) in &self.raw {
+            let example = RejectionExample {
+                candidate: candidate.clone(),
+                detail: detail.clone(),
+            };
+            match groups
+                .iter_mut()
+                .find(|g| &g.stage == stage && &g.reason == reason)
+            {
+                Some(g) => {
+                    g.count += 1;
+                    g.examples.push(example);
+                }
+                None => groups.push(RejectionGroup {
+                    stage: stage.clone(),
+                    reason: reason.clone(),
+                    count: 1,
+                    examples: vec![example],
+                }),
+            }
+        }
+        groups.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| (&a.stage, &a.reason).cmp(&(&b.stage, &b.reason)))
+        });
+        self.rejections_total = self.raw.len();
+        self.rejections = groups;
+    }
+
+    /// The report as text. The header and footer say what was really sent.
+    pub fn render(&self, examples: usize) -> String {
+        let rule = "=".repeat(72);
+        let title = match self.send.as_str() {
+            "staged" => format!(
+                "COMMUNITY ENGAGEMENT — SENT (staged as {})",
+                self.claim
+                    .as_ref()
+                    .and_then(|c| c.message_id.clone())
+                    .unwrap_or_default()
+            ),
+            "unknown" => {
+                "COMMUNITY ENGAGEMENT — A SEND WAS ATTEMPTED, ITS OUTCOME IS UNKNOWN".into()
+            }
+            _ => "COMMUNITY ENGAGEMENT — DRY RUN (no messages sent)".into(),
+        };
+        let mut out = vec![rule.clone(), title, rule.clone()];
+        out.push(format!("cast         : {}", self.cast));
+        out.push(format!("conversation : {}", self.conversation));
+        out.push(format!("outcome      : {}", self.outcome));
+        if !self.question_type.is_empty() {
+            let hook = if self.hook_kind.is_empty() {
+                String::new()
+            } else {
+                format!(" (hook: {})", self.hook_kind)
+            };
+            out.push(format!("question type: {}{hook}", self.question_type));
+        }
+        out.push(format!("considered   : {} result(s)", self.considered));
+        if !self.refused.is_empty() {
+            out.push(format!("refused      : {}", self.refused));
+        }
+        if !self.quote.is_empty() {
+            out.push(String::new());
+            out.push("VERIFIED QUOTE".into());
+            out.push(format!("  {}", self.quote));
+        }
+        if let Some(f) = &self.fidelity {
+            out.push(String::new());
+            out.push(format!(
+                "FIDELITY GATE: faithful={}",
+                f.get("faithful").and_then(Value::as_bool).unwrap_or(false)
+            ));
+        }
+        out.push(String::new());
+        if self.outcome == "skip" || self.question.is_empty() {
+            out.push("SKIPPED".into());
+            out.push(format!("  stage  : {}", self.skip_stage));
+            out.push(format!("  reason : {}", self.skip_reason));
+        } else {
+            out.push("PROPOSED QUESTION".into());
+            out.push(format!("  {}", self.question));
+        }
+        out.push(String::new());
+        if self.rejections.is_empty() {
+            out.push("WHY CANDIDATES WERE REJECTED (none)".into());
+        } else {
+            out.push(format!(
+                "WHY CANDIDATES WERE REJECTED ({} total)",
+                self.rejections_total
+            ));
+            for g in &self.rejections {
+                out.push(format!("  [{}] {}: {}", g.stage, g.reason, g.count));
+                for e in g.examples.iter().take(examples) {
+                    if e.detail.is_empty() {
+                        out.push(format!("    e.g. {}", e.candidate));
+                    } else {
+                        out.push(format!("    e.g. {} — {}", e.candidate, e.detail));
+                    }
+                }
+                if g.examples.len() > examples {
+                    out.push(format!("    … and {} more", g.examples.len() - examples));
+                }
+            }
+        }
+        out.push(String::new());
+        out.push(if self.live_verified {
+            "SOURCE RE-FETCHED LIVE: author, channel and (when returned) the message text were checked.".into()
+        } else {
+            "NO SOURCE WAS CONFIRMED LIVE: an edited or deleted message cannot be ruled out.".into()
+        });
+        if let Some(c) = &self.claim {
+            out.push(format!(
+                "CLAIM {} for {} on {}: {}{}{}",
+                c.claim,
+                c.destination,
+                c.day,
+                c.status,
+                c.message_id
+                    .as_ref()
+                    .map(|m| format!(" as {m}"))
+                    .unwrap_or_default(),
+                c.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if !self.error.is_empty() {
+            out.push(format!("ERROR: {}", self.error));
+        }
+        out.push(match self.send.as_str() {
+            "staged" => "ONE MESSAGE WAS SENT.".into(),
+            "unknown" => format!(
+                "A MESSAGE MAY HAVE BEEN SENT: resolve the claim with `castlog claims resolve {}`.",
+                self.claim.as_ref().map(|c| c.claim.as_str()).unwrap_or("")
+            ),
+            _ => "NO MESSAGES WERE SENT.".into(),
+        });
+        out.push(rule);
+        out.join("\n")
+    }
+}

@@ -1,0 +1,524 @@
+//! The `Sender` port: where a claimed post goes, and what came back.
+//!
+//! A sender is called at most once per claim, only after the claim is durable in the log and
+//! its day is taken, and only when the run was started with `--post`. Nothing retries a send.
+//! Its answer is one of three:
+//! - staged (a message id came back),
+//! - refused (a definite no: nothing was sent, e.g. the program could not start, an HTTP 4xx),
+//! - unknown (the post may have gone out: no id, a non-zero exit, a timeout, an HTTP 5xx or a
+//!   dropped connection). The claim stays pending until a person resolves it.
+//!
+//! # Sender SPEC
+//! - `cmd:PROGRAM ARGS…`: spawned without a shell, the body on stdin; the message id is the
+//!   trimmed stdout. The environment carries `CASTLOG_CLAIM`, `CASTLOG_DESTINATION` and
+//!   `CASTLOG_CAST`.
+//! - `file:DIR`: writes the body to `DIR/<claim id>` (created if needed, never overwritten) and
+//!   returns the file name as the id; for local use and tests.
+//! - `webhook:URL`: an HTTP POST of `{"claim", "cast", "destination", "body", ...extra}` as JSON;
+//!   the id is the response JSON's `id` or `message_id` (a string or a number).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use castlog_core::id::{CastId, ClaimId};
+use castlog_core::input::SendOutcome;
+use serde_json::{Map, Value, json};
+
+/// How long a `cmd:` sender may run.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a `webhook:` request may take.
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One post to send.
+#[derive(Debug, Clone, Copy)]
+pub struct Outbound<'a> {
+    /// The claim it goes out under.
+    pub claim: &'a ClaimId,
+    /// The cast that claimed it.
+    pub cast: &'a CastId,
+    /// Where it goes.
+    pub destination: &'a str,
+    /// The body.
+    pub body: &'a str,
+    /// Extra fields for senders that carry structure (the engagement runner's reply
+    /// reference, mention), as a JSON object or null.
+    pub extra: &'a Value,
+}
+
+/// Something that sends posts.
+pub trait Sender {
+    /// Sends one post, once.
+    fn send(&mut self, post: &Outbound<'_>) -> SendOutcome;
+
+    /// The SPEC it was built from, for messages.
+    fn spec(&self) -> String;
+}
+
+/// A SPEC castlog does not understand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SenderError(pub String);
+
+/// Builds the sender a SPEC names; relative `file:` directories and `cmd:` programs are
+/// resolved against `cwd`.
+pub fn from_spec(spec: &str, cwd: &Path) -> Result<Box<dyn Sender>, SenderError> {
+    if let Some(rest) = spec.strip_prefix("cmd:") {
+        let argv: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
+        if argv.is_empty() {
+            return Err(SenderError(
+                "cmd: needs a program, e.g. --sender \"cmd:./post.sh staging\"".into(),
+            ));
+        }
+        return Ok(Box::new(CommandSender {
+            argv,
+            cwd: cwd.to_path_buf(),
+            timeout: COMMAND_TIMEOUT,
+        }));
+    }
+    if let Some(dir) = spec.strip_prefix("file:") {
+        if dir.trim().is_empty() {
+            return Err(SenderError(
+                "file: needs a directory, e.g. --sender file:outbox".into(),
+            ));
+        }
+        return Ok(Box::new(FileSender {
+            dir: cwd.join(dir.trim()),
+        }));
+    }
+    if let Some(url) = spec.strip_prefix("webhook:") {
+        return Ok(Box::new(WebhookSender::new(url.trim(), WEBHOOK_TIMEOUT)?));
+    }
+    Err(SenderError(format!(
+        "unknown sender spec {spec:?}: use cmd:PROGRAM ARGS..., file:DIR or webhook:URL"
+    )))
+}
+
+/// A program per post: body on stdin, message id on stdout.
+#[derive(Debug, Clone)]
+pub struct CommandSender {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    timeout: Duration,
+}
+
+impl CommandSender {
+    /// A command sender with a timeout.
+    pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Self {
+        Self { argv, cwd, timeout }
+    }
+}
+
+/// Cuts a sender's text for a reason string.
+fn excerpt(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cut: String = flat.chars().take(200).collect();
+    if flat.chars().count() > 200 {
+        cut.push('…');
+    }
+    cut
+}
+
+impl Sender for CommandSender {
+    fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
+        let Some((program, args)) = self.argv.split_first() else {
+            return SendOutcome::Refused {
+                reason: "sender_unavailable: the sender command is empty".into(),
+            };
+        };
+        let child = Command::new(program)
+            .args(args)
+            .current_dir(&self.cwd)
+            .env("CASTLOG_CLAIM", post.claim.as_str())
+            .env("CASTLOG_DESTINATION", post.destination)
+            .env("CASTLOG_CAST", post.cast.as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            // Nothing ran, so nothing was sent: a definite refusal.
+            Err(e) => {
+                return SendOutcome::Refused {
+                    reason: format!("sender_unavailable: cannot start {program}: {e}"),
+                };
+            }
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            let body = post.body.as_bytes().to_vec();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&body);
+            });
+        }
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let read = |s: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                if let Some(mut s) = s {
+                    let _ = s.read_to_end(&mut out);
+                }
+                out
+            })
+        };
+        let out = read(stdout.map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+        let err = read(stderr.map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if started.elapsed() >= self.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => break None,
+            }
+        };
+        let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        let Some(status) = status else {
+            return SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: the sender {program} did not finish within {:?} and was killed",
+                    self.timeout
+                ),
+            };
+        };
+        if !status.success() {
+            let said = match excerpt(&stderr) {
+                e if e.is_empty() => " (nothing on stderr)".to_owned(),
+                e => format!(": {e}"),
+            };
+            return SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: the sender {program} exited with {}{said}",
+                    status
+                        .code()
+                        .map_or_else(|| "a signal".to_owned(), |c| format!("code {c}")),
+                ),
+            };
+        }
+        let id = stdout.trim();
+        if id.is_empty() {
+            return SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: the sender {program} printed no message id; treating the send as unknown"
+                ),
+            };
+        }
+        SendOutcome::Staged {
+            message_id: id.to_owned(),
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("cmd:{}", self.argv.join(" "))
+    }
+}
+
+/// One file per post, named by the claim id.
+#[derive(Debug, Clone)]
+pub struct FileSender {
+    dir: PathBuf,
+}
+
+impl FileSender {
+    /// A file sender writing into `dir`.
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+}
+
+impl Sender for FileSender {
+    fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
+        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            return SendOutcome::Refused {
+                reason: format!(
+                    "sender_unavailable: cannot create {}: {e}",
+                    self.dir.display()
+                ),
+            };
+        }
+        let name = post.claim.as_str().to_owned();
+        let path = self.dir.join(&name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path);
+        let mut file = match file {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return SendOutcome::Unknown {
+                    reason: format!(
+                        "send_outcome_unknown: {} already exists; it may be this claim's earlier send",
+                        path.display()
+                    ),
+                };
+            }
+            Err(e) => {
+                return SendOutcome::Refused {
+                    reason: format!("sender_unavailable: cannot create {}: {e}", path.display()),
+                };
+            }
+        };
+        match file
+            .write_all(post.body.as_bytes())
+            .and_then(|()| file.sync_all())
+        {
+            Ok(()) => SendOutcome::Staged { message_id: name },
+            Err(e) => SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: writing {} failed: {e}",
+                    path.display()
+                ),
+            },
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("file:{}", self.dir.display())
+    }
+}
+
+/// An HTTP POST of the post as JSON.
+#[derive(Debug)]
+pub struct WebhookSender {
+    url: reqwest::Url,
+    client: reqwest::blocking::Client,
+}
+
+impl WebhookSender {
+    /// A webhook sender for `url` with a per-request timeout.
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, SenderError> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            SenderError(format!(
+                "webhook: needs an http(s) URL, e.g. webhook:http://localhost:8080/post ({url:?}: {e})"
+            ))
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(SenderError(format!(
+                "webhook: needs an http or https URL, not {url:?}"
+            )));
+        }
+        let client = reqwest::blocking::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| SenderError(format!("cannot build the webhook client: {e}")))?;
+        Ok(Self {
+            url: parsed,
+            client,
+        })
+    }
+}
+
+/// The message id of a webhook's JSON answer: `id` or `message_id`, a string or a number.
+pub fn id_of_response(value: &Value) -> Option<String> {
+    ["id", "message_id"]
+        .iter()
+        .find_map(|key| match value.get(key) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        })
+}
+
+impl Sender for WebhookSender {
+    fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
+        let mut body = Map::new();
+        if let Value::Object(extra) = post.extra {
+            body.extend(extra.clone());
+        }
+        body.insert("claim".into(), json!(post.claim));
+        body.insert("cast".into(), json!(post.cast));
+        body.insert("destination".into(), json!(post.destination));
+        body.insert("body".into(), json!(post.body));
+        let response = self
+            .client
+            .post(self.url.clone())
+            .json(&Value::Object(body))
+            .send();
+        let response = match response {
+            Ok(r) => r,
+            Err(e) if e.is_connect() && !e.is_timeout() => {
+                // The connection was refused: the request never reached the server.
+                return SendOutcome::Refused {
+                    reason: format!("sender_unavailable: cannot connect to {}", self.url),
+                };
+            }
+            Err(e) => {
+                return SendOutcome::Unknown {
+                    reason: format!(
+                        "send_outcome_unknown: the webhook {} failed: {}",
+                        self.url,
+                        if e.is_timeout() {
+                            "timed out".to_owned()
+                        } else {
+                            e.to_string()
+                        }
+                    ),
+                };
+            }
+        };
+        let status = response.status();
+        let text = response.text().unwrap_or_default();
+        if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+            return SendOutcome::Refused {
+                reason: format!(
+                    "webhook_refused: {} answered {status}: {}",
+                    self.url,
+                    excerpt(&text)
+                ),
+            };
+        }
+        if !status.is_success() {
+            return SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: {} answered {status}: {}",
+                    self.url,
+                    excerpt(&text)
+                ),
+            };
+        }
+        match serde_json::from_str::<Value>(&text)
+            .ok()
+            .as_ref()
+            .and_then(id_of_response)
+        {
+            Some(id) => SendOutcome::Staged { message_id: id },
+            None => SendOutcome::Unknown {
+                reason: format!(
+                    "send_outcome_unknown: {} answered {status} without an `id` or `message_id`: {}",
+                    self.url,
+                    excerpt(&text)
+                ),
+            },
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("webhook:{}", self.url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post<'a>(claim: &'a ClaimId, cast: &'a CastId, extra: &'a Value) -> Outbound<'a> {
+        Outbound {
+            claim,
+            cast,
+            destination: "staging",
+            body: "Did the new protocol help?",
+            extra,
+        }
+    }
+
+    #[test]
+    fn specs_are_checked() {
+        let cwd = Path::new(".");
+        assert!(from_spec("cmd:", cwd).is_err());
+        assert!(from_spec("file:", cwd).is_err());
+        assert!(from_spec("webhook:ftp://x", cwd).is_err());
+        assert!(from_spec("webhook:not a url", cwd).is_err());
+        let err = from_spec("smtp:x", cwd)
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        assert!(err.contains("unknown sender spec"), "{err}");
+        assert_eq!(
+            from_spec("file:out", cwd)
+                .map(|s| s.spec())
+                .unwrap_or_default(),
+            "file:./out"
+        );
+    }
+
+    #[test]
+    fn file_sender_writes_once_per_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sender = FileSender::new(dir.path().join("outbox"));
+        let claim = ClaimId::new("clm-1");
+        let cast = CastId::new("c");
+        let extra = Value::Null;
+        assert_eq!(
+            sender.send(&post(&claim, &cast, &extra)),
+            SendOutcome::Staged {
+                message_id: "clm-1".into()
+            }
+        );
+        let written = std::fs::read_to_string(dir.path().join("outbox/clm-1")).unwrap();
+        assert_eq!(written, "Did the new protocol help?");
+        // A second send for the same claim is never a silent overwrite.
+        assert!(matches!(
+            sender.send(&post(&claim, &cast, &extra)),
+            SendOutcome::Unknown { .. }
+        ));
+    }
+
+    #[test]
+    fn command_sender_maps_exits_and_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let claim = ClaimId::new("clm-2");
+        let cast = CastId::new("c");
+        let extra = Value::Null;
+        let run = |script: &str| {
+            let mut s = CommandSender::new(
+                vec!["sh".into(), "-c".into(), script.into()],
+                dir.path().to_path_buf(),
+                Duration::from_secs(5),
+            );
+            s.send(&post(&claim, &cast, &extra))
+        };
+        assert_eq!(
+            run("cat > /dev/null; echo \"  m-$CASTLOG_CLAIM  \""),
+            SendOutcome::Staged {
+                message_id: "m-clm-2".into()
+            }
+        );
+        let SendOutcome::Unknown { reason } = run("cat > /dev/null") else {
+            panic!("empty stdout is unknown");
+        };
+        assert!(reason.contains("no message id"), "{reason}");
+        let SendOutcome::Unknown { reason } = run("echo oops >&2; exit 3") else {
+            panic!("a failed exit is unknown");
+        };
+        assert!(
+            reason.contains("code 3") && reason.contains("oops"),
+            "{reason}"
+        );
+        let mut missing = CommandSender::new(
+            vec!["/nonexistent/sender".into()],
+            dir.path().to_path_buf(),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(
+            missing.send(&post(&claim, &cast, &extra)),
+            SendOutcome::Refused { .. }
+        ));
+        let mut slow = CommandSender::new(
+            vec!["sleep".into(), "5".into()],
+            dir.path().to_path_buf(),
+            Duration::from_millis(200),
+        );
+        let SendOutcome::Unknown { reason } = slow.send(&post(&claim, &cast, &extra)) else {
+            panic!("a timeout is unknown");
+        };
+        assert!(reason.contains("did not finish"), "{reason}");
+    }
+
+    #[test]
+    fn webhook_ids_come_from_id_or_message_id() {
+        assert_eq!(id_of_response(&json!({"id": "a"})), Some("a".into()));
+        assert_eq!(
+            id_of_response(&json!({"message_id": 42})),
+            Some("42".into())
+        );
+        assert_eq!(id_of_response(&json!({"id": ""})), None);
+        assert_eq!(id_of_response(&json!({"ok": true})), None);
+    }
+}

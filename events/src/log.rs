@@ -195,6 +195,25 @@ pub trait EventLog: Send + Sync {
     /// Stores a blob and returns its content address (storing the same bytes twice is a no-op).
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError>;
 
+    /// Stores `blobs` and appends `events` as one unit: the blobs an event names are stored no
+    /// later than the event (a crash never leaves an event naming a missing blob), and the SQLite
+    /// log commits both in one transaction (one fsync per decision, not one per blob).
+    fn append_with_blobs(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        for blob in blobs {
+            self.put_blob(blob)?;
+        }
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.append(cast, expected, events)
+    }
+
     /// Fetches a blob.
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError>;
 

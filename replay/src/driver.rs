@@ -331,18 +331,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         decision: &Decision,
         now: u64,
     ) -> Result<(), DriveError> {
-        // Blobs first: an event never names a blob that is not stored.
-        for blob in &decision.blobs {
-            self.log.put_blob(blob)?;
-        }
+        // One unit: the blobs an event names are stored with it (one commit per decision).
         let pending: Vec<Pending> = decision
             .events
             .iter()
             .map(|e| Pending::new(now, e))
             .collect();
-        if !pending.is_empty() {
-            self.log.append(cast, expected, &pending)?;
-        }
+        self.log
+            .append_with_blobs(cast, expected, &decision.blobs, &pending)?;
         Ok(())
     }
 

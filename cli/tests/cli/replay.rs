@@ -152,7 +152,7 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let checkpoints: i64 = conn
         .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
         .unwrap();

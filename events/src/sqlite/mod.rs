@@ -39,7 +39,11 @@ use crate::record::{Pending, Recorded};
 use writer::Command;
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("schema/v1.sql"), include_str!("schema/v2.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("schema/v1.sql"),
+    include_str!("schema/v2.sql"),
+    include_str!("schema/v3.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -205,6 +209,9 @@ impl SqliteLog {
 
 impl Drop for SqliteLog {
     fn drop(&mut self) {
+        // Readers close first, so the writer's connection is the last one: SQLite then
+        // checkpoints the WAL into the main file and removes it.
+        self.pool().clear();
         // Closing the channel ends the writer loop once queued commands are done.
         self.writer.take();
         if let Some(thread) = self.thread.take() {
@@ -405,6 +412,22 @@ impl EventLog for SqliteLog {
                 .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
                 .map_err(|e| map_err("reading a cast head", &e))?;
             row.map(head_from_row).transpose()
+        })
+    }
+
+    fn append_with_blobs(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        self.send(|reply| Command::AppendWithBlobs {
+            cast: cast.clone(),
+            expected,
+            blobs: blobs.to_vec(),
+            events: events.to_vec(),
+            reply,
         })
     }
 

@@ -31,6 +31,13 @@ pub(crate) enum Command {
         events: Vec<Pending>,
         reply: Reply<Vec<Recorded>>,
     },
+    AppendWithBlobs {
+        cast: CastId,
+        expected: Seq,
+        blobs: Vec<Vec<u8>>,
+        events: Vec<Pending>,
+        reply: Reply<Vec<Recorded>>,
+    },
     Fork {
         cast: CastId,
         from: ForkPoint,
@@ -134,9 +141,9 @@ fn run_group(conn: &mut Connection, group: Vec<Command>) -> Vec<Done> {
 fn refuse(command: Command, err: &LogError) -> Done {
     let copy = || LogError::storage("starting a write transaction", err);
     match command {
-        Command::Append { reply, .. } | Command::Fork { reply, .. } => {
-            Done::Records(reply, Err(copy()))
-        }
+        Command::Append { reply, .. }
+        | Command::AppendWithBlobs { reply, .. }
+        | Command::Fork { reply, .. } => Done::Records(reply, Err(copy())),
         Command::Import { reply, .. } | Command::PutCheckpoint { reply, .. } => {
             Done::Unit(reply, Err(copy()))
         }
@@ -157,6 +164,25 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
             events,
             reply,
         } => Done::Records(reply, append(&savepoint, &cast, expected, &events)),
+        Command::AppendWithBlobs {
+            cast,
+            expected,
+            blobs,
+            events,
+            reply,
+        } => {
+            let stored = blobs
+                .iter()
+                .try_for_each(|b| put_blob(&savepoint, b).map(drop));
+            let result = stored.and_then(|()| {
+                if events.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    append(&savepoint, &cast, expected, &events)
+                }
+            });
+            Done::Records(reply, result)
+        }
         Command::Fork {
             cast,
             from,

@@ -508,9 +508,15 @@ impl CastState {
             && !context.trim().is_empty()
         {
             let line = format!("[{socket_id} {}] {}", socket.label, context.trim());
+            // Kept bounded (the most recent paragraphs): the reference let it grow with every
+            // completion, so every prompt and every state copy grew with the cast.
             let joined = match data.get("context") {
                 Some(Value::String(previous)) if !previous.is_empty() => {
-                    format!("{previous}\n\n{line}")
+                    let mut paragraphs: Vec<&str> = previous.split("\n\n").collect();
+                    let excess = (paragraphs.len() + 1).saturating_sub(CONTEXT_KEPT);
+                    paragraphs.drain(..excess);
+                    paragraphs.push(&line);
+                    paragraphs.join("\n\n")
                 }
                 _ => line,
             };
@@ -518,6 +524,9 @@ impl CastState {
         }
     }
 }
+
+/// How many labelled paragraphs `state.data.context` keeps (the most recent).
+const CONTEXT_KEPT: usize = 16;
 
 /// The scoped key of an edge: `from->to@item` (or `from->to`).
 pub(crate) fn edge_key(from: &SocketId, to: &Target, item: Option<&ItemKey>) -> String {

@@ -20,6 +20,12 @@ fn overlaps(text: &str, reason: &str) -> bool {
     text.contains(&reason) || reason.contains(&text)
 }
 
+/// How many of the most recent handoff-context paragraphs a prompt shows.
+const CONTEXT_PARAGRAPHS: usize = 6;
+
+/// How many upcoming work items the remaining delta names.
+const DELTA_TITLES: usize = 5;
+
 /// The rework follow-up block is cut to this many characters.
 const REWORK_LIMIT: usize = 2400;
 
@@ -132,18 +138,28 @@ impl CastState {
             .map(|r| r.reason.as_str())
             .collect();
         if let Some(Value::String(context)) = self.data.get("context") {
-            let kept: Vec<&str> = context
-                .split("\n\n")
+            // Bounded: the most recent paragraphs only, so a prompt does not grow with the
+            // length of the cast (the reference renders the whole history every turn).
+            let all: Vec<&str> = context.split("\n\n").collect();
+            let skipped = all.len().saturating_sub(CONTEXT_PARAGRAPHS);
+            let kept: Vec<&str> = all[skipped..]
+                .iter()
+                .copied()
                 .filter(|paragraph| !reasons.iter().any(|r| overlaps(paragraph, r)))
                 .collect();
             if !kept.is_empty() {
+                let earlier = if skipped > 0 {
+                    format!("({skipped} earlier entries are in the cast's state.)\n")
+                } else {
+                    String::new()
+                };
                 push(
                     "handoffContext".into(),
                     "handoffContext",
                     3,
                     Role::User,
                     format!(
-                        "Handoff context from earlier sockets (reference material):\n{}",
+                        "Handoff context from earlier sockets (reference material):\n{earlier}{}",
                         kept.join("\n\n")
                     ),
                     false,
@@ -268,14 +284,16 @@ impl CastState {
         }
         if let Some(source) = self.iterator_of(&current.socket) {
             let index = self.cursors.get(&source.cursor).copied().unwrap_or(0);
-            let remaining: Vec<String> = self
-                .items_of(&source)
+            let items = self.items_of(&source);
+            let ahead = items.len().saturating_sub(
+                usize::try_from(index)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1),
+            );
+            let mut remaining: Vec<String> = items
                 .iter()
-                .skip(
-                    usize::try_from(index)
-                        .unwrap_or(usize::MAX)
-                        .saturating_add(1),
-                )
+                .skip(items.len() - ahead)
+                .take(DELTA_TITLES)
                 .map(|item| {
                     format!(
                         "- {}",
@@ -285,6 +303,9 @@ impl CastState {
                     )
                 })
                 .collect();
+            if ahead > DELTA_TITLES {
+                remaining.push(format!("- … and {} more", ahead - DELTA_TITLES));
+            }
             if !remaining.is_empty() {
                 push(
                     "remainingDelta".into(),

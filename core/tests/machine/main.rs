@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod harness; // the given/when/then helper: inline config → started cast → inputs → events
+mod bounds; // prompts and state stay bounded over a long cast
 mod budgets; // token budget stop before commit, revive extension (items 35, castlog budget)
 mod claims; // post sockets: claim before send, outcomes, day rule, at most once per step, resolution
 mod defaults; // the bundled pi-materia config run through the machine (item 39)

@@ -71,6 +71,37 @@ pub fn resolve(scope: &Scope<'_>, source: &str) -> Option<Value> {
     get(scope.data, source).cloned()
 }
 
+/// Resolves a source path against `scope` without copying, for every source that names stored
+/// JSON (`$…`, `lastJson…`, `state…`, `item…`, data paths); `lastOutput` gives `None`.
+pub fn resolve_ref<'s>(scope: &Scope<'s>, source: &str) -> Option<&'s Value> {
+    let source = source.trim();
+    let sub = |prefix: &str| -> Option<&str> {
+        if source == prefix {
+            Some("")
+        } else {
+            source
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.strip_prefix('.'))
+        }
+    };
+    if let Some(rest) = sub("$") {
+        return scope.output.and_then(|o| get(o, rest));
+    }
+    if source == "lastOutput" {
+        return None;
+    }
+    if let Some(rest) = sub("lastJson") {
+        return scope.last_json.and_then(|j| get(j, rest));
+    }
+    if let Some(rest) = sub("state") {
+        return get(scope.data, rest);
+    }
+    if let Some(rest) = sub("item") {
+        return scope.data.get("item").and_then(|item| get(item, rest));
+    }
+    get(scope.data, source)
+}
+
 /// Writes `value` at the dot path `target` inside `data` (an object), replacing intermediate
 /// non-objects with `{}`. A `None` value removes the key (an assignment of a missing source).
 pub fn assign(data: &mut Value, target: &str, value: Option<Value>) {

@@ -345,14 +345,37 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// Decides and records one input.
     pub fn apply(&mut self, input: &Input) -> Result<(), DriveError> {
         let env = Env::from_clock(self.clock, blob_hash);
-        let decision = self.state.decide(input, &env)?;
         let cast = self.state.cast.clone();
         let expected = self.state.head.next();
-        self.append(&cast, expected, &decision, env.now_ms)?;
-        for event in &decision.events {
-            self.answers_used += answers_in(event);
+        let first = self.state.decide(input, &env)?;
+        // The state moves ahead of the log here; if the append below fails the driver returns
+        // the error and is not used again, and the log (the truth) is unchanged.
+        let mut events = first.events;
+        let mut blobs = first.blobs;
+        for event in &events {
             self.state.evolve(event);
-            tracing::debug!(kind = event.kind(), seq = self.state.head.get(), "recorded");
+        }
+        // A dispatch the decision scheduled is due at once: decide it now and commit both
+        // decisions together (one fsync). The log still holds two decisions, in order, and a
+        // crash keeps both or neither; `resume` handles either.
+        if let (Some(key), Some(Phase::AwaitingDispatch)) = (
+            self.state.scheduled.clone(),
+            self.state.current.as_ref().map(|c| c.phase),
+        ) && !self.state.status.is_stopped()
+        {
+            let due = self.state.decide(&Input::DispatchDue { key }, &env)?;
+            for event in &due.events {
+                self.state.evolve(event);
+            }
+            events.extend(due.events);
+            blobs.extend(due.blobs);
+        }
+        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
+        self.log
+            .append_with_blobs(&cast, expected, &blobs, &pending)?;
+        for event in &events {
+            self.answers_used += answers_in(event);
+            tracing::debug!(kind = event.kind(), "recorded");
             if let Some(observer) = self.observer.as_mut() {
                 observer(Notice::Recorded(event));
             }

@@ -113,11 +113,11 @@ impl CastState {
         }
     }
 
-    /// The items an iterator walks.
-    pub(crate) fn items_of(&self, source: &ItemSource) -> Vec<Value> {
-        match path::resolve(&self.scope(), &source.items) {
+    /// The items an iterator walks (borrowed: the list can be long and this runs every step).
+    pub(crate) fn items_of(&self, source: &ItemSource) -> &[Value] {
+        match path::resolve_ref(&self.scope(), &source.items) {
             Some(Value::Array(items)) => items,
-            _ => Vec::new(),
+            _ => &[],
         }
     }
 
@@ -223,7 +223,10 @@ impl CastState {
             Event::SocketStarted(e) => self.start_socket(e),
             Event::PromptDispatched(e) => {
                 if let Some(key) = self.scheduled.take() {
-                    self.dispatched.insert(key);
+                    self.dispatched.push_back(key);
+                    if self.dispatched.len() > super::DISPATCH_MEMORY {
+                        self.dispatched.pop_front();
+                    }
                 }
                 if let Some(c) = &mut self.current {
                     c.turn = e.turn;

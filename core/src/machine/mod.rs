@@ -12,7 +12,7 @@ mod evolve;
 mod post;
 mod turn;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -201,8 +201,10 @@ pub struct CastState {
     pub usage: Usage,
     /// Why it failed.
     pub failure: Option<CastFailed>,
-    /// Dispatch keys already dispatched (idempotency, in the log).
-    pub dispatched: BTreeSet<DispatchKey>,
+    /// The most recent dispatch keys already dispatched (idempotency, in the log). Bounded: a
+    /// due dispatch with an older key names a visit that is long over and is skipped as stale,
+    /// so remembering every key would only make each step cost more than the last.
+    pub dispatched: std::collections::VecDeque<DispatchKey>,
     /// The dispatch scheduled and not yet due.
     pub scheduled: Option<DispatchKey>,
     /// The last completed visit `(socket, visit)`: the source of the next deferred dispatch.
@@ -217,6 +219,9 @@ pub struct CastState {
     /// Events applied.
     pub head: Seq,
 }
+
+/// How many recent dispatch keys a cast remembers.
+pub const DISPATCH_MEMORY: usize = 64;
 
 /// The key of a per-item counter: `socket@item` (or just `socket`).
 pub fn item_key(base: &str, item: Option<&ItemKey>) -> String {

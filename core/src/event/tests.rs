@@ -1,0 +1,65 @@
+//! Encoding rules of the event vocabulary.
+
+use super::*;
+
+#[test]
+fn kinds_are_unique_snake_case() {
+    let mut seen = std::collections::BTreeSet::new();
+    for (kind, v) in Event::KINDS {
+        assert!(seen.insert(*kind), "duplicate kind {kind}");
+        assert!(kind.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+        assert!(*v >= 1);
+    }
+    assert_eq!(seen.len(), Event::KINDS.len());
+}
+
+#[test]
+fn encode_then_decode_round_trips() {
+    let event = Event::from(EdgeTaken {
+        from: SocketId::new("Socket-5"),
+        to: Target::Socket(SocketId::new("Socket-4")),
+        when: When::NotSatisfied,
+        item: Some(ItemKey::new("WI-1")),
+        traversal: 2,
+    });
+    let bytes = event.encode();
+    assert_eq!(
+        String::from_utf8(bytes.clone()).unwrap(),
+        r#"{"from":"Socket-5","to":{"socket":"Socket-4"},"when":"not_satisfied","item":"WI-1","traversal":2}"#
+    );
+    assert_eq!(
+        Event::decode(event.kind(), event.version(), &bytes),
+        Ok(event)
+    );
+}
+
+#[test]
+fn decode_names_what_is_wrong() {
+    assert!(matches!(
+        Event::decode("nope", 1, b"{}"),
+        Err(DecodeError::UnknownKind { .. })
+    ));
+    assert!(matches!(
+        Event::decode("cast_completed", 9, b"{}"),
+        Err(DecodeError::FutureVersion { v: 9, max: 1, .. })
+    ));
+    assert!(matches!(
+        Event::decode("edge_taken", 1, b"{\"from\":1}"),
+        Err(DecodeError::Payload { .. })
+    ));
+}
+
+#[test]
+fn flattened_allowance_round_trips() {
+    let event = Event::from(AllowanceExhausted {
+        allowance: Allowance::Edge {
+            from: SocketId::new("a"),
+            to: Target::End,
+            item: None,
+        },
+        count: 3,
+        limit: 3,
+    });
+    let bytes = event.encode();
+    assert_eq!(Event::decode(event.kind(), 1, &bytes), Ok(event));
+}

@@ -85,9 +85,25 @@ fn a_recast_at_item_two_diffs_from_its_fork_point() {
         .iter()
         .map(|c| c["field"].as_str().unwrap())
         .collect();
+    // The fork renders the parent's prompt again; the new agent's answer differs, and every
+    // later step's prompt differs through it.
     assert!(
-        fields.contains(&"prompt") && fields.contains(&"output"),
+        !fields.contains(&"prompt") && fields.contains(&"output"),
         "{fields:?}"
+    );
+    let next = &diff["steps"][first_changed + 1];
+    assert_eq!(next["status"], "changed");
+    let prompt = next["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == "prompt")
+        .expect("the next step's prompt differs");
+    assert!(
+        prompt["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+Added farewell(name)")
     );
     let output = changes.iter().find(|c| c["field"] == "output").unwrap();
     assert!(
@@ -169,5 +185,37 @@ fn waypoints_name_points_for_state_and_recast() {
     );
     let name = sandbox.run(&["mark", "a", "12"]);
     assert_eq!(name.code, 1, "a numeric waypoint name would shadow seqs");
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+/// A recast from a healthy point renders what the parent rendered, so `recorded:PARENT`
+/// answers every unchanged step and no live agent is needed.
+#[test]
+fn a_recast_answered_by_the_parents_recording_needs_no_live_call() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let recast = sandbox.run(&[
+        "recast",
+        "a",
+        "--at",
+        "Socket-3:2",
+        "--cast",
+        "r",
+        "--agent",
+        "recorded:a",
+        "--json",
+    ]);
+    // Without a fallback a single cassette miss would stop the cast as awaiting_agent.
+    assert_eq!(recast.json()["status"], "completed", "{}", recast.stdout);
+    let diff = sandbox.run(&["diff", "a", "r", "--json"]).json();
+    assert!(
+        diff["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "same"),
+        "{}",
+        diff["summary"]
+    );
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }

@@ -83,12 +83,15 @@ impl CastState {
             state.loadout_hash = hash;
         }
         state.head = Seq(1);
-        if let Some(c) = &mut state.current {
-            c.recovering = true;
-        }
+        // A recast of a stopped cast resumes work that was cut off: its next prompt carries
+        // the recovery note. A fork from a healthy point renders exactly what the parent
+        // rendered there, so a recorded agent can answer it from the parent's replies.
         if matches!(state.status, Status::Failed | Status::Aborted) {
             state.status = Status::Running;
             state.failure = None;
+            if let Some(c) = &mut state.current {
+                c.recovering = true;
+            }
         }
         Ok(state)
     }

@@ -20,6 +20,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
     match command {
         BenchCommand::Append(args) => append(db, &args),
         BenchCommand::Synth(args) => super::bench_synth::synth(db, &args),
+        BenchCommand::Replay(args) => super::bench_synth::replay(db, &args),
     }
 }
 

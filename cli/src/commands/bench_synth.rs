@@ -372,6 +372,51 @@ fn durability(arg: DurabilityArg) -> Durability {
 }
 
 /// `castlog bench synth`.
+
+/// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
+/// agent (with its call times) and when the drive started and ended.
+fn run_synth(
+    log: &SqliteLog,
+    clock: &SystemClock,
+    cwd: &Path,
+    items: u64,
+    rework: u32,
+    output_bytes: usize,
+) -> Result<(CastId, SynthAgent, Instant, Instant), CliError> {
+    let config = load_config(&config_json(rework))
+        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
+    let loadout = config
+        .resolve(None)
+        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
+    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
+    let cast = CastId::new(format!(
+        "bench-synth-w{items}-r{rework}-s{output_bytes}-{}",
+        now_nanos()
+    ));
+    let mut agent = SynthAgent::new(items, rework, output_bytes);
+    let started = started_event(
+        cast.clone(),
+        &loadout,
+        blob_hash(&frozen),
+        format!("synthetic workload: {items} items, {rework} tries each"),
+        "recommended".into(),
+        None,
+    );
+    let t0 = Instant::now();
+    let mut driver = Driver::start(log, clock, started, cwd)?;
+    let stop = driver.drive(&mut agent)?;
+    let end = Instant::now();
+    if stop.status != Status::Completed {
+        return Err(CliError::internal(format!(
+            "the synthetic cast stopped {}: {}",
+            stop.status.as_str(),
+            stop.message.unwrap_or_default()
+        )));
+    }
+    Ok((cast, agent, t0, end))
+}
+
+/// `castlog bench synth`.
 pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
         return Err(CliError::user(
@@ -391,49 +436,18 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let durability = durability(args.durability);
     let expected = 1 + 2 * args.items * u64::from(args.rework);
 
-    let config = load_config(&config_json(args.rework))
-        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
-    let loadout = config
-        .resolve(None)
-        .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
-    let cast = CastId::new(format!(
-        "bench-synth-w{}-r{}-s{}-{}",
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let clock = SystemClock;
+    let log = SqliteLog::open_with(&path, durability)?;
+    let (cast, agent, t0, end) = run_synth(
+        &log,
+        &clock,
+        &cwd,
         args.items,
         args.rework,
         args.output_bytes,
-        now_nanos()
-    ));
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let clock = SystemClock;
-    let mut agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
-
-    // Phase 1: the run.
-    let log = SqliteLog::open_with(&path, durability)?;
-    let started = started_event(
-        cast.clone(),
-        &loadout,
-        blob_hash(&frozen),
-        format!(
-            "synthetic workload: {} items, {} tries each",
-            args.items, args.rework
-        ),
-        "recommended".into(),
-        None,
-    );
-    let t0 = Instant::now();
-    let mut driver = Driver::start(&log, &clock, started, &cwd)?;
-    let stop = driver.drive(&mut agent)?;
-    let end = Instant::now();
+    )?;
     let wall_s = end.duration_since(t0).as_secs_f64();
-    if stop.status != Status::Completed {
-        return Err(CliError::internal(format!(
-            "the synthetic cast stopped {}: {}",
-            stop.status.as_str(),
-            stop.message.unwrap_or_default()
-        )));
-    }
-    drop(driver);
     // A call marks the end of the step before it; the last step ends with the drive.
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
@@ -544,4 +558,104 @@ mod tests {
         assert!(third.contains("\"satisfied\":true"), "{third}");
         assert!(load_config(&config_json(3)).is_ok());
     }
+}
+
+/// `castlog bench replay`: one long synthetic cast, then the read side measured on it.
+pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
+    if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
+        return Err(CliError::user(
+            "--items, --rework and --output-bytes must be at least 1",
+        ));
+    }
+    let scratch = if db.is_some() {
+        Scratch(None)
+    } else {
+        Scratch::new()?
+    };
+    let path = match (db, &scratch.0) {
+        (Some(db), _) => db.to_path_buf(),
+        (None, Some(dir)) => dir.join("castlog.db"),
+        (None, None) => PathBuf::from("castlog.db"),
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let clock = SystemClock;
+    let log = SqliteLog::open_with(&path, durability(args.durability))?;
+    let (cast, _, _, _) = run_synth(
+        &log,
+        &clock,
+        &cwd,
+        args.items,
+        args.rework,
+        args.output_bytes,
+    )?;
+    let head = log
+        .head(&cast)?
+        .ok_or_else(|| CliError::internal("the synthetic cast vanished"))?;
+    let events = head.seq.get();
+
+    let timer = Instant::now();
+    let (state, _) = castlog_replay::driver::fold(&log, &cast)?;
+    let fold_s = timer.elapsed().as_secs_f64();
+    drop(state);
+
+    let timer = Instant::now();
+    let verified = castlog_events::verify::verify_cast(&log, &head)?;
+    let verify_s = timer.elapsed().as_secs_f64();
+    if !verified.problems.is_empty() {
+        return Err(CliError::integrity("the synthetic cast does not verify"));
+    }
+    let timer = Instant::now();
+    let divergence = castlog_replay::redecide::redecide(&log, &cast)?;
+    let redecide_s = timer.elapsed().as_secs_f64();
+    if let Some(d) = divergence {
+        return Err(CliError::integrity(format!(
+            "the synthetic cast diverges at seq {}",
+            d.seq
+        )));
+    }
+
+    let mid = Seq(events / 2);
+    let timer = Instant::now();
+    let (state, _) = fold_until(&log, &cast, mid)?;
+    let state_mid_s = timer.elapsed().as_secs_f64();
+    drop(state);
+
+    let ends = decision_ends(&log, &cast)?;
+    let at = ends
+        .iter()
+        .rev()
+        .find(|s| **s <= mid)
+        .copied()
+        .ok_or_else(|| CliError::internal("the synthetic cast has no decision boundary"))?;
+    let child = CastId::new(format!("{cast}-fork"));
+    let plan = Recast {
+        parent: cast.clone(),
+        at,
+        child: child.clone(),
+        loadout: None,
+        keep: Vec::new(),
+    };
+    let mut fork_agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
+    let mut forked = recast(&log, &clock, &plan, &cwd)?;
+    forked.drive(&mut fork_agent)?;
+    drop(forked);
+    let timer = Instant::now();
+    let diff = super::diff::compute(&log, cast.as_str(), child.as_str())?;
+    let diff_s = timer.elapsed().as_secs_f64();
+    drop(log);
+
+    output::json(&serde_json::json!({
+        "events": events,
+        "fold_s": fold_s,
+        "fold_events_per_s": rate(events, fold_s),
+        "verify_s": verify_s,
+        "verify_events_per_s": rate(verified.events, verify_s),
+        "redecide_s": redecide_s,
+        "redecide_events_per_s": rate(events, redecide_s),
+        "state_mid_s": state_mid_s,
+        "diff_s": diff_s,
+        "diff_steps": diff["steps"].as_array().map_or(0, Vec::len),
+        "diff_common_prefix": diff["common_prefix"],
+        "durability": durability(args.durability).as_str(),
+    }))
 }

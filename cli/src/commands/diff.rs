@@ -203,10 +203,20 @@ fn normalized(record: &Recorded) -> (String, Vec<u8>) {
 /// `castlog diff A B`.
 pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
-    let a = super::inspect::head_of(&log, &args.a)?;
-    let b = super::inspect::head_of(&log, &args.b)?;
-    let ha = history(&log, &a.cast)?;
-    let hb = history(&log, &b.cast)?;
+    let report = compute(&log, &args.a, &args.b)?;
+    if args.json {
+        return output::json(&report);
+    }
+    print_text(&report);
+    Ok(())
+}
+
+/// The diff of two casts as the `--json` document.
+pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
+    let a = super::inspect::head_of(log, a)?;
+    let b = super::inspect::head_of(log, b)?;
+    let ha = history(log, &a.cast)?;
+    let hb = history(log, &b.cast)?;
     // A recast shares exactly its fork prefix with its parent.
     let fork_of = |h: &castlog_events::CastHead, other: &CastId| {
         h.parent
@@ -231,8 +241,8 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
     let first_divergence = (ha.len() as u64 > common || hb.len() as u64 > common)
         .then(|| json!({ "position": common + 1, "a": describe(&ha), "b": describe(&hb) }));
 
-    let sa = steps(&log, &ha)?;
-    let sb = steps(&log, &hb)?;
+    let sa = steps(log, &ha)?;
+    let sb = steps(log, &hb)?;
     let mut keys: Vec<String> = sa.iter().map(|s| s.key.clone()).collect();
     for s in &sb {
         if !keys.contains(&s.key) {
@@ -265,7 +275,7 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
         rows.push(json!({ "key": key, "status": status, "changes": changes }));
     }
     let outcome = |h: &[Recorded]| {
-        castlog_replay::driver::fold(&log, &h.last().map_or(a.cast.clone(), |r| r.cast.clone()))
+        castlog_replay::driver::fold(log, &h.last().map_or(a.cast.clone(), |r| r.cast.clone()))
             .map(|(s, _)| s.status.as_str())
             .unwrap_or("unknown")
     };
@@ -281,14 +291,21 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
         a.cast,
         b.cast
     );
-    if args.json {
-        return output::json(&json!({
-            "common_prefix": common,
-            "first_divergence": first_divergence,
-            "steps": rows,
-            "summary": summary,
-        }));
-    }
+    Ok(json!({
+        "common_prefix": common,
+        "first_divergence": first_divergence,
+        "steps": rows,
+        "summary": summary,
+    }))
+}
+
+fn print_text(report: &Value) {
+    let common = &report["common_prefix"];
+    let first_divergence = report["first_divergence"]
+        .as_object()
+        .map(|_| &report["first_divergence"]);
+    let rows = report["steps"].as_array().cloned().unwrap_or_default();
+    let summary = report["summary"].as_str().unwrap_or("");
     crate::say!("common prefix: {common} events");
     if let Some(d) = &first_divergence {
         crate::say!(
@@ -319,5 +336,4 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
         }
     }
     crate::say!("{summary}");
-    Ok(())
 }

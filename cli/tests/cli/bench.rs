@@ -53,3 +53,37 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         assert!((1..=9).contains(&fork), "fork_steps {fork}");
     }
 }
+
+#[test]
+fn bench_replay_measures_a_cast_and_its_recast() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "bench",
+        "replay",
+        "--items",
+        "3",
+        "--rework",
+        "2",
+        "--output-bytes",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "bench replay failed: {}", run.stderr);
+    let figures = run.json();
+    for key in [
+        "events",
+        "fold_events_per_s",
+        "verify_events_per_s",
+        "redecide_events_per_s",
+        "state_mid_s",
+        "diff_s",
+    ] {
+        assert!(figures[key].is_number(), "{key} missing: {figures}");
+    }
+    // The recast is forked at the middle and driven by the same agent: a fork shares exactly
+    // its prefix, and every aligned step is there.
+    assert!(
+        figures["diff_common_prefix"].as_u64().unwrap() <= figures["events"].as_u64().unwrap() / 2
+    );
+    assert_eq!(figures["diff_steps"], 1 + 2 * 3 * 2);
+}

@@ -371,8 +371,6 @@ fn durability(arg: DurabilityArg) -> Durability {
     }
 }
 
-/// `castlog bench synth`.
-
 /// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
 /// agent (with its call times) and when the drive started and ended.
 fn run_synth(
@@ -542,24 +540,6 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replies_have_the_asked_size_and_eval_counts_tries() {
-        let agent = SynthAgent::new(3, 3, 500);
-        assert_eq!(synth_text("x", 123).len(), 123);
-        assert_eq!(agent.build("item-00001 last=\nmore").len(), 500);
-        let first = agent.eval("item-00002 last=verdict item-00001 try 3 accepted: x");
-        assert!(first.contains("try 1 rejected"), "{first}");
-        assert!((490..=510).contains(&first.len()), "{}", first.len());
-        let third = agent.eval("item-00002 last=verdict item-00002 try 2 rejected: x\n");
-        assert!(third.contains("\"satisfied\":true"), "{third}");
-        assert!(load_config(&config_json(3)).is_ok());
-    }
-}
-
 /// `castlog bench replay`: one long synthetic cast, then the read side measured on it.
 pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
@@ -658,4 +638,22 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         "diff_common_prefix": diff["common_prefix"],
         "durability": durability(args.durability).as_str(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_have_the_asked_size_and_eval_counts_tries() {
+        let agent = SynthAgent::new(3, 3, 500);
+        assert_eq!(synth_text("x", 123).len(), 123);
+        assert_eq!(agent.build("item-00001 last=\nmore").len(), 500);
+        let first = agent.eval("item-00002 last=verdict item-00001 try 3 accepted: x");
+        assert!(first.contains("try 1 rejected"), "{first}");
+        assert!((490..=510).contains(&first.len()), "{}", first.len());
+        let third = agent.eval("item-00002 last=verdict item-00002 try 2 rejected: x\n");
+        assert!(third.contains("\"satisfied\":true"), "{third}");
+        assert!(load_config(&config_json(3)).is_ok());
+    }
 }

@@ -243,18 +243,23 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
 
     let sa = steps(log, &ha)?;
     let sb = steps(log, &hb)?;
+    // Steps by key, for lookups that stay linear on long casts.
+    let by_a: std::collections::HashMap<&str, &Step> =
+        sa.iter().map(|s| (s.key.as_str(), s)).collect();
+    let by_b: std::collections::HashMap<&str, &Step> =
+        sb.iter().map(|s| (s.key.as_str(), s)).collect();
     let mut keys: Vec<String> = sa.iter().map(|s| s.key.clone()).collect();
-    for s in &sb {
-        if !keys.contains(&s.key) {
-            keys.push(s.key.clone());
-        }
-    }
+    keys.extend(
+        sb.iter()
+            .filter(|s| !by_a.contains_key(s.key.as_str()))
+            .map(|s| s.key.clone()),
+    );
     let mut counts = BTreeMap::from([("same", 0), ("changed", 0), ("only_a", 0), ("only_b", 0)]);
     let mut rows = Vec::new();
     for key in &keys {
         let (x, y) = (
-            sa.iter().find(|s| &s.key == key),
-            sb.iter().find(|s| &s.key == key),
+            by_a.get(key.as_str()).copied(),
+            by_b.get(key.as_str()).copied(),
         );
         let (status, changes) = match (x, y) {
             (Some(x), Some(y)) => {

@@ -202,13 +202,8 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         seq: plan.at,
         hash: record.hash,
     };
-    log.fork(
-        &plan.child,
-        &point,
-        &[Pending::new(env.now_ms, &Event::CastForked(forked))],
-    )?;
-    let mut driver = Driver::adopt(log, clock, state, cwd);
-    // Kept human inputs are re-applied in order, each recorded with its origin.
+    // Kept human inputs are checked before anything is recorded, and re-applied in order after
+    // the fork, each recorded with its origin.
     let mut kept = Vec::new();
     for seq in &plan.keep {
         let records = log.read(&plan.parent, *seq, Some(*seq))?;
@@ -234,6 +229,12 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         };
         kept.push(input);
     }
+    log.fork(
+        &plan.child,
+        &point,
+        &[Pending::new(env.now_ms, &Event::CastForked(forked))],
+    )?;
+    let mut driver = Driver::adopt(log, clock, state, cwd);
     for input in kept {
         match input {
             Input::Steer { .. } => driver.apply(&input)?,

@@ -219,3 +219,129 @@ fn a_recast_answered_by_the_parents_recording_needs_no_live_call() {
     );
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }
+
+/// `--config` runs the child with an edited loadout: its hash is recorded in `cast_forked` and
+/// the edited prompt shows in `diff`.
+#[test]
+fn a_recast_with_an_edited_config_records_the_new_loadout() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let original = std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap();
+    let edited = original.replace(
+        "You implement exactly the current work item: {{item.title}}.",
+        "You implement the current work item, {{item.title}}, with a test first.",
+    );
+    assert_ne!(original, edited);
+    let config = sandbox.write("edited.json", &edited);
+    let recast = sandbox.run(&[
+        "recast",
+        "a",
+        "--at",
+        "Socket-3:3",
+        "--config",
+        &config,
+        "--cast",
+        "b",
+        "--agent",
+        "recorded:a",
+        "--json",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    let shown = sandbox.run(&["show", "b", "--json"]).json();
+    let forked = &shown["events"][0]["payload"];
+    let parent = sandbox.run(&["show", "a", "--json"]).json();
+    let parent_hash = &parent["events"][0]["payload"]["loadout_hash"];
+    assert!(forked["loadout_hash"].is_string());
+    assert_ne!(&forked["loadout_hash"], parent_hash);
+    // The edited Build prompt is new, so the recording has no answer for it.
+    assert_eq!(recast.json()["status"], "awaiting_agent");
+    let diff = sandbox.run(&["diff", "a", "b", "--json"]).json();
+    let changed = diff["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "changed")
+        .unwrap();
+    assert_eq!(changed["key"], "Socket-3 WI-2 #3");
+    let prompt = changed["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == "prompt")
+        .unwrap();
+    assert!(
+        prompt["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+You implement the current work item, Add a farewell, with a test first.")
+    );
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+/// `--keep-inputs` re-applies chosen human inputs of the parent, each recorded with its origin.
+#[test]
+fn kept_inputs_are_reapplied_with_their_origin() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/consult.json"),
+        "--task",
+        "a key=value tool",
+        "--cast",
+        "p",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/consult.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed");
+    let shown = sandbox.run(&["show", "p", "--json"]).json();
+    let events = shown["events"].as_array().unwrap();
+    let seq_of = |kind: &str| {
+        events.iter().find(|e| e["kind"] == kind).unwrap()["seq"]
+            .as_u64()
+            .unwrap()
+    };
+    let refined = seq_of("user_refined");
+    let finalize = seq_of("finalize_requested");
+    let first_draft = seq_of("refinement_recorded");
+    // Fork right after the first draft, and keep the person's refinement and continue.
+    let recast = sandbox.run(&[
+        "recast",
+        "p",
+        "--at",
+        &first_draft.to_string(),
+        "--keep-inputs",
+        &format!("{refined},{finalize}"),
+        "--cast",
+        "k",
+        "--agent",
+        "recorded:p",
+        "--json",
+    ]);
+    assert_eq!(recast.json()["status"], "completed", "{}", recast.stdout);
+    let child = sandbox.run(&["show", "k", "--json"]).json();
+    let origins: Vec<String> = child["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "user_refined" || e["kind"] == "finalize_requested")
+        .map(|e| e["payload"]["origin"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(origins, [format!("p:{refined}"), format!("p:{finalize}")]);
+    let bad = sandbox.run(&[
+        "recast",
+        "p",
+        "--at",
+        &first_draft.to_string(),
+        "--keep-inputs",
+        "3",
+    ]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("--keep-inputs 3"), "{}", bad.stderr);
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    assert_eq!(
+        casts["casts"].as_array().unwrap().len(),
+        2,
+        "a refused recast records nothing"
+    );
+}

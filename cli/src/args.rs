@@ -29,6 +29,11 @@ pub struct Cli {
     #[arg(long = "agent-timeout", global = true, default_value_t = 600)]
     pub agent_timeout: u64,
 
+    /// The live agent a `recorded:CAST` agent asks when the recording has no answer for a
+    /// prompt (without it, a miss stops the cast as awaiting_agent, naming the prompt hash).
+    #[arg(long, global = true)]
+    pub fallback: Option<String>,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

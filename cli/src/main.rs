@@ -37,6 +37,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     progress::set_quiet(cli.quiet);
     commands::cast::set_agent_format(cli.agent_format == "json");
     commands::cast::set_agent_timeout(cli.agent_timeout);
+    commands::cast::set_fallback(cli.fallback.clone());
     let db = cli.db;
     match cli.command {
         Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),

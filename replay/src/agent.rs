@@ -29,6 +29,10 @@ pub struct TurnRequest<'a> {
     pub messages: &'a [Message],
     /// True when a multi-turn socket is paused and the person's next move is wanted.
     pub refinement: bool,
+    /// The materia's `model`, where the config gives one.
+    pub model: Option<&'a str>,
+    /// The materia's `thinking` level, where the config gives one.
+    pub thinking: Option<&'a str>,
 }
 
 /// What an agent answered.

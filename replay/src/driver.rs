@@ -487,9 +487,15 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     }
                     let messages = self.prompt()?;
                     self.wait_notice();
+                    let spec = match self.state.current_socket().map(|s| &s.kind) {
+                        Some(castlog_core::loadout::SocketKind::Agent(a)) => Some(a.clone()),
+                        _ => None,
+                    };
                     let turn = agent.turn(&TurnRequest {
                         messages: &messages,
                         refinement: false,
+                        model: spec.as_ref().and_then(|a| a.model.as_deref()),
+                        thinking: spec.as_ref().and_then(|a| a.thinking.as_deref()),
                     });
                     match turn {
                         AgentTurn::Reply { text, usage } => {
@@ -524,6 +530,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     let turn = agent.turn(&TurnRequest {
                         messages: &[],
                         refinement: true,
+                        model: None,
+                        thinking: None,
                     });
                     let origin = agent.origin();
                     match turn {

@@ -105,6 +105,8 @@ fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
     match agent.turn(&TurnRequest {
         messages: &messages,
         refinement: false,
+        model: None,
+        thinking: None,
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
         AgentTurn::Failed { message, .. } => Err(message),

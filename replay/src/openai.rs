@@ -209,13 +209,18 @@ impl OpenAiAgent {
         }
     }
 
-    fn call(&self, messages: &[Message]) -> AgentTurn {
+    fn call(&self, messages: &[Message], model: Option<&str>, thinking: Option<&str>) -> AgentTurn {
         let at = shown(&self.endpoint);
-        let body = json!({
-            "model": self.model,
+        // The materia's model wins over the spec's; its thinking level is passed on as the
+        // reasoning effort, only where the config gives one.
+        let mut body = json!({
+            "model": model.unwrap_or(&self.model),
             "messages": messages,
             "stream": false,
         });
+        if let Some(effort) = thinking {
+            body["reasoning_effort"] = json!(effort);
+        }
         let mut request = self
             .client
             .post(self.endpoint.clone())
@@ -296,7 +301,7 @@ impl Agent for OpenAiAgent {
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
-        let turn = self.call(request.messages);
+        let turn = self.call(request.messages, request.model, request.thinking);
         match &turn {
             AgentTurn::Failed {
                 class: FailureClass::Transient,

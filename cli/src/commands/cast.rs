@@ -56,6 +56,23 @@ pub(crate) fn agent(
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
 ) -> Result<Box<dyn Agent>, CliError> {
+    agent_spec(spec, used, log, cast)
+}
+
+/// `--fallback SPEC`: the live agent a `recorded:` agent asks on a miss.
+static FALLBACK: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Records the global `--fallback`.
+pub fn set_fallback(spec: Option<String>) {
+    let _ = FALLBACK.set(spec);
+}
+
+fn agent_spec(
+    spec: &str,
+    used: usize,
+    log: Option<&SqliteLog>,
+    cast: Option<&CastId>,
+) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
             ScriptedAgent::open(Path::new(file), used)
@@ -96,6 +113,16 @@ pub(crate) fn agent(
         let mut agent = RecordedAgent::from_log(log, &source)?;
         if let Some(cast) = cast {
             agent.skip_answered(log, cast)?;
+        }
+        let fallback = FALLBACK.get().and_then(Clone::clone);
+        if let Some(fallback) = fallback {
+            if fallback.starts_with("recorded:") {
+                return Err(CliError::user(
+                    "--fallback must be a live agent, not recorded:",
+                ));
+            }
+            let live = agent_spec(&fallback, 0, Some(log), cast)?;
+            return Ok(Box::new(agent.with_fallback(live)));
         }
         return Ok(Box::new(agent));
     }

@@ -345,3 +345,47 @@ fn kept_inputs_are_reapplied_with_their_origin() {
         "a refused recast records nothing"
     );
 }
+
+/// With `--fallback`, only the prompts the recording lacks go to the live agent: here the one
+/// edited Build prompt, answered by a one-line script; every later prompt is the parent's again.
+#[test]
+fn a_recorded_recast_asks_the_fallback_only_for_changed_prompts() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let original = std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap();
+    let edited = original.replace(
+        "Keep the change small and say what you changed.",
+        "Keep the change small, say what you changed.",
+    );
+    let config = sandbox.write("edited.json", &edited);
+    // The live agent gives the same answer the parent got, so the casts converge again.
+    let live = sandbox.write(
+        "live.jsonl",
+        &reply(&"Added farewell() called at exit.".into()),
+    );
+    let recast = sandbox.run(&[
+        "--fallback",
+        &format!("scripted:{live}"),
+        "recast",
+        "a",
+        "--at",
+        "Socket-3:3",
+        "--config",
+        &config,
+        "--cast",
+        "b",
+        "--agent",
+        "recorded:a",
+        "--json",
+    ]);
+    assert_eq!(recast.json()["status"], "completed", "{}", recast.stdout);
+    let diff = sandbox.run(&["diff", "a", "b", "--json"]).json();
+    let changed: Vec<&str> = diff["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] != "same")
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["Socket-3 WI-2 #3"]);
+}

@@ -513,3 +513,34 @@ fn a_multi_turn_socket_waits_for_a_person() {
     assert_eq!(stop.status, Status::AwaitingRefinement, "{stop:?}");
     assert_eq!(server.requests().len(), 1);
 }
+
+#[test]
+fn the_materias_model_and_thinking_reach_the_server() {
+    let text = std::fs::read_to_string(fixture(BUILD_LOOP)).unwrap();
+    let mut config: Value = serde_json::from_str(&text).unwrap();
+    config["materia"]["Build"]["model"] = json!("materia-model");
+    config["materia"]["Build"]["thinking"] = json!("low");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+
+    let server = Server::start(script_replies(BUILD_LOOP_SCRIPT));
+    let log = InMemoryLog::new();
+    let mut agent = agent_for(&server.base, None, Duration::from_secs(10));
+    let stop = drive_with(&log, path.to_str().unwrap(), None, "models", &mut agent);
+    assert_eq!(stop.status, Status::Completed, "{stop:?}");
+    let bodies: Vec<Value> = server.requests().iter().map(Seen::json).collect();
+    let builds: Vec<&Value> = bodies
+        .iter()
+        .filter(|b| b["model"] == "materia-model")
+        .collect();
+    // Build runs three times in the fixture; every other socket uses the spec's model.
+    assert_eq!(builds.len(), 3);
+    assert!(builds.iter().all(|b| b["reasoning_effort"] == "low"));
+    assert!(
+        bodies
+            .iter()
+            .filter(|b| b["model"] == "test-model")
+            .all(|b| b.get("reasoning_effort").is_none())
+    );
+}

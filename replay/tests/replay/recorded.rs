@@ -184,6 +184,8 @@ fn ask(agent: &mut dyn Agent, messages: &[Message]) -> AgentTurn {
     agent.turn(&TurnRequest {
         messages,
         refinement: false,
+        model: None,
+        thinking: None,
     })
 }
 

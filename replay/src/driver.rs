@@ -347,14 +347,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let env = Env::from_clock(self.clock, blob_hash);
         let cast = self.state.cast.clone();
         let expected = self.state.head.next();
-        let first = self.state.decide(input, &env)?;
-        // The state moves ahead of the log here; if the append below fails the driver returns
+        let first = self.state.decide_mut(input, &env)?;
+        // `decide_mut` applies the events to the state as it emits them, so the state moves
+        // ahead of the log here; if the append below fails the driver returns
         // the error and is not used again, and the log (the truth) is unchanged.
         let mut events = first.events;
         let mut blobs = first.blobs;
-        for event in &events {
-            self.state.evolve(event);
-        }
         // A dispatch the decision scheduled is due at once: decide it now and commit both
         // decisions together (one fsync). The log still holds two decisions, in order, and a
         // crash keeps both or neither; `resume` handles either.
@@ -363,10 +361,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             self.state.current.as_ref().map(|c| c.phase),
         ) && !self.state.status.is_stopped()
         {
-            let due = self.state.decide(&Input::DispatchDue { key }, &env)?;
-            for event in &due.events {
-                self.state.evolve(event);
-            }
+            let due = self.state.decide_mut(&Input::DispatchDue { key }, &env)?;
             events.extend(due.events);
             blobs.extend(due.blobs);
         }

@@ -198,7 +198,7 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
             );
         };
         let env = Env::new(record.at_ms, blob_hash);
-        let decision = match state.decide(&input, &env) {
+        let decision = match state.decide_mut(&input, &env) {
             Ok(d) => d,
             Err(err) => {
                 return diverge(
@@ -210,9 +210,6 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
         };
         if let Some(d) = compare(&decision.events, &records, index, record.at_ms, &mut prev) {
             return Ok(Some(d));
-        }
-        for event in &decision.events {
-            state.evolve(event);
         }
         index += decision.events.len();
         if decision.events.is_empty() {

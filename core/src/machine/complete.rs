@@ -37,7 +37,7 @@ fn target_of(to: &EdgeTarget) -> Target {
     }
 }
 
-impl Decider<'_> {
+impl Decider<'_, '_> {
     /// An agent reply to the prompt in flight.
     pub fn on_reply(&mut self, text: String, usage: Option<crate::event::Usage>) {
         let Some(current) = self.state.current.clone() else {

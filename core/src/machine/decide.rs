@@ -61,17 +61,17 @@ pub enum Rejection {
     Claim(#[from] crate::claims::TransitionError),
 }
 
-/// A decision in progress: a scratch state and what was emitted so far.
-pub(crate) struct Decider<'a> {
-    pub state: CastState,
+/// A decision in progress: the state it applies its events to, and what it emitted so far.
+pub(crate) struct Decider<'s, 'a> {
+    pub state: &'s mut CastState,
     pub env: &'a Env,
     pub out: Decision,
 }
 
-impl<'a> Decider<'a> {
-    pub fn new(state: &CastState, env: &'a Env) -> Self {
+impl<'s, 'a> Decider<'s, 'a> {
+    pub fn new(state: &'s mut CastState, env: &'a Env) -> Self {
         Self {
-            state: state.clone(),
+            state,
             env,
             out: Decision::default(),
         }
@@ -287,12 +287,13 @@ pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), R
             started.policy
         )));
     }
-    let state = CastState::started(&started).map_err(Rejection::Loadout)?;
+    let mut state = CastState::started(&started).map_err(Rejection::Loadout)?;
     let entry = state.loadout.entry.clone();
-    let mut d = Decider::new(&state, env);
+    let mut d = Decider::new(&mut state, env);
     d.out.events.push(Event::CastStarted(started));
     d.enter(&entry, false);
-    Ok((d.state, d.out))
+    let out = d.out;
+    Ok((state, out))
 }
 
 /// Builds the `cast_started` event for a loadout.
@@ -318,10 +319,18 @@ pub fn started_event(
 impl CastState {
     /// Decides what `input` means for this cast. Pure: the state is not changed.
     pub fn decide(&self, input: &Input, env: &Env) -> Result<Decision, Rejection> {
+        let mut scratch = self.clone();
+        scratch.decide_mut(input, env)
+    }
+
+    /// Decides what `input` means and applies the events to this state as they are emitted
+    /// (what `decide` followed by `evolve` of every event would do, without copying the state).
+    /// A refused input changes nothing: every refusal comes before the first event.
+    pub fn decide_mut(&mut self, input: &Input, env: &Env) -> Result<Decision, Rejection> {
         let mut d = Decider::new(self, env);
         match input {
             Input::Abort { reason } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
                 d.emit(CastAborted {
@@ -333,7 +342,7 @@ impl CastState {
                 locked,
                 origin,
             } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
                 d.emit(SteeringNoted {
@@ -344,18 +353,18 @@ impl CastState {
             }
             Input::Revive => d.revive()?,
             Input::Resume => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                match phase_of(self) {
+                match phase_of(d.state) {
                     Some(Phase::AwaitingReply) => {
-                        let turn = self.current.as_ref().map_or(Turn(1), |c| c.turn);
+                        let turn = d.state.current.as_ref().map_or(Turn(1), |c| c.turn);
                         d.emit(CastResumed { redispatch: true });
                         d.dispatch(turn, true);
                     }
                     Some(Phase::AwaitingRefinement) => {
                         return Err(not_now(
-                            self,
+                            d.state,
                             "resume",
                             "it waits for a refinement: use `castlog refine` or `castlog continue`",
                         ));
@@ -364,19 +373,19 @@ impl CastState {
                 }
             }
             Input::DispatchDue { key } => {
-                if self.status == Status::Completed
-                    && let Some(r) = stopped(self)
+                if d.state.status == Status::Completed
+                    && let Some(r) = stopped(d.state)
                 {
                     return Err(r);
                 }
-                if self.dispatched.contains(key) {
+                if d.state.dispatched.contains(key) {
                     d.emit(DispatchSkipped {
                         key: key.clone(),
                         reason: SkipReason::Duplicate,
                     });
-                } else if self.scheduled.as_ref() != Some(key)
-                    || phase_of(self) != Some(Phase::AwaitingDispatch)
-                    || self.status.is_stopped()
+                } else if d.state.scheduled.as_ref() != Some(key)
+                    || phase_of(d.state) != Some(Phase::AwaitingDispatch)
+                    || d.state.status.is_stopped()
                 {
                     d.emit(DispatchSkipped {
                         key: key.clone(),
@@ -387,12 +396,12 @@ impl CastState {
                 }
             }
             Input::AgentReplied { text, usage } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                if phase_of(self) != Some(Phase::AwaitingReply) {
+                if phase_of(d.state) != Some(Phase::AwaitingReply) {
                     return Err(not_now(
-                        self,
+                        d.state,
                         "an agent reply",
                         "no prompt is waiting for one",
                     ));
@@ -400,16 +409,17 @@ impl CastState {
                 d.on_reply(text.clone(), *usage);
             }
             Input::AgentFailed { class, message } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                let Some(current) = self
+                let Some(current) = d
+                    .state
                     .current
                     .as_ref()
                     .filter(|c| c.phase == Phase::AwaitingReply)
                 else {
                     return Err(not_now(
-                        self,
+                        d.state,
                         "an agent failure",
                         "no prompt is waiting for a reply",
                     ));
@@ -424,16 +434,17 @@ impl CastState {
                 });
             }
             Input::UserRefined { text, origin } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                let Some(current) = self
+                let Some(current) = d
+                    .state
                     .current
                     .clone()
                     .filter(|c| c.phase == Phase::AwaitingRefinement)
                 else {
                     return Err(not_now(
-                        self,
+                        d.state,
                         "a refinement",
                         "no multi-turn socket is paused",
                     ));
@@ -447,15 +458,20 @@ impl CastState {
                 d.dispatch(current.turn.next(), false);
             }
             Input::Continue { origin } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                let Some(current) = self
+                let Some(current) = d
+                    .state
                     .current
                     .clone()
                     .filter(|c| c.phase == Phase::AwaitingRefinement)
                 else {
-                    return Err(not_now(self, "continue", "no multi-turn socket is paused"));
+                    return Err(not_now(
+                        d.state,
+                        "continue",
+                        "no multi-turn socket is paused",
+                    ));
                 };
                 d.emit(FinalizeRequested {
                     socket: current.socket.clone(),
@@ -471,11 +487,15 @@ impl CastState {
                 stderr,
                 truncated,
             } => {
-                if let Some(r) = stopped(self) {
+                if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }
-                if phase_of(self) != Some(Phase::RunningUtility) {
-                    return Err(not_now(self, "a utility result", "no utility is running"));
+                if phase_of(d.state) != Some(Phase::RunningUtility) {
+                    return Err(not_now(
+                        d.state,
+                        "a utility result",
+                        "no utility is running",
+                    ));
                 }
                 d.on_utility(*code, *timed_out, stdout, stderr, *truncated);
             }
@@ -485,18 +505,18 @@ impl CastState {
                     || name.contains(':')
                 {
                     return Err(not_now(
-                        self,
+                        d.state,
                         "a waypoint",
                         format!(
                             "{name:?} would be read as a seq or SOCKET:VISIT; pick a name with a letter and no colon"
                         ),
                     ));
                 }
-                if *at > self.head || at.get() == 0 {
+                if *at > d.state.head || at.get() == 0 {
                     return Err(not_now(
-                        self,
+                        d.state,
                         "a waypoint",
-                        format!("seq {at} is not in the cast (head {})", self.head),
+                        format!("seq {at} is not in the cast (head {})", d.state.head),
                     ));
                 }
                 d.emit(crate::event::WaypointMarked {

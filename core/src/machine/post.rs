@@ -161,7 +161,7 @@ fn not_now(state: &CastState, input: &'static str, reason: impl Into<String>) ->
     }
 }
 
-impl Decider<'_> {
+impl Decider<'_, '_> {
     /// Right after a post socket's `socket_started`: a step that already posted (or may have)
     /// completes at once, without a new claim.
     pub fn enter_post(&mut self) {

@@ -493,16 +493,21 @@ impl CastState {
                 }
             }
         }
-        let mut envelope = match data.get("envelope") {
-            Some(Value::Object(previous)) => previous.clone(),
-            _ => Map::new(),
-        };
-        for key in ["workItems", "satisfied", "context"] {
-            if let Some(v) = output.get(key) {
-                envelope.insert(key.into(), v.clone());
+        // Updated in place: copying the previous envelope (which carries the work-item list)
+        // on every completion made each step cost more the longer the list.
+        let envelope = data
+            .entry("envelope")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !envelope.is_object() {
+            *envelope = Value::Object(Map::new());
+        }
+        if let Value::Object(envelope) = envelope {
+            for key in ["workItems", "satisfied", "context"] {
+                if let Some(v) = output.get(key) {
+                    envelope.insert(key.into(), v.clone());
+                }
             }
         }
-        data.insert("envelope".into(), Value::Object(envelope));
         if let Some(items @ Value::Array(_)) = output.get("workItems") {
             let live =
                 matches!(data.get("workItems"), Some(Value::Array(list)) if !list.is_empty());

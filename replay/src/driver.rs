@@ -421,7 +421,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 return Ok(Stop {
                     status: self.state.status,
                     message: Some(format!(
-                        "aborted at {}; `castlog revive {} --agent SPEC` continues it",
+                        "aborted at {}; `castlog resume {} --agent SPEC` continues it",
                         current.socket, self.state.cast
                     )),
                 });

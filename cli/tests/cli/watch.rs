@@ -32,7 +32,7 @@ sys.stdout.write(json.loads(line)["reply"])
 }
 
 #[test]
-fn ctrl_c_records_an_abort_and_revive_continues() {
+fn ctrl_c_records_an_abort_and_resume_continues() {
     let sandbox = Sandbox::new();
     let spec = agent(&sandbox, "time.sleep(0.4) if n == 3 else None");
     let child = sandbox
@@ -74,7 +74,7 @@ fn ctrl_c_records_an_abort_and_revive_continues() {
         report["message"]
             .as_str()
             .unwrap()
-            .contains("castlog revive c")
+            .contains("castlog resume c")
     );
 
     let shown = sandbox.run(&["show", "c", "--json"]).json();
@@ -92,7 +92,7 @@ fn ctrl_c_records_an_abort_and_revive_continues() {
     );
 
     let revived = sandbox.run(&[
-        "revive",
+        "resume",
         "c",
         "--agent",
         &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),

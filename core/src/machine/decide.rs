@@ -257,7 +257,7 @@ fn stopped(state: &CastState) -> Option<Rejection> {
     let (status, hint) = match state.status {
         Status::Completed => ("completed", "start a new cast or recast from a point"),
         Status::Failed => ("failed", "revive it, or recast from a point"),
-        Status::Aborted => ("aborted", "revive it to continue"),
+        Status::Aborted => ("aborted", "resume or revive it to continue"),
         _ => return None,
     };
     Some(Rejection::Stopped {
@@ -353,6 +353,12 @@ impl CastState {
             }
             Input::Revive => d.revive()?,
             Input::Resume => {
+                // An aborted cast (Ctrl-C, `castlog abort`) is resumed like a revive: it
+                // continues where it stopped, recorded as `cast_revived`.
+                if d.state.status == Status::Aborted {
+                    d.revive()?;
+                    return Ok(d.out);
+                }
                 if let Some(r) = stopped(d.state) {
                     return Err(r);
                 }

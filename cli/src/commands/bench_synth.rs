@@ -371,6 +371,31 @@ fn durability(arg: DurabilityArg) -> Durability {
     }
 }
 
+/// The database to run in: the one named, or a fresh temporary one removed when the returned
+/// scratch directory is dropped.
+fn database(db: Option<&Path>) -> Result<(Scratch, PathBuf), CliError> {
+    let scratch = if db.is_some() {
+        Scratch(None)
+    } else {
+        Scratch::new()?
+    };
+    let path = match (db, &scratch.0) {
+        (Some(db), _) => db.to_path_buf(),
+        (None, Some(dir)) => dir.join("castlog.db"),
+        (None, None) => PathBuf::from("castlog.db"),
+    };
+    Ok((scratch, path))
+}
+
+fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
+    if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
+        return Err(CliError::user(
+            "--items, --rework and --output-bytes must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
 /// agent (with its call times) and when the drive started and ended.
 fn run_synth(
@@ -416,21 +441,8 @@ fn run_synth(
 
 /// `castlog bench synth`.
 pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
-    if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
-        return Err(CliError::user(
-            "--items, --rework and --output-bytes must be at least 1",
-        ));
-    }
-    let scratch = if db.is_some() {
-        Scratch(None)
-    } else {
-        Scratch::new()?
-    };
-    let path = match (db, &scratch.0) {
-        (Some(db), _) => db.to_path_buf(),
-        (None, Some(dir)) => dir.join("castlog.db"),
-        (None, None) => PathBuf::from("castlog.db"),
-    };
+    check(args)?;
+    let (_scratch, path) = database(db)?;
     let durability = durability(args.durability);
     let expected = 1 + 2 * args.items * u64::from(args.rework);
 
@@ -542,21 +554,8 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
 /// `castlog bench replay`: one long synthetic cast, then the read side measured on it.
 pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
-    if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
-        return Err(CliError::user(
-            "--items, --rework and --output-bytes must be at least 1",
-        ));
-    }
-    let scratch = if db.is_some() {
-        Scratch(None)
-    } else {
-        Scratch::new()?
-    };
-    let path = match (db, &scratch.0) {
-        (Some(db), _) => db.to_path_buf(),
-        (None, Some(dir)) => dir.join("castlog.db"),
-        (None, None) => PathBuf::from("castlog.db"),
-    };
+    check(args)?;
+    let (_scratch, path) = database(db)?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
     let log = SqliteLog::open_with(&path, durability(args.durability))?;

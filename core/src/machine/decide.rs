@@ -275,6 +275,23 @@ fn not_now(state: &CastState, input: &'static str, reason: impl Into<String>) ->
     }
 }
 
+/// The current visit, if the cast runs and the visit is in `phase`; else the refusal.
+fn waiting_in(
+    state: &CastState,
+    phase: Phase,
+    input: &'static str,
+    reason: &'static str,
+) -> Result<super::Current, Rejection> {
+    if let Some(r) = stopped(state) {
+        return Err(r);
+    }
+    state
+        .current
+        .clone()
+        .filter(|c| c.phase == phase)
+        .ok_or_else(|| not_now(state, input, reason))
+}
+
 fn phase_of(state: &CastState) -> Option<Phase> {
     state.current.as_ref().map(|c| c.phase)
 }
@@ -415,21 +432,12 @@ impl CastState {
                 d.on_reply(text.clone(), *usage);
             }
             Input::AgentFailed { class, message } => {
-                if let Some(r) = stopped(d.state) {
-                    return Err(r);
-                }
-                let Some(current) = d
-                    .state
-                    .current
-                    .as_ref()
-                    .filter(|c| c.phase == Phase::AwaitingReply)
-                else {
-                    return Err(not_now(
-                        d.state,
-                        "an agent failure",
-                        "no prompt is waiting for a reply",
-                    ));
-                };
+                let current = waiting_in(
+                    d.state,
+                    Phase::AwaitingReply,
+                    "an agent failure",
+                    "no prompt is waiting for a reply",
+                )?;
                 d.emit(crate::event::AgentFailed {
                     socket: current.socket.clone(),
                     visit: current.visit,
@@ -440,21 +448,12 @@ impl CastState {
                 });
             }
             Input::UserRefined { text, origin } => {
-                if let Some(r) = stopped(d.state) {
-                    return Err(r);
-                }
-                let Some(current) = d
-                    .state
-                    .current
-                    .clone()
-                    .filter(|c| c.phase == Phase::AwaitingRefinement)
-                else {
-                    return Err(not_now(
-                        d.state,
-                        "a refinement",
-                        "no multi-turn socket is paused",
-                    ));
-                };
+                let current = waiting_in(
+                    d.state,
+                    Phase::AwaitingRefinement,
+                    "a refinement",
+                    "no multi-turn socket is paused",
+                )?;
                 d.emit(UserRefined {
                     socket: current.socket.clone(),
                     visit: current.visit,
@@ -464,21 +463,12 @@ impl CastState {
                 d.dispatch(current.turn.next(), false);
             }
             Input::Continue { origin } => {
-                if let Some(r) = stopped(d.state) {
-                    return Err(r);
-                }
-                let Some(current) = d
-                    .state
-                    .current
-                    .clone()
-                    .filter(|c| c.phase == Phase::AwaitingRefinement)
-                else {
-                    return Err(not_now(
-                        d.state,
-                        "continue",
-                        "no multi-turn socket is paused",
-                    ));
-                };
+                let current = waiting_in(
+                    d.state,
+                    Phase::AwaitingRefinement,
+                    "continue",
+                    "no multi-turn socket is paused",
+                )?;
                 d.emit(FinalizeRequested {
                     socket: current.socket.clone(),
                     visit: current.visit,

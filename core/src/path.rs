@@ -39,36 +39,10 @@ pub fn get<'v>(value: &'v Value, segments: &str) -> Option<&'v Value> {
 
 /// Resolves a source path against `scope`.
 pub fn resolve(scope: &Scope<'_>, source: &str) -> Option<Value> {
-    let source = source.trim();
-    let sub = |prefix: &str| -> Option<&str> {
-        if source == prefix {
-            Some("")
-        } else {
-            source
-                .strip_prefix(prefix)
-                .and_then(|rest| rest.strip_prefix('.'))
-        }
-    };
-    if let Some(rest) = sub("$") {
-        return scope.output.and_then(|o| get(o, rest)).cloned();
-    }
-    if source == "lastOutput" {
+    if source.trim() == "lastOutput" {
         return scope.last_output.map(|t| Value::String(t.to_owned()));
     }
-    if let Some(rest) = sub("lastJson") {
-        return scope.last_json.and_then(|j| get(j, rest)).cloned();
-    }
-    if let Some(rest) = sub("state") {
-        return get(scope.data, rest).cloned();
-    }
-    if let Some(rest) = sub("item") {
-        return scope
-            .data
-            .get("item")
-            .and_then(|item| get(item, rest))
-            .cloned();
-    }
-    get(scope.data, source).cloned()
+    resolve_ref(scope, source).cloned()
 }
 
 /// Resolves a source path against `scope` without copying, for every source that names stored

@@ -86,6 +86,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The sender of post sockets; `None` (the default) is a dry run: nothing is sent.
     sender: Option<Box<dyn crate::sender::Sender + 'a>>,
+    /// The messages of the prompt this driver dispatched last, with their hash.
+    last_prompt: Option<(castlog_core::id::Digest, Vec<Message>)>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -237,18 +239,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let env = Env::from_clock(clock, blob_hash);
         let cast = started.cast.clone();
         let (state, decision) = decide::start(started, &env)?;
-        let mut driver = Driver {
-            log,
-            clock,
-            cwd: cwd.to_path_buf(),
-            state,
-            answers_used: 0,
-            queued: Default::default(),
-            observer: None,
-            interrupt: None,
-            sender: None,
-        };
+        let mut driver = Self::adopt(log, clock, state, cwd);
         driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
+        driver.last_prompt = decision.prompt;
         Ok(driver)
     }
 
@@ -260,20 +253,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         cwd: &Path,
     ) -> Result<Self, DriveError> {
         let (state, used) = fold(log, cast)?;
-        Ok(Driver {
-            log,
-            clock,
-            cwd: cwd.to_path_buf(),
-            state,
-            answers_used: used,
-            queued: Default::default(),
-            observer: None,
-            interrupt: None,
-            sender: None,
-        })
+        let mut driver = Self::adopt(log, clock, state, cwd);
+        driver.answers_used = used;
+        Ok(driver)
     }
 
-    /// Drives a state that was just created by a fork.
+    /// Drives a given state (the start of a cast, a folded cast, or a fresh fork).
     pub fn adopt(log: &'a L, clock: &'a dyn Clock, state: CastState, cwd: &Path) -> Self {
         Driver {
             log,
@@ -285,6 +270,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             observer: None,
             interrupt: None,
             sender: None,
+            last_prompt: None,
         }
     }
 
@@ -353,6 +339,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         // the error and is not used again, and the log (the truth) is unchanged.
         let mut events = first.events;
         let mut blobs = first.blobs;
+        let mut prompt = first.prompt;
         // A dispatch the decision scheduled is due at once: decide it now and commit both
         // decisions together (one fsync). The log still holds two decisions, in order, and a
         // crash keeps both or neither; `resume` handles either.
@@ -364,10 +351,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             let due = self.state.decide_mut(&Input::DispatchDue { key }, &env)?;
             events.extend(due.events);
             blobs.extend(due.blobs);
+            prompt = due.prompt.or(prompt);
         }
         let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
         self.log
             .append_with_blobs(&cast, expected, &blobs, &pending)?;
+        if prompt.is_some() {
+            self.last_prompt = prompt;
+        }
         for event in &events {
             self.answers_used += answers_in(event);
             tracing::debug!(kind = event.kind(), "recorded");
@@ -382,6 +373,13 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let Some(hash) = self.state.current.as_ref().and_then(|c| c.prompt) else {
             return Ok(Vec::new());
         };
+        // The prompt this driver just dispatched is at hand; a prompt dispatched by an earlier
+        // process (resume) is read back from its blob.
+        if let Some((rendered, messages)) = &self.last_prompt
+            && *rendered == hash
+        {
+            return Ok(messages.clone());
+        }
         let bytes = self.log.get_blob(&hash)?.ok_or_else(|| {
             DriveError::Agent(format!("the prompt blob {} is missing", hash.short()))
         })?;

@@ -574,16 +574,7 @@ fn post<L: EventLog + ?Sized>(
             String::new()
         }
         SendOutcome::Refused { reason } => {
-            rec.record(PostRefused {
-                claim,
-                reason: reason.clone(),
-                held_by: None,
-                destination: None,
-                day: None,
-                step: None,
-                attempt: None,
-                dry_run: false,
-            })?;
+            rec.record(PostRefused::of_claim(claim, reason.clone()))?;
             reason
         }
         SendOutcome::Unknown { reason } => {

@@ -170,16 +170,7 @@ mod tests {
             }
         );
         // a is refused in its own cast: the day is free for b.
-        let refused = Event::from(PostRefused {
-            claim: ClaimId::new("a"),
-            reason: "no".into(),
-            held_by: None,
-            destination: None,
-            day: None,
-            step: None,
-            attempt: None,
-            dry_run: false,
-        });
+        let refused = Event::from(PostRefused::of_claim(ClaimId::new("a"), "no".into()));
         log.append(&a.cast, Seq(2), &[Pending::new(4, &refused)])
             .unwrap();
         assert_eq!(take_day(&log, &b, 5).unwrap(), Taken::Won);

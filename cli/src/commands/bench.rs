@@ -25,10 +25,10 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
 }
 
 /// A scratch directory removed on drop (kept when the user named a database).
-struct Scratch(Option<PathBuf>);
+pub(super) struct Scratch(pub(super) Option<PathBuf>);
 
 impl Scratch {
-    fn new() -> Result<Self, CliError> {
+    pub(super) fn new() -> Result<Self, CliError> {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -74,7 +74,7 @@ struct AppendFigures {
     verify_vs_baseline: Option<f64>,
 }
 
-fn durability(arg: DurabilityArg) -> Durability {
+pub(super) fn durability(arg: DurabilityArg) -> Durability {
     match arg {
         DurabilityArg::Full => Durability::Full,
         DurabilityArg::Normal => Durability::Normal,
@@ -110,11 +110,11 @@ fn batches(events: u64, batch: u64) -> impl Iterator<Item = (u64, u64)> {
         .map(move |first| (first, batch.min(events - first)))
 }
 
-fn rate(count: u64, secs: f64) -> f64 {
+pub(super) fn rate(count: u64, secs: f64) -> f64 {
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
 }
 
-fn db_bytes(path: &Path) -> u64 {
+pub(super) fn db_bytes(path: &Path) -> u64 {
     ["", "-wal", "-shm"]
         .iter()
         .filter_map(|suffix| {

@@ -18,7 +18,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::blob_hash;
-use castlog_events::{Durability, EventLog, SqliteLog};
+use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
@@ -27,9 +27,11 @@ use castlog_replay::recast::{Recast, decision_ends, recast};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::args::{BenchSynthArgs, DurabilityArg};
+use crate::args::BenchSynthArgs;
 use crate::error::CliError;
 use crate::output;
+
+use super::bench::{Scratch, db_bytes, durability, rate};
 
 /// The figures, in the order the issue names them.
 #[derive(Debug, Serialize)]
@@ -51,54 +53,14 @@ struct SynthFigures {
     durability: &'static str,
 }
 
-/// A scratch directory removed on drop; `None` when the user named a database.
-#[derive(Debug)]
-struct Scratch(Option<PathBuf>);
-
-impl Scratch {
-    fn new() -> Result<Self, CliError> {
-        let dir = std::env::temp_dir().join(format!(
-            "castlog-bench-synth-{}-{}",
-            std::process::id(),
-            now_nanos()
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| CliError::user(format!("cannot create {}: {e}", dir.display())))?;
-        Ok(Self(Some(dir)))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            // Best effort: a leftover temp dir is harmless.
-            drop(std::fs::remove_dir_all(dir));
-        }
-    }
-}
-
 fn now_nanos() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
 }
 
-/// The database file plus its WAL and shared-memory files.
-fn db_bytes(path: &Path) -> u64 {
-    ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|suffix| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
-            std::fs::metadata(PathBuf::from(name)).ok()
-        })
-        .map(|m| m.len())
-        .sum()
-}
-
 /// Folds the WAL into the database file and removes it, as closing the last connection does
-/// (the peer measures its file after such a close). `SqliteLog` closes its writer before its
-/// read-only connections, so the WAL outlives it; without this the figure would count WAL pages.
+/// (the peer measures its file after such a close), so the figure never counts WAL pages.
 fn checkpoint(path: &Path) -> Result<(), CliError> {
     let sql =
         |e: rusqlite::Error| CliError::internal(format!("checkpointing {}: {e}", path.display()));
@@ -140,10 +102,6 @@ fn decile_means_ms(t0: Instant, stamps: &[Instant]) -> (f64, f64) {
     let first = deltas[..k].iter().sum::<f64>() / k as f64;
     let last = deltas[deltas.len() - k..].iter().sum::<f64>() / k as f64;
     (first, last)
-}
-
-fn rate(count: u64, secs: f64) -> f64 {
-    if secs > 0.0 { count as f64 / secs } else { 0.0 }
 }
 
 /// The loadout, in pi-materia's config format: plan (generator) → loop { build → eval };
@@ -361,13 +319,6 @@ impl Agent for SynthAgent {
             return AgentTurn::Exhausted("the synthetic agent got an unknown prompt".into());
         };
         AgentTurn::Reply { text, usage: None }
-    }
-}
-
-fn durability(arg: DurabilityArg) -> Durability {
-    match arg {
-        DurabilityArg::Full => Durability::Full,
-        DurabilityArg::Normal => Durability::Normal,
     }
 }
 

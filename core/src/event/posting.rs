@@ -103,6 +103,22 @@ pub struct PostRefused {
     pub dry_run: bool,
 }
 
+impl PostRefused {
+    /// The refusal of an existing claim (the before-claiming fields empty).
+    pub fn of_claim(claim: ClaimId, reason: String) -> Self {
+        Self {
+            claim,
+            reason,
+            held_by: None,
+            destination: None,
+            day: None,
+            step: None,
+            attempt: None,
+            dry_run: false,
+        }
+    }
+}
+
 /// How a person resolved a claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "resolution", rename_all = "snake_case")]

@@ -24,6 +24,9 @@ pub struct Decision {
     pub events: Vec<Event>,
     /// Blob bodies the events name (prompts, entry texts); store them before the events.
     pub blobs: Vec<Vec<u8>>,
+    /// The messages of the prompt the decision dispatched, with its hash, so the shell can hand
+    /// them to the agent without reading the blob back.
+    pub prompt: Option<(Digest, Vec<prompt::Message>)>,
 }
 
 /// Why an input was refused. Nothing is recorded for a refused input.
@@ -234,6 +237,7 @@ impl<'s, 'a> Decider<'s, 'a> {
         let system_hash =
             (!rendered.system.is_empty()).then(|| self.blob(rendered.system.clone().into_bytes()));
         let prompt_hash = self.blob(prompt::messages_json(&rendered.messages));
+        self.out.prompt = Some((prompt_hash, rendered.messages));
         self.emit(PromptDispatched {
             socket: current.socket,
             visit: current.visit,

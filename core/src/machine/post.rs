@@ -335,16 +335,7 @@ impl Decider<'_, '_> {
                 }));
             }
             SendOutcome::Refused { reason } => {
-                self.emit(PostRefused {
-                    claim: claim.clone(),
-                    reason: reason.clone(),
-                    held_by: None,
-                    destination: None,
-                    day: None,
-                    step: None,
-                    attempt: None,
-                    dry_run: false,
-                });
+                self.emit(PostRefused::of_claim(claim.clone(), reason.clone()));
                 self.complete_post(json!({
                     "satisfied": false,
                     "claim": claim,

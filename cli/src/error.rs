@@ -39,6 +39,13 @@ impl CliError {
         }
     }
 
+    /// The same error, its message prefixed with what was being done.
+    #[must_use]
+    pub fn context(mut self, what: impl std::fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+
     /// An internal error (exit 2).
     pub fn internal(message: impl Into<String>) -> Self {
         Self {
@@ -92,6 +99,15 @@ impl From<castlog_replay::driver::DriveError> for CliError {
 impl From<castlog_core::loadout::LoadError> for CliError {
     fn from(err: castlog_core::loadout::LoadError) -> Self {
         CliError::user(err.to_string())
+    }
+}
+
+impl From<castlog_projections::prompt::PromptError> for CliError {
+    fn from(err: castlog_projections::prompt::PromptError) -> Self {
+        match err {
+            castlog_projections::prompt::PromptError::Log(log) => log.into(),
+            other => CliError::integrity(other.to_string()),
+        }
     }
 }
 

@@ -210,10 +210,8 @@ impl Event {
     /// can carry them along.
     pub fn blob_refs(&self) -> Vec<Digest> {
         match self {
-            Event::PromptDispatched(p) => std::iter::once(p.prompt_hash)
-                .chain(p.system_hash)
-                .chain(p.placements.iter().map(|pl| pl.body))
-                .collect(),
+            // The rendered prompt is rebuilt from its entries (`prompt::assemble`).
+            Event::PromptDispatched(p) => p.placements.iter().map(|pl| pl.body).collect(),
             Event::PostClaimed(p) => vec![p.body],
             _ => Vec::new(),
         }
@@ -449,7 +447,8 @@ pub struct PromptDispatched {
     pub visit: Visit,
     /// The turn within the visit.
     pub turn: Turn,
-    /// Hash of the rendered messages (blob key of the rendered prompt).
+    /// Hash of the rendered messages (`prompt::messages_json`); the messages themselves are
+    /// rebuilt from the placements and their entry blobs.
     pub prompt_hash: Digest,
     /// Hash of the system fold (the cacheable prefix).
     #[serde(default, skip_serializing_if = "Option::is_none")]

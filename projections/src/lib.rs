@@ -10,6 +10,7 @@
 //! - [`claims`]: `ClaimsLedger`, every claim of every cast (the claim-before-send ledger).
 //! - [`engagement`]: `EngagementReport`, an engage cast's report.
 //! - [`audit`]: every prompt with its placements, and the placement lint.
+//! - [`prompt`]: the prompt a dispatch sent, rebuilt from its entry blobs and checked.
 //! - [`timeline`]: one human line per event (`castlog show`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -19,5 +20,6 @@ pub mod claims;
 pub mod engagement;
 pub mod manifest;
 pub mod projection;
+pub mod prompt;
 pub mod timeline;
 pub mod views;

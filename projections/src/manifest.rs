@@ -5,7 +5,7 @@
 //! (which the reference overwrote on a repair), and the rendered prompt of every dispatch.
 //! Paths are sanitized (`[^a-z0-9._-]` becomes `-`), so the tree is the same on every run.
 
-use castlog_core::event::Event;
+use castlog_core::event::{Event, Placement};
 use castlog_core::id::Digest;
 use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
@@ -28,10 +28,12 @@ pub enum Content {
         /// The compact JSON.
         text: String,
     },
-    /// A rendered prompt blob, written as its messages.
+    /// A dispatched prompt, written as its messages (rebuilt by [`crate::prompt::messages`]).
     Prompt {
-        /// The blob.
+        /// The rendered prompt's digest.
         hash: Digest,
+        /// Where each entry went, naming its body blob.
+        placements: Vec<Placement>,
     },
 }
 
@@ -122,7 +124,8 @@ impl Manifest {
 
 impl Projection for Manifest {
     const NAME: &'static str = "manifest";
-    const VERSION: u32 = 1;
+    // 2: prompts carry their placements.
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };
@@ -148,6 +151,7 @@ impl Projection for Manifest {
                     seq,
                     Content::Prompt {
                         hash: e.prompt_hash,
+                        placements: e.placements,
                     },
                 );
             }

@@ -380,15 +380,16 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         {
             return Ok(messages.clone());
         }
-        let bytes = self.log.get_blob(&hash)?.ok_or_else(|| {
-            DriveError::Agent(format!("the prompt blob {} is missing", hash.short()))
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| {
-            DriveError::Agent(format!(
-                "the prompt blob {} does not decode: {e}",
-                hash.short()
-            ))
-        })
+        let placements = self
+            .state
+            .current
+            .as_ref()
+            .map(|c| c.placements.as_slice())
+            .unwrap_or_default();
+        let policy = castlog_core::prompt::Policy::named(&self.state.policy)
+            .unwrap_or(&castlog_core::prompt::policy::RECOMMENDED);
+        castlog_projections::prompt::messages(self.log, policy, &hash, placements)
+            .map_err(|e| DriveError::Agent(format!("the prompt of {}: {e}", self.state.cast)))
     }
 
     /// Drives the cast until it stops or waits for something the agent cannot give.

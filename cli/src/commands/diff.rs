@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use castlog_core::event::{Event, Target};
-use castlog_core::id::CastId;
-use castlog_core::prompt::Message;
-use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_core::event::{Event, Placement, Target};
+use castlog_core::id::{CastId, Digest};
+use castlog_core::prompt::Policy;
+use castlog_events::{Recorded, SqliteLog};
+use castlog_projections::prompt;
 use castlog_replay::recast::history;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -24,7 +25,8 @@ use crate::output;
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Step {
     key: String,
-    prompts: String,
+    /// Each turn's prompt digest with its placements (text is rebuilt only where two differ).
+    prompts: Vec<(u32, Digest, Vec<Placement>)>,
     placements: Vec<String>,
     output: Option<String>,
     routing: Option<String>,
@@ -44,7 +46,7 @@ struct Change {
     b: Option<Value>,
 }
 
-fn steps(log: &SqliteLog, records: &[Recorded]) -> Result<Vec<Step>, CliError> {
+fn steps(records: &[Recorded]) -> Vec<Step> {
     let mut out: Vec<Step> = Vec::new();
     let mut open: Option<usize> = None;
     for record in records {
@@ -63,19 +65,14 @@ fn steps(log: &SqliteLog, records: &[Recorded]) -> Result<Vec<Step>, CliError> {
             }
             Event::PromptDispatched(e) => {
                 if let Some(step) = open.and_then(|i| out.get_mut(i)) {
-                    let bytes = log.get_blob(&e.prompt_hash)?.unwrap_or_default();
-                    let messages: Vec<Message> = serde_json::from_slice(&bytes).unwrap_or_default();
-                    step.prompts.push_str(&format!("=== turn {}\n", e.turn));
-                    for m in messages {
-                        step.prompts
-                            .push_str(&format!("--- {}\n{}\n", m.role.as_str(), m.content));
-                    }
-                    for p in e.placements {
+                    for p in &e.placements {
                         step.placements.push(format!(
                             "turn {} {} {:?} #{} {}",
                             e.turn, p.entry, p.destination, p.position, p.rule
                         ));
                     }
+                    step.prompts
+                        .push((e.turn.get(), e.prompt_hash, e.placements));
                 }
             }
             Event::SocketCompleted(e) => {
@@ -100,7 +97,19 @@ fn steps(log: &SqliteLog, records: &[Recorded]) -> Result<Vec<Step>, CliError> {
             _ => {}
         }
     }
-    Ok(out)
+    out
+}
+
+/// The text of a step's prompts, rebuilt from the log (`=== turn N` then each message).
+fn prompt_text(log: &SqliteLog, policy: &Policy, step: &Step) -> Result<String, CliError> {
+    let mut text = String::new();
+    for (turn, hash, placements) in &step.prompts {
+        text.push_str(&format!("=== turn {turn}\n"));
+        for m in prompt::messages(log, policy, hash, placements)? {
+            text.push_str(&format!("--- {}\n{}\n", m.role.as_str(), m.content));
+        }
+    }
+    Ok(text)
 }
 
 fn text_diff(a: &str, b: &str) -> String {
@@ -111,12 +120,24 @@ fn text_diff(a: &str, b: &str) -> String {
         .to_string()
 }
 
-fn compare(a: &Step, b: &Step) -> Vec<Change> {
+/// The two casts' steps and how to rebuild each side's prompt text.
+struct Sides<'a> {
+    log: &'a SqliteLog,
+    a: &'static Policy,
+    b: &'static Policy,
+}
+
+fn compare(sides: &Sides<'_>, a: &Step, b: &Step) -> Result<Vec<Change>, CliError> {
     let mut changes = Vec::new();
-    if a.prompts != b.prompts {
+    let digests = |s: &Step| s.prompts.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>();
+    if digests(a) != digests(b) {
+        let (ta, tb) = (
+            prompt_text(sides.log, sides.a, a)?,
+            prompt_text(sides.log, sides.b, b)?,
+        );
         changes.push(Change {
             field: "prompt",
-            diff: Some(text_diff(&a.prompts, &b.prompts)),
+            diff: Some(text_diff(&ta, &tb)),
             path: None,
             a: None,
             b: None,
@@ -168,7 +189,7 @@ fn compare(a: &Step, b: &Step) -> Vec<Change> {
             });
         }
     }
-    changes
+    Ok(changes)
 }
 
 /// An event made comparable across casts: the cast id (in `cast_started` and in dispatch keys)
@@ -241,8 +262,13 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
     let first_divergence = (ha.len() as u64 > common || hb.len() as u64 > common)
         .then(|| json!({ "position": common + 1, "a": describe(&ha), "b": describe(&hb) }));
 
-    let sa = steps(log, &ha)?;
-    let sb = steps(log, &hb)?;
+    let sa = steps(&ha);
+    let sb = steps(&hb);
+    let sides = Sides {
+        log,
+        a: prompt::policy_of(log, &a.cast)?,
+        b: prompt::policy_of(log, &b.cast)?,
+    };
     // Steps by key, for lookups that stay linear on long casts.
     let by_a: std::collections::HashMap<&str, &Step> =
         sa.iter().map(|s| (s.key.as_str(), s)).collect();
@@ -263,7 +289,7 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
         );
         let (status, changes) = match (x, y) {
             (Some(x), Some(y)) => {
-                let changes = compare(x, y);
+                let changes = compare(&sides, x, y)?;
                 (
                     if changes.is_empty() {
                         "same"

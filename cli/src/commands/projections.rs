@@ -3,10 +3,11 @@
 use std::path::Path;
 
 use castlog_core::id::CastId;
-use castlog_core::prompt::Message;
-use castlog_events::{EventLog, SqliteLog};
+
+use castlog_events::SqliteLog;
 use castlog_projections::manifest::{Content, Manifest};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
+use castlog_projections::prompt;
 use castlog_projections::views::{CastView, Timeline, Usage};
 use serde_json::json;
 
@@ -75,6 +76,7 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
     let log = super::open(db)?;
     let cast = super::inspect::head_of(&log, cast)?.cast;
     let (manifest, _) = caught::<Manifest>(&log, &cast)?;
+    let policy = prompt::policy_of(&log, &cast)?;
     let write = |path: &Path, bytes: &[u8]| -> Result<(), CliError> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -92,14 +94,10 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
                 text.push('\n');
                 text.into_bytes()
             }
-            Content::Prompt { hash } => {
-                let blob = log.get_blob(hash)?.ok_or_else(|| {
-                    CliError::integrity(format!(
-                        "prompt blob {} is missing (run `castlog verify`)",
-                        hash.short()
-                    ))
+            Content::Prompt { hash, placements } => {
+                let messages = prompt::messages(&log, policy, hash, placements).map_err(|e| {
+                    CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
                 })?;
-                let messages: Vec<Message> = serde_json::from_slice(&blob).unwrap_or_default();
                 let mut text = format!(
                     "# {} visit {} turn {}\n",
                     entry.socket,

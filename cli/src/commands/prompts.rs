@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
-use castlog_core::id::Seq;
+use castlog_core::id::{CastId, Seq};
 use castlog_core::prompt::Message;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::audit::{PlacementAudit, PromptRecord};
+use castlog_projections::prompt;
 use serde_json::json;
 
 use crate::args::{AuditArgs, PromptArgs};
@@ -18,20 +19,10 @@ fn audit_of(log: &SqliteLog, cast: &str) -> Result<PlacementAudit, CliError> {
     Ok(PlacementAudit::fold(&records))
 }
 
-fn messages(log: &SqliteLog, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
-    let bytes = log.get_blob(&record.hash)?.ok_or_else(|| {
-        CliError::integrity(format!(
-            "the prompt blob {} of seq {} is missing (run `castlog verify`)",
-            record.hash.short(),
-            record.seq
-        ))
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::integrity(format!(
-            "the prompt blob {} does not decode: {e}",
-            record.hash.short()
-        ))
-    })
+fn messages(log: &SqliteLog, cast: &str, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
+    let policy = prompt::policy_of(log, &CastId::new(cast))?;
+    prompt::messages(log, policy, &record.hash, &record.placements)
+        .map_err(|e| CliError::from(e).context(format!("the prompt of seq {}", record.seq)))
 }
 
 /// `castlog prompt CAST SOCKET[:VISIT] [--turn N]`.
@@ -81,7 +72,7 @@ pub fn prompt(db: &Path, args: &PromptArgs) -> Result<(), CliError> {
             }
         ))
     })?;
-    let messages = messages(&log, record)?;
+    let messages = messages(&log, &args.cast, record)?;
     if args.json {
         return output::json(&json!({
             "messages": messages,

@@ -3,10 +3,12 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
-use castlog_events::{CastHead, EventLog};
+use castlog_events::{CastHead, EventLog, SqliteLog};
+use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::redecide::redecide;
 use serde::Serialize;
 
@@ -86,18 +88,32 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
     }
 }
 
-/// Every blob an event references must be present and match its address.
-fn check_blobs(log: &dyn EventLog, head: &CastHead) -> Result<Vec<Problem>, CliError> {
+/// Every blob an event references must be present and match its address, and every
+/// dispatched prompt must rebuild from its entry blobs to its recorded digest.
+fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliError> {
     let mut refs = Vec::new();
+    let mut prompts = Vec::new();
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
         if let Ok(event) = record.event() {
             for hash in event.blob_refs() {
                 refs.push((record.seq, hash));
             }
+            if let Event::PromptDispatched(e) = event {
+                prompts.push((record.seq, e.prompt_hash, e.placements));
+            }
         }
         ControlFlow::Continue(())
     })?;
     let mut problems = Vec::new();
+    let mut problem = |seq: Seq, message: String| {
+        problems.push(Problem {
+            cast: head.cast.clone(),
+            seq,
+            kind: ProblemKind::Blob,
+            message,
+        });
+    };
+    let mut damaged = std::collections::BTreeSet::new();
     for (seq, hash) in refs {
         let message = match log.get_blob(&hash)? {
             None => format!("blob {} is missing", hash.short()),
@@ -106,12 +122,30 @@ fn check_blobs(log: &dyn EventLog, head: &CastHead) -> Result<Vec<Problem>, CliE
             }
             Some(_) => continue,
         };
-        problems.push(Problem {
-            cast: head.cast.clone(),
-            seq,
-            kind: ProblemKind::Blob,
-            message,
-        });
+        damaged.insert(seq);
+        problem(seq, message);
+    }
+    if prompts.is_empty() {
+        return Ok(problems);
+    }
+    let policy = match prompt::policy_of(log, &head.cast) {
+        Ok(policy) => policy,
+        Err(PromptError::Log(e)) => return Err(e.into()),
+        Err(e) => {
+            problem(prompts[0].0, format!("prompts cannot be rebuilt: {e}"));
+            return Ok(problems);
+        }
+    };
+    for (seq, hash, placements) in prompts {
+        // A prompt whose entry blob is already reported is not reported twice.
+        if damaged.contains(&seq) {
+            continue;
+        }
+        match prompt::messages(log, policy, &hash, &placements) {
+            Ok(_) => {}
+            Err(PromptError::Log(e)) => return Err(e.into()),
+            Err(e) => problem(seq, format!("the prompt does not rebuild: {e}")),
+        }
     }
     Ok(problems)
 }

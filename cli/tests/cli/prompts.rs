@@ -219,3 +219,66 @@ fn asking_for_a_prompt_that_does_not_exist_is_a_user_error() {
         turn.stderr
     );
 }
+
+/// Rendered prompts are not stored: `prompt` rebuilds them from the entry blobs and checks the
+/// recorded digest, and a damaged entry blob is named by `verify` and refused by `prompt`.
+#[test]
+fn prompts_rebuild_from_entry_blobs_and_damage_is_named() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "add a greeting",
+        "--cast",
+        "demo",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
+    let prompt = sandbox
+        .run(&["prompt", "demo", "Socket-2", "--json"])
+        .json();
+    let hash = prompt["hash"].as_str().unwrap().to_owned();
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let stored: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM blobs WHERE hex(hash) = upper(?1)",
+            [&hash],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 0, "the rendered prompt is not stored");
+    let system = prompt["messages"][0]["content"].as_str().unwrap();
+    assert!(!system.is_empty());
+
+    // Damage the body of the first placed entry of that prompt.
+    let body = prompt["placements"][0]["body"].as_str().unwrap().to_owned();
+    let changed = conn
+        .execute(
+            "UPDATE blobs SET bytes = CAST('tampered' AS BLOB) WHERE hex(hash) = upper(?1)",
+            [&body],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let verify = sandbox.run(&["verify", "demo", "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p["kind"] == "blob"
+                && p["message"].as_str().unwrap().contains("does not match")),
+        "{problems:?}"
+    );
+    let refused = sandbox.run(&["prompt", "demo", "Socket-2"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("the prompt of seq")
+            && refused.stderr.contains("not the recorded prompt"),
+        "{}",
+        refused.stderr
+    );
+}

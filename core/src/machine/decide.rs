@@ -234,9 +234,12 @@ impl<'s, 'a> Decider<'s, 'a> {
         for entry in &entries {
             self.blob(entry.text.clone().into_bytes());
         }
+        // The rendered prompt and the system fold are named by their digests but not stored:
+        // both are rebuilt from the placements and the entry blobs (`prompt::assemble`), so a
+        // reply repeated in later prompts is stored once, as its entry.
         let system_hash =
-            (!rendered.system.is_empty()).then(|| self.blob(rendered.system.clone().into_bytes()));
-        let prompt_hash = self.blob(prompt::messages_json(&rendered.messages));
+            (!rendered.system.is_empty()).then(|| (self.env.digest)(rendered.system.as_bytes()));
+        let prompt_hash = (self.env.digest)(&prompt::messages_json(&rendered.messages));
         self.out.prompt = Some((prompt_hash, rendered.messages));
         self.emit(PromptDispatched {
             socket: current.socket,

@@ -235,6 +235,7 @@ impl CastState {
                     c.turn = e.turn;
                     c.phase = Phase::AwaitingReply;
                     c.prompt = Some(e.prompt_hash);
+                    c.placements.clone_from(&e.placements);
                     c.transient_failures = 0;
                     c.interrupted = false;
                     c.recovering = false;
@@ -459,6 +460,7 @@ impl CastState {
             turn: Turn(0),
             phase,
             prompt: None,
+            placements: Vec::new(),
             transcript: Vec::new(),
             repairs: 0,
             repair_feedback: None,

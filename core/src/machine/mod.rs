@@ -111,6 +111,9 @@ pub struct Current {
     pub phase: Phase,
     /// The last dispatched prompt.
     pub prompt: Option<Digest>,
+    /// Its placements (the prompt is rebuilt from them and the entry blobs).
+    #[serde(skip)]
+    pub placements: Vec<crate::event::Placement>,
     /// Multi-turn drafts and refinements, in order.
     pub transcript: Vec<TranscriptLine>,
     /// Same-socket repair turns used.

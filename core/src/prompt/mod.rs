@@ -18,7 +18,7 @@ pub mod render;
 use crate::event::Placement;
 
 pub use policy::Policy;
-pub use render::render;
+pub use render::{UnknownRole, assemble, render};
 
 /// The role of an entry (and of a rendered message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -35,6 +35,13 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role of a wire name.
+    pub fn named(name: &str) -> Option<Role> {
+        [Role::System, Role::User, Role::Assistant, Role::Tool]
+            .into_iter()
+            .find(|r| r.as_str() == name)
+    }
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

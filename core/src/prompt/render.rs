@@ -83,11 +83,6 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
 
     let mut folded = of(|s| matches!(s, Slot::Fold));
     folded.sort_by_key(|&i| (effective[i].0, entries[i].ordinal, i));
-    let system = folded
-        .iter()
-        .map(|&i| entries[i].text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n\n");
     for (position, &i) in folded.iter().enumerate() {
         placements[i] = Some(place(
             i,
@@ -96,14 +91,6 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
             "fold:l0-or-system",
         ));
     }
-
-    let mut messages = Vec::new();
-    if !system.is_empty() {
-        messages.push(Message {
-            role: Role::System,
-            content: system.clone(),
-        });
-    }
     let mut inline = of(|s| matches!(s, Slot::Inline(_)));
     if inline.iter().all(|&i| entries[i].ordinal == 0) {
         inline.sort_by_key(|&i| (effective[i].0, i));
@@ -111,37 +98,12 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
         inline.sort_by_key(|&i| (entries[i].ordinal, i));
     }
     for (position, &i) in inline.iter().enumerate() {
-        // A lower mandate moved inline speaks in the user channel whatever its role was.
-        let role = match slots[i] {
-            Slot::Inline("inline:lower-mandate") => Role::User,
-            _ => effective[i].1,
-        };
-        match messages.last_mut() {
-            Some(last) if last.role == role && role != Role::System => {
-                last.content.push_str("\n\n");
-                last.content.push_str(&entries[i].text);
-            }
-            _ => messages.push(Message {
-                role,
-                content: entries[i].text.clone(),
-            }),
-        }
         let rule = match slots[i] {
             Slot::Inline(rule) => rule,
             _ => "inline:ordinal",
         };
         placements[i] = Some(place(i, Destination::Inline, position, rule));
     }
-
-    for &i in &folded {
-        if entries[i].source_type == "steeringNote" {
-            messages.push(Message {
-                role: Role::User,
-                content: format!("Reminder from the operator:\n{}", entries[i].text),
-            });
-        }
-    }
-
     let mut trailing = of(|s| matches!(s, Slot::Trailing(_)));
     trailing.sort_by_key(|&i| {
         let rank = policy
@@ -149,24 +111,119 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
             .map_or(u8::MAX, |m| m.rank);
         (rank, entries[i].ordinal, i)
     });
-    if !trailing.is_empty() {
-        let mut parts = Vec::new();
-        for (position, &i) in trailing.iter().enumerate() {
-            let text = &entries[i].text;
-            let part = match policy.mandate(entries[i].source_type) {
-                Some(m) if policy.consolidate && !m.header.is_empty() => {
-                    format!("{}\n{text}", m.header)
-                }
-                _ => text.clone(),
-            };
-            parts.push(part);
-            let rule = match slots[i] {
-                Slot::Trailing(rule) => rule,
-                _ => "trailing:mandate",
-            };
-            placements[i] = Some(place(i, Destination::Trailing, position, rule));
+    for (position, &i) in trailing.iter().enumerate() {
+        let rule = match slots[i] {
+            Slot::Trailing(rule) => rule,
+            _ => "trailing:mandate",
+        };
+        placements[i] = Some(place(i, Destination::Trailing, position, rule));
+    }
+
+    let placements: Vec<Placement> = placements
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| p.unwrap_or_else(|| place(i, Destination::Dropped, 0, "dropped")))
+        .collect();
+    let texts: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
+    // Every role here came from `Role::as_str`, so assembling cannot meet an unknown one.
+    let (messages, system) = assemble(&placements, &texts, policy).unwrap_or_default();
+    Rendered {
+        messages,
+        placements,
+        system,
+    }
+}
+
+/// A placement whose role is not one of castlog's four (a damaged or hand-made record).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {entry:?} has the unknown role {role:?}")]
+pub struct UnknownRole {
+    /// The entry.
+    pub entry: String,
+    /// Its recorded role.
+    pub role: String,
+}
+
+/// Builds the messages (and the system fold's text) from recorded placements and the entries'
+/// texts (`texts[i]` is the body of `placements[i]`). [`render`] decides the placements and
+/// then assembles through here, so a prompt rebuilt from a `prompt_dispatched` event and its
+/// entry blobs is byte for byte the one that was sent:
+/// - the system fold: its entries by position, joined by a blank line;
+/// - inline entries by position, consecutive entries of one (non-system) role sharing a
+///   message; a lower mandate moved inline speaks as the user;
+/// - a folded `steeringNote` re-emitted as a user reminder, in fold order;
+/// - the trailing block: its entries by position, each under its mandate header when the
+///   policy consolidates (a block with no mandate gets `## Remaining work`).
+pub fn assemble(
+    placements: &[Placement],
+    texts: &[&str],
+    policy: &Policy,
+) -> Result<(Vec<Message>, String), UnknownRole> {
+    let text = |i: usize| texts.get(i).copied().unwrap_or("");
+    let at = |destination: Destination| {
+        let mut found: Vec<usize> = (0..placements.len())
+            .filter(|&i| placements[i].destination == destination)
+            .collect();
+        found.sort_by_key(|&i| (placements[i].position, i));
+        found
+    };
+    let folded = at(Destination::SystemFold);
+    let system = folded
+        .iter()
+        .map(|&i| text(i))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let mut messages = Vec::new();
+    if !system.is_empty() {
+        messages.push(Message {
+            role: Role::System,
+            content: system.clone(),
+        });
+    }
+    for i in at(Destination::Inline) {
+        let p = &placements[i];
+        let role = if p.rule == "inline:lower-mandate" {
+            Role::User
+        } else {
+            Role::named(&p.role).ok_or_else(|| UnknownRole {
+                entry: p.entry.clone(),
+                role: p.role.clone(),
+            })?
+        };
+        match messages.last_mut() {
+            Some(last) if last.role == role && role != Role::System => {
+                last.content.push_str("\n\n");
+                last.content.push_str(text(i));
+            }
+            _ => messages.push(Message {
+                role,
+                content: text(i).to_owned(),
+            }),
         }
-        if policy.consolidate && strongest.is_none() {
+    }
+    for &i in &folded {
+        if placements[i].source_type == "steeringNote" {
+            messages.push(Message {
+                role: Role::User,
+                content: format!("Reminder from the operator:\n{}", text(i)),
+            });
+        }
+    }
+    let trailing = at(Destination::Trailing);
+    if !trailing.is_empty() {
+        let mut parts: Vec<String> = trailing
+            .iter()
+            .map(|&i| match policy.mandate(&placements[i].source_type) {
+                Some(m) if policy.consolidate && !m.header.is_empty() => {
+                    format!("{}\n{}", m.header, text(i))
+                }
+                _ => text(i).to_owned(),
+            })
+            .collect();
+        let no_mandate = trailing
+            .iter()
+            .all(|&i| policy.mandate(&placements[i].source_type).is_none());
+        if policy.consolidate && no_mandate {
             // Only the appended delta: it still gets the block's single header.
             parts.insert(0, "## Remaining work".into());
         }
@@ -175,17 +232,7 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
             content: parts.join("\n\n"),
         });
     }
-
-    let placements = placements
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| p.unwrap_or_else(|| place(i, Destination::Dropped, 0, "dropped")))
-        .collect();
-    Rendered {
-        messages,
-        placements,
-        system,
-    }
+    Ok((messages, system))
 }
 
 #[cfg(test)]

@@ -101,7 +101,11 @@ fn edit(line: &str, edit: Edit) -> String {
         Edit::HeadHash => after("\"head_hash\":\""),
     };
     let old = line.as_bytes()[at];
+    // Hex decodes either case, so a hash digit is changed to another digit, not re-cased.
+    let hex = matches!(edit, Edit::Hash | Edit::Prev | Edit::HeadHash);
     let new = match old {
+        b'a'..=b'e' if hex => old + 1,
+        b'f' if hex => b'a',
         b'a'..=b'z' => old.to_ascii_uppercase(),
         b'0' => b'1',
         b'1'..=b'9' => old - 1,

@@ -106,16 +106,22 @@ pub fn populate(log: &dyn EventLog) -> Populated {
         turn: Turn(1),
         prompt_hash: prompt,
         system_hash: Some(system),
-        placements: vec![Placement {
-            entry: "entry-1".into(),
-            source_type: "steeringNote".into(),
-            layer: 2,
-            role: "user".into(),
-            destination: Destination::Inline,
-            position: 0,
-            rule: "recommended/inline".into(),
-            body: entry,
-        }],
+        // Three entries whose bodies are UTF-8, non-ASCII and non-UTF-8 (the rendered prompt
+        // and the system fold are named by digest only).
+        placements: [("entry-0", prompt), ("entry-1", entry), ("entry-2", system)]
+            .into_iter()
+            .enumerate()
+            .map(|(position, (name, body))| Placement {
+                entry: name.into(),
+                source_type: "steeringNote".into(),
+                layer: 2,
+                role: "user".into(),
+                destination: Destination::Inline,
+                position: u32::try_from(position).unwrap(),
+                rule: "recommended/inline".into(),
+                body,
+            })
+            .collect(),
         redispatch: false,
     });
     let fork_at = log

@@ -318,10 +318,18 @@ fn a_fixture_cast_completes_against_a_chat_completions_server() {
     let prompts: Vec<Vec<Message>> = events(&log, "http")
         .into_iter()
         .filter_map(|e| match e {
-            Event::PromptDispatched(d) => Some(d.prompt_hash),
+            Event::PromptDispatched(d) => Some(d),
             _ => None,
         })
-        .map(|h| serde_json::from_slice(&log.get_blob(&h).unwrap().unwrap()).unwrap())
+        .map(|d| {
+            castlog_projections::prompt::messages(
+                &log,
+                &castlog_core::prompt::policy::RECOMMENDED,
+                &d.prompt_hash,
+                &d.placements,
+            )
+            .unwrap()
+        })
         .collect();
     let requests = server.requests();
     assert_eq!(requests.len(), prompts.len());

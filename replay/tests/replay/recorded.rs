@@ -99,8 +99,15 @@ fn a_recorded_rerun_reproduces_the_cast(
     let mut dispatches = 0;
     for event in events(&log, "first-cast") {
         if let Event::PromptDispatched(d) = event {
-            let blob = log.get_blob(&d.prompt_hash).unwrap().unwrap();
-            let messages: Vec<Message> = serde_json::from_slice(&blob).unwrap();
+            // The rendered prompt is not stored: it is rebuilt from the entry blobs.
+            assert_eq!(log.get_blob(&d.prompt_hash).unwrap(), None);
+            let messages = castlog_projections::prompt::messages(
+                &log,
+                &castlog_core::prompt::policy::RECOMMENDED,
+                &d.prompt_hash,
+                &d.placements,
+            )
+            .unwrap();
             assert_eq!(blob_hash(&messages_json(&messages)), d.prompt_hash);
             dispatches += 1;
         }

@@ -2,8 +2,9 @@
 
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
-use castlog_core::prompt::Message;
+use castlog_core::prompt::policy::RECOMMENDED;
 use castlog_events::{EventLog, InMemoryLog};
+use castlog_projections::prompt;
 
 use crate::drive::run;
 
@@ -13,8 +14,9 @@ fn prompts(config: &str, script: &str) -> String {
     let mut out = String::new();
     for record in log.read(&CastId::new("snap"), Seq::FIRST, None).unwrap() {
         if let Ok(Event::PromptDispatched(p)) = record.event() {
-            let bytes = log.get_blob(&p.prompt_hash).unwrap().unwrap();
-            let messages: Vec<Message> = serde_json::from_slice(&bytes).unwrap();
+            // Rebuilt from the entry blobs and checked against the recorded digest.
+            let messages =
+                prompt::messages(&log, &RECOMMENDED, &p.prompt_hash, &p.placements).unwrap();
             out.push_str(&format!(
                 "==================== seq {} {} visit {} turn {}\n",
                 record.seq, p.socket, p.visit, p.turn

@@ -6,6 +6,7 @@
 //! - [`log`]: the `EventLog` seam and its error enum.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer thread, group commit).
+//! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
 //! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).
 //!
@@ -26,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod chain;
+pub mod chunk;
 pub mod codec;
 pub mod log;
 pub mod memory;

@@ -7,7 +7,7 @@ use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
-use castlog_events::{CastHead, EventLog, SqliteLog};
+use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::redecide::redecide;
 use serde::Serialize;
@@ -115,12 +115,16 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
     };
     let mut damaged = std::collections::BTreeSet::new();
     for (seq, hash) in refs {
-        let message = match log.get_blob(&hash)? {
-            None => format!("blob {} is missing", hash.short()),
-            Some(bytes) if blob_hash(&bytes) != hash => {
+        let message = match log.get_blob(&hash) {
+            Err(LogError::Corrupt { message, .. }) => {
+                format!("blob {} is damaged: {message}", hash.short())
+            }
+            Err(e) => return Err(e.into()),
+            Ok(None) => format!("blob {} is missing", hash.short()),
+            Ok(Some(bytes)) if blob_hash(&bytes) != hash => {
                 format!("blob {} does not match its content", hash.short())
             }
-            Some(_) => continue,
+            Ok(Some(_)) => continue,
         };
         damaged.insert(seq);
         problem(seq, message);

@@ -134,15 +134,31 @@ fn the_artifact_tree_is_byte_identical_across_replays() {
     assert_eq!(rejected.1, b"Looks mostly fine to me.");
 }
 
-/// A database written by an older castlog (schema version 1, before checkpoints existed) is
-/// migrated on open, replays and verifies.
+/// A database written by an older castlog (schema version 1, before checkpoints and chunked
+/// blobs existed) is migrated on open, replays and verifies.
 #[test]
 fn a_database_from_an_older_schema_replays_and_verifies() {
     let sandbox = Sandbox::new();
     cast(&sandbox);
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
-    conn.execute_batch("DROP TABLE checkpoints; PRAGMA user_version = 1;")
-        .unwrap();
+    // Back to version 1: blobs whole again (no chunks table, no chunked column), no
+    // checkpoints.
+    conn.execute_batch(
+        "WITH RECURSIVE parts(id, i, acc) AS (
+             SELECT id, 0, CAST('' AS BLOB) FROM blobs WHERE chunked = 1
+             UNION ALL
+             SELECT p.id, p.i + 1, CAST(p.acc || (SELECT c.bytes FROM chunks c
+                    WHERE c.hash = substr(b.bytes, p.i * 32 + 1, 32)) AS BLOB)
+             FROM parts p JOIN blobs b ON b.id = p.id WHERE p.i * 32 < length(b.bytes))
+         UPDATE blobs SET bytes = (SELECT acc FROM parts p WHERE p.id = blobs.id
+                                   ORDER BY i DESC LIMIT 1)
+         WHERE chunked = 1;
+         DROP TABLE chunks;
+         ALTER TABLE blobs DROP COLUMN chunked;
+         DROP TABLE checkpoints;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
     drop(conn);
     let verify = sandbox.run(&["verify", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
@@ -152,7 +168,7 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let checkpoints: i64 = conn
         .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
         .unwrap();

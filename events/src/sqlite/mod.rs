@@ -43,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema/v1.sql"),
     include_str!("schema/v2.sql"),
     include_str!("schema/v3.sql"),
+    include_str!("schema/v4.sql"),
 ];
 
 /// The schema version this build writes.
@@ -439,12 +440,51 @@ impl EventLog for SqliteLog {
     }
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-        self.read_with(|conn| {
-            conn.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
-                .and_then(|mut stmt| stmt.query_row([hash.0.as_slice()], |r| r.get(0)).optional())
-                .map_err(|e| map_err("reading a blob", &e))
-        })
+        self.read_with(|conn| read_blob(conn, hash))
     }
+}
+
+/// A blob's bytes, reassembled from its chunks when it was stored chunked (schema v4).
+fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
+    let read = |e: &rusqlite::Error| map_err("reading a blob", e);
+    let row: Option<(Vec<u8>, i64)> = conn
+        .prepare_cached("SELECT bytes, chunked FROM blobs WHERE hash = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([hash.0.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(|e| read(&e))?;
+    let Some((bytes, chunked)) = row else {
+        return Ok(None);
+    };
+    if chunked == 0 {
+        return Ok(Some(bytes));
+    }
+    let damaged = |message: String| LogError::Corrupt {
+        context: format!("reading blob {}", hash.short()),
+        message,
+    };
+    if bytes.len() % 32 != 0 {
+        return Err(damaged(format!(
+            "its chunk list is {} bytes, not a multiple of 32",
+            bytes.len()
+        )));
+    }
+    let mut stmt = conn
+        .prepare_cached("SELECT bytes FROM chunks WHERE hash = ?1")
+        .map_err(|e| read(&e))?;
+    let mut out = Vec::new();
+    for (i, key) in bytes.chunks_exact(32).enumerate() {
+        let chunk: Option<Vec<u8>> = stmt
+            .query_row([key], |r| r.get(0))
+            .optional()
+            .map_err(|e| read(&e))?;
+        match chunk {
+            Some(chunk) => out.extend_from_slice(&chunk),
+            None => return Err(damaged(format!("its chunk {i} is missing"))),
+        }
+    }
+    Ok(Some(out))
 }
 
 fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {

@@ -14,6 +14,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::chain::blob_hash;
+use crate::chunk;
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::{digest_from_sql, map_err};
@@ -418,11 +419,39 @@ fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(),
     move_head(conn, key, events.last())
 }
 
+/// Stores a blob once: small ones whole, large ones as content-defined chunks (`chunk.rs`),
+/// each distinct chunk once.
 fn put_blob(conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
+    let store = |e: rusqlite::Error| map_err("storing a blob", &e);
     let hash = blob_hash(bytes);
-    conn.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
-        .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
-        .map_err(|e| map_err("storing a blob", &e))?;
+    if bytes.len() < chunk::CHUNKED_FROM {
+        conn.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
+            .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
+            .map_err(store)?;
+        return Ok(hash);
+    }
+    let known = conn
+        .prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")
+        .and_then(|mut stmt| stmt.exists([hash.0.as_slice()]))
+        .map_err(store)?;
+    if known {
+        return Ok(hash);
+    }
+    let mut insert = conn
+        .prepare_cached("INSERT OR IGNORE INTO chunks (hash, bytes) VALUES (?1, ?2)")
+        .map_err(store)?;
+    let pieces = chunk::split(bytes);
+    let mut list = Vec::with_capacity(pieces.len() * 32);
+    for piece in pieces {
+        let key = blob_hash(piece);
+        insert
+            .execute(params![key.0.as_slice(), piece])
+            .map_err(store)?;
+        list.extend_from_slice(&key.0);
+    }
+    conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
+        .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))
+        .map_err(store)?;
     Ok(hash)
 }
 

@@ -301,6 +301,23 @@ fn blobs_are_stored_by_content_hash(#[values(Backend::Memory, Backend::Sqlite)] 
 }
 
 #[rstest]
+fn large_blobs_round_trip_byte_for_byte(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    // Large enough to be chunked by SqliteLog, with a shared run and non-UTF-8 bytes.
+    let shared: Vec<u8> = (0..40_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let a = [b"first ".as_slice(), &shared].concat();
+    let b = [shared.as_slice(), b" second", &[0xff, 0x00]].concat();
+    let (ha, hb) = (log.put_blob(&a).unwrap(), log.put_blob(&b).unwrap());
+    assert_eq!(ha, blob_hash(&a));
+    assert_eq!(log.get_blob(&ha).unwrap(), Some(a.clone()));
+    assert_eq!(log.get_blob(&hb).unwrap(), Some(b));
+    assert_eq!(log.put_blob(&a).unwrap(), ha);
+    assert_eq!(log.get_blob(&ha).unwrap(), Some(a));
+}
+
+#[rstest]
 fn verify_finds_no_problem_in_an_intact_log(
     #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
 ) {

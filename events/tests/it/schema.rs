@@ -166,3 +166,60 @@ fn everything_survives_a_reopen() {
         .unwrap();
     assert_eq!(more[0].prev, origin[5].hash);
 }
+
+/// Large blobs are stored as content-defined chunks: a run shared by two blobs is stored once,
+/// and a damaged chunk list or a missing chunk is reported as damage naming the blob.
+#[test]
+fn large_blobs_share_chunks_and_damage_is_named() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let shared: Vec<u8> = (0..60_000u32)
+        .map(|i| b"abcdefgh ij\n"[(i * i % 12) as usize])
+        .collect();
+    let shared: Vec<u8> = shared
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.wrapping_add(((i * 2_654_435_761) >> 20) as u8 % 3))
+        .collect();
+    let a = [b"Previous output:\n".as_slice(), &shared].concat();
+    let b = [
+        b"Handoff context (12 earlier entries)\n".as_slice(),
+        &shared,
+        b"\nend",
+    ]
+    .concat();
+    let ha = log.put_blob(&a).unwrap();
+    log.put_blob(&b).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let stored: i64 = conn
+        .query_row("SELECT sum(length(bytes)) FROM chunks", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        (stored as usize) < a.len() + b.len() / 4,
+        "{stored} bytes of chunks for {} + {}",
+        a.len(),
+        b.len()
+    );
+    let chunked: i64 = conn
+        .query_row("SELECT count(*) FROM blobs WHERE chunked = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(chunked, 2);
+
+    conn.execute("DELETE FROM chunks WHERE id = 2", []).unwrap();
+    match log.get_blob(&ha).unwrap_err() {
+        LogError::Corrupt { context, message } => {
+            assert!(context.contains(&ha.short()), "{context}");
+            assert!(message.contains("chunk 1 is missing"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    conn.execute(
+        "UPDATE blobs SET bytes = x'00' WHERE hash = ?1",
+        [ha.0.as_slice()],
+    )
+    .unwrap();
+    let err = log.get_blob(&ha).unwrap_err();
+    assert!(err.to_string().contains("not a multiple of 32"), "{err}");
+}

@@ -125,8 +125,14 @@ fn run_group(conn: &mut Connection, group: Vec<Command>) -> Vec<Done> {
     };
     let mut done = Vec::with_capacity(group.len());
     let mut tx = tx;
-    for command in group {
-        done.push(run_one(&mut tx, command));
+    if group.len() == 1 {
+        // Alone in its transaction, a command needs no savepoint: on error the whole
+        // transaction is rolled back (below), which undoes exactly its partial writes.
+        done.extend(group.into_iter().map(|command| execute(&tx, command)));
+    } else {
+        for command in group {
+            done.push(run_one(&mut tx, command));
+        }
     }
     let any_ok = done.iter().any(Done::is_ok);
     let committed = if any_ok { tx.commit() } else { tx.rollback() };
@@ -158,13 +164,27 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
         Ok(sp) => sp,
         Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
     };
-    let done = match command {
+    let done = execute(&savepoint, command);
+    if !done.is_ok() {
+        // Dropping a savepoint rolls back to it and releases it.
+        drop(savepoint);
+        return done;
+    }
+    match savepoint.commit() {
+        Ok(()) => done,
+        Err(err) => done.fail(&map_err("closing a savepoint", &err)),
+    }
+}
+
+/// Runs one command's writes on `conn` (the transaction or a savepoint in it).
+fn execute(conn: &Connection, command: Command) -> Done {
+    match command {
         Command::Append {
             cast,
             expected,
             events,
             reply,
-        } => Done::Records(reply, append(&savepoint, &cast, expected, &events)),
+        } => Done::Records(reply, append(conn, &cast, expected, &events)),
         Command::AppendWithBlobs {
             cast,
             expected,
@@ -174,12 +194,12 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
         } => {
             let stored = blobs
                 .iter()
-                .try_for_each(|b| put_blob(&savepoint, b).map(drop));
+                .try_for_each(|b| put_blob(conn, b).map(drop));
             let result = stored.and_then(|()| {
                 if events.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    append(&savepoint, &cast, expected, &events)
+                    append(conn, &cast, expected, &events)
                 }
             });
             Done::Records(reply, result)
@@ -189,28 +209,19 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
             from,
             events,
             reply,
-        } => Done::Records(reply, fork(&savepoint, &cast, &from, &events)),
+        } => Done::Records(reply, fork(conn, &cast, &from, &events)),
         Command::Import {
             head,
             events,
             reply,
-        } => Done::Unit(reply, import(&savepoint, &head, &events)),
-        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(&savepoint, &bytes)),
+        } => Done::Unit(reply, import(conn, &head, &events)),
+        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(conn, &bytes)),
         Command::PutCheckpoint {
             cast,
             name,
             checkpoint,
             reply,
-        } => Done::Unit(reply, put_checkpoint(&savepoint, &cast, &name, &checkpoint)),
-    };
-    if !done.is_ok() {
-        // Dropping a savepoint rolls back to it and releases it.
-        drop(savepoint);
-        return done;
-    }
-    match savepoint.commit() {
-        Ok(()) => done,
-        Err(err) => done.fail(&map_err("closing a savepoint", &err)),
+        } => Done::Unit(reply, put_checkpoint(conn, &cast, &name, &checkpoint)),
     }
 }
 

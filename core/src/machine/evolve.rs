@@ -525,7 +525,7 @@ impl CastState {
             // completion, so every prompt and every state copy grew with the cast.
             let joined = match data.get("context") {
                 Some(Value::String(previous)) if !previous.is_empty() => {
-                    let mut paragraphs: Vec<&str> = previous.split("\n\n").collect();
+                    let mut paragraphs: Vec<&str> = super::turn::paragraphs(previous).collect();
                     let excess = (paragraphs.len() + 1).saturating_sub(CONTEXT_KEPT);
                     paragraphs.drain(..excess);
                     paragraphs.push(&line);

@@ -8,16 +8,68 @@ use crate::loadout::{Parse, SocketKind};
 use crate::prompt::{ContextEntry, Role};
 use crate::template::{self, TemplateScope};
 
-/// Whether two texts carry the same reason: one contains the other once whitespace is collapsed
-/// and a trailing cut mark is ignored (reasons are stored collapsed and bounded).
-fn overlaps(text: &str, reason: &str) -> bool {
-    let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-    let text = collapse(text);
-    let reason = collapse(reason.trim_end_matches('…'));
-    if text.len() < 20 || reason.len() < 20 {
-        return text == reason;
+/// A rework reason, prepared once per prompt for [`Reason::overlaps`].
+struct Reason {
+    /// Whitespace collapsed, the trailing cut mark dropped.
+    collapsed: String,
+    /// Its longest early word (see [`key_word`]).
+    key: String,
+}
+
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The longest of the first eight words of `text` (the first such on a tie). If a text
+/// contains another once whitespace is collapsed, each word of the contained one appears in
+/// the raw container, so a missing key word rules a containment out without collapsing.
+fn key_word(text: &str) -> &str {
+    text.split_whitespace()
+        .take(8)
+        .fold("", |best, w| if w.len() > best.len() { w } else { best })
+}
+
+impl Reason {
+    fn new(reason: &str) -> Self {
+        let collapsed = collapse(reason.trim_end_matches('…'));
+        let key = key_word(&collapsed).to_owned();
+        Self { collapsed, key }
     }
-    text.contains(&reason) || reason.contains(&text)
+
+    /// Whether `text` carries this reason: one contains the other once whitespace is
+    /// collapsed and a trailing cut mark is ignored (reasons are stored collapsed and
+    /// bounded); texts under 20 bytes must be equal.
+    fn overlaps(&self, text: &str) -> bool {
+        if !text.contains(self.key.as_str()) && !self.collapsed.contains(key_word(text)) {
+            return false;
+        }
+        let text = collapse(text);
+        let reason = &self.collapsed;
+        if text.len() < 20 || reason.len() < 20 {
+            return text == *reason;
+        }
+        text.contains(reason.as_str()) || reason.contains(&text)
+    }
+}
+
+/// The paragraphs of `text` (split at each blank line, `"\n\n"`, leftmost first), found with
+/// a byte search for the newline rather than a substring search over the whole text.
+pub(super) fn paragraphs(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        let bytes = current.as_bytes();
+        let mut from = 0;
+        while let Some(at) = current[from..].find('\n').map(|i| i + from) {
+            if bytes.get(at + 1) == Some(&b'\n') {
+                rest = Some(&current[at + 2..]);
+                return Some(&current[..at]);
+            }
+            from = at + 1;
+        }
+        rest = None;
+        Some(current)
+    })
 }
 
 /// How many of the most recent handoff-context paragraphs a prompt shows.
@@ -131,21 +183,21 @@ impl CastState {
         }
         // The rework reasons this prompt renders in its follow-up block; no other entry repeats
         // them (the same reason twice in one prompt reads as two complaints).
-        let reasons: Vec<&str> = self
+        let reasons: Vec<Reason> = self
             .rework
             .iter()
             .filter(|r| r.target == current.socket && r.item == current.item)
-            .map(|r| r.reason.as_str())
+            .map(|r| Reason::new(&r.reason))
             .collect();
         if let Some(Value::String(context)) = self.data.get("context") {
             // Bounded: the most recent paragraphs only, so a prompt does not grow with the
             // length of the cast (the reference renders the whole history every turn).
-            let all: Vec<&str> = context.split("\n\n").collect();
+            let all: Vec<&str> = paragraphs(context).collect();
             let skipped = all.len().saturating_sub(CONTEXT_PARAGRAPHS);
             let kept: Vec<&str> = all[skipped..]
                 .iter()
                 .copied()
-                .filter(|paragraph| !reasons.iter().any(|r| overlaps(paragraph, r)))
+                .filter(|paragraph| !reasons.iter().any(|r| r.overlaps(paragraph)))
                 .collect();
             if !kept.is_empty() {
                 let earlier = if skipped > 0 {
@@ -192,7 +244,7 @@ impl CastState {
             .last_output
             .as_ref()
             .filter(|_| after_agent)
-            .filter(|p| !reasons.iter().any(|r| overlaps(p, r)))
+            .filter(|p| !reasons.iter().any(|r| r.overlaps(p)))
         {
             push(
                 "previousOutput".into(),
@@ -373,5 +425,60 @@ impl CastState {
             "Put explanations in \"context\" (a string); do not emit a \"text\" field.".into(),
         );
         lines.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference behaviour both fast paths must keep.
+    fn overlaps_slowly(text: &str, reason: &str) -> bool {
+        let text = collapse(text);
+        let reason = collapse(reason.trim_end_matches('…'));
+        if text.len() < 20 || reason.len() < 20 {
+            return text == reason;
+        }
+        text.contains(&reason) || reason.contains(&text)
+    }
+
+    #[test]
+    fn paragraphs_split_like_str_split_on_a_blank_line() {
+        for text in [
+            "",
+            "one",
+            "a\n\nb",
+            "a\n\n\nb",
+            "a\n\n\n\nb\n",
+            "\n\na\nb\n\n",
+            "x\ny\n\nz\n\n",
+            "é\n\nü\n",
+        ] {
+            let want: Vec<&str> = text.split("\n\n").collect();
+            assert_eq!(paragraphs(text).collect::<Vec<_>>(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_key_word_check_never_changes_the_answer() {
+        let reason = "verdict item-00011 try 1 rejected: the tests\nfail on  empty input …";
+        let texts = [
+            "[Socket-3 Eval] verdict item-00011 try 1 rejected: the tests fail on empty input and more",
+            "[Socket-3 Eval] verdict item-00012 try 1 rejected: the tests fail on empty input",
+            "verdict item-00011",
+            "short",
+            "try 1 rejected: the tests fail",
+            "",
+            "verdict item-00011 try 1 rejected: the tests fail on empty input …",
+        ];
+        for text in texts {
+            for r in [reason, "short", "", "try 1 rejected: the tests fail"] {
+                assert_eq!(
+                    Reason::new(r).overlaps(text),
+                    overlaps_slowly(text, r),
+                    "{text:?} / {r:?}"
+                );
+            }
+        }
     }
 }

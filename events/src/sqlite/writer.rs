@@ -192,9 +192,7 @@ fn execute(conn: &Connection, command: Command) -> Done {
             events,
             reply,
         } => {
-            let stored = blobs
-                .iter()
-                .try_for_each(|b| put_blob(conn, b).map(drop));
+            let stored = blobs.iter().try_for_each(|b| put_blob(conn, b).map(drop));
             let result = stored.and_then(|()| {
                 if events.is_empty() {
                     Ok(Vec::new())

@@ -69,6 +69,16 @@ pub struct Stop {
     pub message: Option<String>,
 }
 
+/// What one step of [`Driver::drive`] reads of the visit in progress.
+struct Step {
+    socket: SocketId,
+    visit: castlog_core::id::Visit,
+    turn: castlog_core::id::Turn,
+    phase: Phase,
+    interrupted: bool,
+    transient_failures: u32,
+}
+
 /// A cast being driven.
 pub struct Driver<'a, L: EventLog + ?Sized> {
     log: &'a L,
@@ -369,16 +379,18 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         Ok(())
     }
 
-    fn prompt(&self) -> Result<Vec<Message>, DriveError> {
+    fn prompt(&mut self) -> Result<Vec<Message>, DriveError> {
         let Some(hash) = self.state.current.as_ref().and_then(|c| c.prompt) else {
             return Ok(Vec::new());
         };
         // The prompt this driver just dispatched is at hand; a prompt dispatched by an earlier
         // process (resume) is read back from its blob.
-        if let Some((rendered, messages)) = &self.last_prompt
-            && *rendered == hash
+        // Taken, not cloned: a later call for the same prompt (after a transient failure)
+        // rebuilds it from the log.
+        if let Some((rendered, messages)) = self.last_prompt.take()
+            && rendered == hash
         {
-            return Ok(messages.clone());
+            return Ok(messages);
         }
         let placements = self
             .state
@@ -403,7 +415,16 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     message,
                 });
             }
-            let Some(current) = self.state.current.clone() else {
+            // The few fields a step reads, not a clone of the whole visit (transcript,
+            // placements).
+            let Some(current) = self.state.current.as_ref().map(|c| Step {
+                socket: c.socket.clone(),
+                visit: c.visit,
+                turn: c.turn,
+                phase: c.phase,
+                interrupted: c.interrupted,
+                transient_failures: c.transient_failures,
+            }) else {
                 return Ok(Stop {
                     status: self.state.status,
                     message: None,
@@ -482,14 +503,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     let messages = self.prompt()?;
                     self.wait_notice();
                     let spec = match self.state.current_socket().map(|s| &s.kind) {
-                        Some(castlog_core::loadout::SocketKind::Agent(a)) => Some(a.clone()),
+                        Some(castlog_core::loadout::SocketKind::Agent(a)) => Some(a),
                         _ => None,
                     };
                     let turn = agent.turn(&TurnRequest {
                         messages: &messages,
                         refinement: false,
-                        model: spec.as_ref().and_then(|a| a.model.as_deref()),
-                        thinking: spec.as_ref().and_then(|a| a.thinking.as_deref()),
+                        model: spec.and_then(|a| a.model.as_deref()),
+                        thinking: spec.and_then(|a| a.thinking.as_deref()),
                     });
                     match turn {
                         AgentTurn::Reply { text, usage } => {

@@ -231,8 +231,17 @@ impl<'s, 'a> Decider<'s, 'a> {
         let policy =
             prompt::Policy::named(&self.state.policy).unwrap_or(&prompt::policy::RECOMMENDED);
         let rendered = prompt::render(&entries, policy, self.env.digest);
-        for entry in &entries {
-            self.blob(entry.text.clone().into_bytes());
+        // Each entry's body, once per decision; the placements already carry its digest.
+        for (entry, placement) in entries.into_iter().zip(&rendered.placements) {
+            if !self
+                .out
+                .blobs
+                .iter()
+                .any(|b| b.as_slice() == entry.text.as_bytes())
+            {
+                debug_assert_eq!((self.env.digest)(entry.text.as_bytes()), placement.body);
+                self.out.blobs.push(entry.text.into_bytes());
+            }
         }
         // The rendered prompt and the system fold are named by their digests but not stored:
         // both are rebuilt from the placements and the entry blobs (`prompt::assemble`), so a

@@ -5,7 +5,8 @@
 //! every later handoff context, inside the next instructions. Each of those entries is its own
 //! blob, so a blob store keyed by whole contents keeps every repetition. A chunked store cuts
 //! each large blob where its *content* says to, so the same run of text is cut the same way in
-//! every blob that contains it, and each distinct chunk is stored once.
+//! every blob that contains it, and each distinct chunk is stored once (per writer process:
+//! the dedupe map is kept in memory, see `sqlite/writer.rs`).
 //!
 //! # The recipe (pinned by a golden test; changing it only loses sharing, never data)
 //! A gear hash runs over the bytes: `h = (h << 1) + GEAR[byte]` (wrapping, 64-bit), where

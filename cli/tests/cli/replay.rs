@@ -148,8 +148,8 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
              SELECT id, 0, CAST('' AS BLOB) FROM blobs WHERE chunked = 1
              UNION ALL
              SELECT p.id, p.i + 1, CAST(p.acc || (SELECT c.bytes FROM chunks c
-                    WHERE c.hash = substr(b.bytes, p.i * 32 + 1, 32)) AS BLOB)
-             FROM parts p JOIN blobs b ON b.id = p.id WHERE p.i * 32 < length(b.bytes))
+                    WHERE printf('%016X', c.id) = hex(substr(b.bytes, p.i * 8 + 1, 8))) AS BLOB)
+             FROM parts p JOIN blobs b ON b.id = p.id WHERE p.i * 8 < length(b.bytes))
          UPDATE blobs SET bytes = (SELECT acc FROM parts p WHERE p.id = blobs.id
                                    ORDER BY i DESC LIMIT 1)
          WHERE chunked = 1;

@@ -464,24 +464,25 @@ fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogErr
         context: format!("reading blob {}", hash.short()),
         message,
     };
-    if bytes.len() % 32 != 0 {
+    if bytes.len() % 8 != 0 {
         return Err(damaged(format!(
-            "its chunk list is {} bytes, not a multiple of 32",
+            "its chunk list is {} bytes, not a multiple of 8",
             bytes.len()
         )));
     }
     let mut stmt = conn
-        .prepare_cached("SELECT bytes FROM chunks WHERE hash = ?1")
+        .prepare_cached("SELECT bytes FROM chunks WHERE id = ?1")
         .map_err(|e| read(&e))?;
     let mut out = Vec::new();
-    for (i, key) in bytes.chunks_exact(32).enumerate() {
+    for (i, id) in bytes.chunks_exact(8).enumerate() {
+        let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
         let chunk: Option<Vec<u8>> = stmt
-            .query_row([key], |r| r.get(0))
+            .query_row([id], |r| r.get(0))
             .optional()
             .map_err(|e| read(&e))?;
         match chunk {
             Some(chunk) => out.extend_from_slice(&chunk),
-            None => return Err(damaged(format!("its chunk {i} is missing"))),
+            None => return Err(damaged(format!("its chunk {i} (row {id}) is missing"))),
         }
     }
     Ok(Some(out))

@@ -13,6 +13,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use std::collections::HashMap;
+
 use crate::chain::blob_hash;
 use crate::chunk;
 use crate::log::{CastHead, ForkPoint, LogError};
@@ -100,6 +102,7 @@ impl Done {
 
 /// Serves commands until every sender is dropped.
 pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
+    let mut chunks = ChunkIndex::default();
     while let Ok(first) = commands.recv() {
         let mut group = vec![first];
         while group.len() < GROUP_LIMIT {
@@ -108,14 +111,14 @@ pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
                 Err(_) => break,
             }
         }
-        let results = run_group(&mut conn, group);
+        let results = run_group(&mut conn, &mut chunks, group);
         for done in results {
             done.send();
         }
     }
 }
 
-fn run_group(conn: &mut Connection, group: Vec<Command>) -> Vec<Done> {
+fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>) -> Vec<Done> {
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
@@ -128,14 +131,26 @@ fn run_group(conn: &mut Connection, group: Vec<Command>) -> Vec<Done> {
     if group.len() == 1 {
         // Alone in its transaction, a command needs no savepoint: on error the whole
         // transaction is rolled back (below), which undoes exactly its partial writes.
-        done.extend(group.into_iter().map(|command| execute(&tx, command)));
+        done.extend(
+            group
+                .into_iter()
+                .map(|command| execute(&tx, chunks, command)),
+        );
     } else {
         for command in group {
-            done.push(run_one(&mut tx, command));
+            done.push(run_one(&mut tx, chunks, command));
         }
     }
     let any_ok = done.iter().any(Done::is_ok);
+    let all_ok = done.iter().all(Done::is_ok);
     let committed = if any_ok { tx.commit() } else { tx.rollback() };
+    // Chunk ids learnt in this transaction are trusted only once all of its writes are known
+    // to be committed (a rolled-back insert's id may be given to another chunk later).
+    if all_ok && committed.is_ok() {
+        chunks.commit();
+    } else {
+        chunks.rollback();
+    }
     match committed {
         Ok(()) => done,
         Err(err) => {
@@ -158,13 +173,13 @@ fn refuse(command: Command, err: &LogError) -> Done {
     }
 }
 
-fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
+fn run_one(tx: &mut rusqlite::Transaction<'_>, chunks: &mut ChunkIndex, command: Command) -> Done {
     // Each command runs in a savepoint: on error its partial writes are undone, the others stay.
     let savepoint = match tx.savepoint() {
         Ok(sp) => sp,
         Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
     };
-    let done = execute(&savepoint, command);
+    let done = execute(&savepoint, chunks, command);
     if !done.is_ok() {
         // Dropping a savepoint rolls back to it and releases it.
         drop(savepoint);
@@ -177,7 +192,7 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, command: Command) -> Done {
 }
 
 /// Runs one command's writes on `conn` (the transaction or a savepoint in it).
-fn execute(conn: &Connection, command: Command) -> Done {
+fn execute(conn: &Connection, chunks: &mut ChunkIndex, command: Command) -> Done {
     match command {
         Command::Append {
             cast,
@@ -192,7 +207,9 @@ fn execute(conn: &Connection, command: Command) -> Done {
             events,
             reply,
         } => {
-            let stored = blobs.iter().try_for_each(|b| put_blob(conn, b).map(drop));
+            let stored = blobs
+                .iter()
+                .try_for_each(|b| put_blob(conn, chunks, b).map(drop));
             let result = stored.and_then(|()| {
                 if events.is_empty() {
                     Ok(Vec::new())
@@ -213,7 +230,7 @@ fn execute(conn: &Connection, command: Command) -> Done {
             events,
             reply,
         } => Done::Unit(reply, import(conn, &head, &events)),
-        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(conn, &bytes)),
+        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(conn, chunks, &bytes)),
         Command::PutCheckpoint {
             cast,
             name,
@@ -428,9 +445,43 @@ fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(),
     move_head(conn, key, events.last())
 }
 
+/// Chunk row ids by chunk hash, for the chunks this writer stored: the dedupe of chunks, kept
+/// in memory so that the `chunks` table needs no hash index (every new chunk would otherwise
+/// dirty a random index page in every commit). Bounded: past [`ChunkIndex::LIMIT`] entries
+/// it starts over, which only costs sharing with older chunks, never correctness. Another
+/// process's chunks are not known here; they are stored again, once.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkIndex {
+    known: HashMap<Digest, i64>,
+    /// Learnt in the open transaction.
+    staged: HashMap<Digest, i64>,
+}
+
+impl ChunkIndex {
+    const LIMIT: usize = 1 << 16;
+
+    fn get(&self, hash: &Digest) -> Option<i64> {
+        self.known
+            .get(hash)
+            .or_else(|| self.staged.get(hash))
+            .copied()
+    }
+
+    fn commit(&mut self) {
+        if self.known.len() + self.staged.len() > Self::LIMIT {
+            self.known.clear();
+        }
+        self.known.extend(self.staged.drain());
+    }
+
+    fn rollback(&mut self) {
+        self.staged.clear();
+    }
+}
+
 /// Stores a blob once: small ones whole, large ones as content-defined chunks (`chunk.rs`),
-/// each distinct chunk once.
-fn put_blob(conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
+/// the blob row listing its chunks' row ids (8 bytes each, big-endian).
+fn put_blob(conn: &Connection, chunks: &mut ChunkIndex, bytes: &[u8]) -> Result<Digest, LogError> {
     let store = |e: rusqlite::Error| map_err("storing a blob", &e);
     let hash = blob_hash(bytes);
     if bytes.len() < chunk::CHUNKED_FROM {
@@ -447,16 +498,24 @@ fn put_blob(conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
         return Ok(hash);
     }
     let mut insert = conn
-        .prepare_cached("INSERT OR IGNORE INTO chunks (hash, bytes) VALUES (?1, ?2)")
+        .prepare_cached("INSERT INTO chunks (hash, bytes) VALUES (?1, ?2)")
         .map_err(store)?;
     let pieces = chunk::split(bytes);
-    let mut list = Vec::with_capacity(pieces.len() * 32);
+    let mut list = Vec::with_capacity(pieces.len() * 8);
     for piece in pieces {
         let key = blob_hash(piece);
-        insert
-            .execute(params![key.0.as_slice(), piece])
-            .map_err(store)?;
-        list.extend_from_slice(&key.0);
+        let id = match chunks.get(&key) {
+            Some(id) => id,
+            None => {
+                insert
+                    .execute(params![key.0.as_slice(), piece])
+                    .map_err(store)?;
+                let id = conn.last_insert_rowid();
+                chunks.staged.insert(key, id);
+                id
+            }
+        };
+        list.extend_from_slice(&id.to_be_bytes());
     }
     conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
         .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))

@@ -282,3 +282,48 @@ fn prompts_rebuild_from_entry_blobs_and_damage_is_named() {
         refused.stderr
     );
 }
+
+/// A long entry is stored as chunks; a missing chunk is reported by `verify` as a damaged
+/// blob at the seq of the prompt that uses it, and `prompt` refuses with exit 3.
+#[test]
+fn a_missing_chunk_is_named_by_verify_and_prompt() {
+    let sandbox = Sandbox::new();
+    let task = "add a greeting that says hello to each named person in turn ".repeat(40);
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        &task,
+        "--cast",
+        "long",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
+    assert_eq!(sandbox.run(&["verify", "long"]).code, 0);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let chunked: i64 = conn
+        .query_row("SELECT count(*) FROM blobs WHERE chunked = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(chunked > 0, "the long request is stored as chunks");
+    conn.execute("DELETE FROM chunks WHERE id = 1", []).unwrap();
+    drop(conn);
+    let verify = sandbox.run(&["verify", "long", "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stderr);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    assert!(
+        problems.iter().any(|p| p["kind"] == "blob"
+            && p["message"].as_str().unwrap().contains("is damaged")
+            && p["message"]
+                .as_str()
+                .unwrap()
+                .contains("chunk 0 (row 1) is missing")),
+        "{problems:?}"
+    );
+    let refused = sandbox.run(&["prompt", "long", "Socket-2"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(refused.stderr.contains("is missing"), "{}", refused.stderr);
+}

@@ -522,7 +522,13 @@ pub struct ClaimsArgs {
 pub enum ClaimsAction {
     /// Record a person's resolution of a claim (an event on the claim's cast).
     ///
-    /// Example: castlog claims resolve clm-3f2a --staged 1234567890
+    /// A resolution moves the claim on: pending -> staged | abandoned, staged -> approved |
+    /// declined, approved -> posted | declined. --answered / --ignored record instead how a
+    /// post that went out (staged, approved or posted) was received; the status stays, and
+    /// `engage` then names a reuse of an ignored thread `thread_previously_ignored`.
+    ///
+    /// Examples: castlog claims resolve clm-3f2a --staged 1234567890;
+    ///   castlog claims resolve clm-3f2a --ignored
     Resolve(ResolveArgs),
 }
 
@@ -531,7 +537,7 @@ pub enum ClaimsAction {
 #[command(group(
     clap::ArgGroup::new("resolution")
         .required(true)
-        .args(["staged", "abandoned", "approved", "posted", "declined"])
+        .args(["staged", "abandoned", "approved", "posted", "declined", "answered", "ignored"])
 ))]
 pub struct ResolveArgs {
     /// The claim id (or a unique prefix of it).
@@ -551,6 +557,12 @@ pub struct ResolveArgs {
     /// A staged or approved post is declined (releases the day).
     #[arg(long)]
     pub declined: bool,
+    /// The member answered the post (it went out: staged, approved or posted).
+    #[arg(long)]
+    pub answered: bool,
+    /// The member ignored the post (it went out: staged, approved or posted).
+    #[arg(long)]
+    pub ignored: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

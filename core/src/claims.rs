@@ -17,6 +17,10 @@
 //!    └──▶ abandoned
 //! ```
 //!
+//! Apart from its status, a claim that went out (staged, approved or posted) may carry a
+//! person's record of how it was received (`post_response_recorded`: answered or ignored). It
+//! does not move the status; the engagement runner's thread rule reads it.
+//!
 //! A dry-run claim (`dry_run: true`) is terminal from the start: nothing was sent and nothing
 //! will be. Pending, staged, approved and posted claims *hold their day*: no other claim for the
 //! same destination on the same day may go out. Refused, abandoned, declined and dry-run claims
@@ -30,7 +34,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::env::DigestFn;
-use crate::event::{PostClaimed, Resolution};
+use crate::event::{PostClaimed, PostRefused, Resolution, Response};
 use crate::id::{CastId, ClaimId};
 
 /// The zone claim days are counted in unless configured otherwise (as in the reference).
@@ -367,6 +371,33 @@ pub fn next(
     }
 }
 
+/// A response recorded on a claim that did not go out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "claim {claim} is {status}: only a claim that went out (staged, approved or posted) can be answered or ignored"
+)]
+pub struct ResponseError {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Its current status.
+    pub status: ClaimStatus,
+}
+
+/// Whether a person may record how `claim`'s post was received: only when it went out.
+pub fn check_response(claim: &ClaimId, status: ClaimStatus) -> Result<(), ResponseError> {
+    if matches!(
+        status,
+        ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
+    ) {
+        Ok(())
+    } else {
+        Err(ResponseError {
+            claim: claim.clone(),
+            status,
+        })
+    }
+}
+
 /// The id of a claim: a digest of its cast, step, destination and attempt, so that the same
 /// claim decided again (replay, re-decide) gets the same id and two claims never share one.
 pub fn claim_id(
@@ -425,6 +456,9 @@ pub struct Claim {
     /// The question's topic fingerprint (engagement), for the similarity rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<u64>,
+    /// How the post was received, when a person recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
 }
 
 impl Claim {
@@ -450,6 +484,30 @@ impl Claim {
             tagged_actor: event.tagged_actor.clone(),
             source_message_ids: event.source_message_ids.clone(),
             fingerprint: event.fingerprint,
+            response: None,
+        }
+    }
+
+    /// The ledger entry of a claim refused before it was made (its day was held): listed,
+    /// holding nothing, kept so the step's next attempt gets a new id.
+    pub fn refused_unclaimed(cast: &CastId, at_ms: u64, event: &PostRefused) -> Claim {
+        Claim {
+            claim: event.claim.clone(),
+            cast: cast.clone(),
+            step: event.step.clone().unwrap_or_default(),
+            destination: event.destination.clone().unwrap_or_default(),
+            day: event.day.clone().unwrap_or_default(),
+            attempt: event.attempt.unwrap_or(0),
+            status: ClaimStatus::Refused,
+            dry_run: event.dry_run,
+            message_id: None,
+            reason: Some(event.reason.clone()),
+            claimed_ms: at_ms,
+            body: None,
+            tagged_actor: None,
+            source_message_ids: Vec::new(),
+            fingerprint: None,
+            response: None,
         }
     }
 
@@ -603,6 +661,19 @@ mod tests {
     }
 
     #[test]
+    fn only_a_claim_that_went_out_takes_a_response() {
+        use ClaimStatus as S;
+        let c = ClaimId::new("clm-1");
+        for ok in [S::Staged, S::Approved, S::Posted] {
+            assert_eq!(check_response(&c, ok), Ok(()));
+        }
+        for refused in [S::Pending, S::Refused, S::Abandoned, S::Declined, S::DryRun] {
+            let err = check_response(&c, refused).unwrap_err();
+            assert!(err.to_string().contains(refused.as_str()), "{err}");
+        }
+    }
+
+    #[test]
     fn claim_ids_are_deterministic_and_distinct() {
         fn fold(bytes: &[u8]) -> Digest {
             // A weak positional fold: the id must still tell the inputs apart.
@@ -638,6 +709,7 @@ mod tests {
             tagged_actor: None,
             source_message_ids: Vec::new(),
             fingerprint: None,
+            response: None,
         };
         let mut dry = base.clone();
         dry.claim = ClaimId::new("dry");

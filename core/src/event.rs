@@ -169,6 +169,8 @@ events! {
     PostOutcomeUnknown(PostOutcomeUnknown) = "post_outcome_unknown", v 1;
     /// A claim took its destination's day (the destination ledger's compare-and-set).
     DayClaimed(DayClaimed) = "day_claimed", v 1;
+    /// A person recorded whether a sent post was answered or ignored.
+    PostResponseRecorded(PostResponseRecorded) = "post_response_recorded", v 1;
     // ----- engagement runner -----
     /// A candidate was considered by the engagement runner.
     EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
@@ -202,7 +204,8 @@ pub use engagement::{
     RankedCandidate,
 };
 pub use posting::{
-    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostResponseRecorded,
+    PostStaged, Resolution, Response,
 };
 
 impl Event {

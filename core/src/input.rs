@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{FailureClass, Resolution, Usage};
+use crate::event::{FailureClass, Resolution, Response, Usage};
 use crate::id::{ClaimId, DispatchKey};
 
 /// One input to a cast.
@@ -102,6 +102,13 @@ pub enum Input {
         claim: ClaimId,
         /// The resolution.
         resolution: Resolution,
+    },
+    /// A person records how a sent post was received (the claim's status does not change).
+    RecordResponse {
+        /// The claim.
+        claim: ClaimId,
+        /// Answered or ignored.
+        response: Response,
     },
     /// The driver checked the claims ledger for a waiting post socket: claim (or refuse) now.
     StartPost {

@@ -226,6 +226,9 @@ pub fn describe(event: &Event) -> String {
         Event::PostStaged(e) => format!("claim {} staged as {}", e.claim, e.message_id),
         Event::PostRefused(e) => format!("claim {} refused: {}", e.claim, e.reason),
         Event::PostResolved(e) => format!("claim {} resolved: {:?}", e.claim, e.resolution),
+        Event::PostResponseRecorded(e) => {
+            format!("claim {} was {}", e.claim, e.response.as_str())
+        }
         Event::EngagementCandidateSeen(e) => format!("candidate {}", e.candidate),
         Event::EngagementCandidateRejected(e) => {
             format!(

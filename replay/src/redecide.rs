@@ -136,6 +136,10 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             claim: e.claim.clone(),
             resolution: e.resolution.clone(),
         },
+        Event::PostResponseRecorded(e) => Input::RecordResponse {
+            claim: e.claim.clone(),
+            response: e.response,
+        },
         _ => return None,
     })
 }

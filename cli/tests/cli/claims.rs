@@ -356,3 +356,38 @@ fn resolving_names_unknown_and_ambiguous_claims() {
         none.stderr
     );
 }
+
+/// On a machine cast the response goes through the machine (re-decided by `verify`); a
+/// pending claim cannot take one.
+#[test]
+fn a_response_on_a_post_socket_claim_is_recorded_through_the_machine() {
+    let sandbox = Sandbox::new();
+    let run = run_post(&sandbox, "sent", &["--post", "--sender", "file:outbox"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let claim = claims(&sandbox, false)[0]["claim"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ignored = sandbox.run(&["claims", "resolve", &claim, "--ignored"]);
+    assert_eq!(ignored.code, 0, "{}", ignored.stderr);
+    assert!(
+        ignored.stdout.contains("staged, ignored"),
+        "{}",
+        ignored.stdout
+    );
+    assert!(kinds(&sandbox, "sent").contains(&"post_response_recorded".to_owned()));
+    assert_eq!(claims(&sandbox, false)[0]["response"], "ignored");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+
+    // A fresh database: the day of `sent` is taken in the first.
+    let other = Sandbox::new();
+    let failed = run_post(&other, "fails", &["--post", "--sender", "cmd:false"]);
+    assert_eq!(failed.code, 0, "{}", failed.stderr);
+    let pending = claims(&other, true)[0]["claim"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = other.run(&["claims", "resolve", &pending, "--answered"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("is pending"), "{}", refused.stderr);
+}

@@ -285,3 +285,71 @@ fn a_failing_sender_keeps_the_report_and_a_pending_claim() {
     assert!(again.stderr.contains("is abandoned"), "{}", again.stderr);
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
+
+fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {
+    report["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["stage"] == stage && g["reason"] == reason)
+        .map_or_else(Vec::new, |g| g["examples"].as_array().unwrap().clone())
+}
+
+/// A person records that the member ignored a sent follow-up: `claims` shows it, and the next
+/// run names the reused thread `thread_previously_ignored` (answered: `thread_already_used`).
+#[test]
+fn an_ignored_post_makes_its_thread_previously_ignored() {
+    for (flag, response, reason) in [
+        ("--ignored", "ignored", "thread_previously_ignored"),
+        ("--answered", "answered", "thread_already_used"),
+    ] {
+        let sandbox = Sandbox::new();
+        let input = fixture("engage/input.json");
+        let dry = engage(&sandbox, &input, &[]);
+        assert_eq!(dry.code, 0, "{}", dry.stderr);
+        let dry_claim = claims(&sandbox)[0]["claim"].as_str().unwrap().to_owned();
+        // A dry run sent nothing: nobody can have answered or ignored it.
+        let refused = sandbox.run(&["claims", "resolve", &dry_claim, flag]);
+        assert_eq!(refused.code, 1);
+        assert!(
+            refused.stderr.contains("is dry_run") && refused.stderr.contains("went out"),
+            "{}",
+            refused.stderr
+        );
+
+        let sent = engage(&sandbox, &input, &["--post", "--sender", "file:outbox"]);
+        assert_eq!(sent.code, 0, "{}", sent.stderr);
+        assert_eq!(sent.json()["send"], "staged");
+        let staged = claims(&sandbox)
+            .into_iter()
+            .find(|c| c["status"] == "staged")
+            .unwrap();
+        let claim = staged["claim"].as_str().unwrap();
+        assert!(staged["response"].is_null());
+        let recorded = sandbox.run(&["claims", "resolve", claim, flag, "--json"]);
+        assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+        let out = recorded.json();
+        assert_eq!(out["status"], "staged", "the status does not move");
+        assert_eq!(out["response"], response);
+        let listed = claims(&sandbox);
+        let row = listed.iter().find(|c| c["claim"] == claim).unwrap();
+        assert_eq!(
+            (&row["status"], &row["response"]),
+            (&json!("staged"), &json!(response))
+        );
+        let text = sandbox.run(&["claims"]);
+        assert!(
+            text.stdout.contains(&format!("({response})")),
+            "{}",
+            text.stdout
+        );
+
+        let again = engage(&sandbox, &input, &[]);
+        assert_eq!(again.code, 0, "{}", again.stderr);
+        let examples = rejection_examples(&again.json(), "history", reason);
+        assert_eq!(examples.len(), 1, "{flag}: {}", again.stdout);
+        assert_eq!(examples[0]["candidate"], "t1");
+        assert_eq!(examples[0]["detail"], "posted 2026-06-10");
+        assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+    }
+}

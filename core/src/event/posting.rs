@@ -1,5 +1,6 @@
-//! Outward-effect events: claims, send outcomes, resolutions, and the destination ledgers'
-//! day claims.
+//! Outward-effect events: claims, send outcomes, resolutions, how a sent post was received,
+//! the destination ledgers' day claims, and a recast's adoption of an inherited claim's
+//! resolution.
 
 use serde::{Deserialize, Serialize};
 
@@ -146,4 +147,34 @@ pub struct PostResolved {
     /// The resolution.
     #[serde(flatten)]
     pub resolution: Resolution,
+}
+
+/// How the member a sent post addressed received it, as a person saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// The member answered.
+    Answered,
+    /// The member did not answer.
+    Ignored,
+}
+
+impl Response {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Response::Answered => "answered",
+            Response::Ignored => "ignored",
+        }
+    }
+}
+
+/// A person recorded how a sent post (staged, approved or posted) was received. The claim's
+/// status does not change; a later record replaces an earlier one (a correction).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResponseRecorded {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Answered or ignored.
+    pub response: Response,
 }

@@ -391,7 +391,8 @@ impl CastState {
             | Event::PostStaged(_)
             | Event::PostRefused(_)
             | Event::PostOutcomeUnknown(_)
-            | Event::PostResolved(_) => self.apply_claim_event(event),
+            | Event::PostResolved(_)
+            | Event::PostResponseRecorded(_) => self.apply_claim_event(event),
             _ => {}
         }
     }

@@ -18,7 +18,8 @@ use super::decide::{Decider, Rejection};
 use super::{CastState, Phase, Status, item_key};
 use crate::claims::{self, Claim, ClaimStatus, Transition, Zone};
 use crate::event::{
-    Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+    Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostResponseRecorded,
+    PostStaged, Resolution, Response,
 };
 use crate::id::ClaimId;
 use crate::input::{HeldDay, SendOutcome};
@@ -99,8 +100,7 @@ impl CastState {
                     c.reason = Some(e.reason.clone());
                 }
                 None => {
-                    // Refused before it was claimed: kept so the next attempt gets a new id.
-                    let refused = refused_claim(self, e);
+                    let refused = Claim::refused_unclaimed(&self.cast, 0, e);
                     self.claims.insert(e.claim.clone(), refused);
                 }
             },
@@ -117,6 +117,11 @@ impl CastState {
                     }
                 }
             }
+            Event::PostResponseRecorded(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.response = Some(e.response);
+                }
+            }
             _ => {}
         }
     }
@@ -129,27 +134,6 @@ impl CastState {
             .filter(|c| c.step == step && c.destination == destination)
             .count();
         u32::try_from(used).unwrap_or(u32::MAX).saturating_add(1)
-    }
-}
-
-/// The ledger entry of a claim refused before it was made.
-fn refused_claim(state: &CastState, e: &PostRefused) -> Claim {
-    Claim {
-        claim: e.claim.clone(),
-        cast: state.cast.clone(),
-        step: e.step.clone().unwrap_or_default(),
-        destination: e.destination.clone().unwrap_or_default(),
-        day: e.day.clone().unwrap_or_default(),
-        attempt: e.attempt.unwrap_or(0),
-        status: ClaimStatus::Refused,
-        dry_run: e.dry_run,
-        message_id: None,
-        reason: Some(e.reason.clone()),
-        claimed_ms: 0,
-        body: None,
-        tagged_actor: None,
-        source_message_ids: Vec::new(),
-        fingerprint: None,
     }
 }
 
@@ -354,6 +338,40 @@ impl Decider<'_, '_> {
         Ok(())
     }
 
+    /// One of this cast's own claims (not one it inherited), for a person's input about it.
+    fn own_claim(&self, claim: &ClaimId, input: &'static str) -> Result<&Claim, Rejection> {
+        let state = &self.state;
+        state
+            .claims
+            .get(claim)
+            .filter(|c| c.cast == state.cast)
+            .ok_or_else(|| {
+                not_now(
+                    state,
+                    input,
+                    format!(
+                        "claim {claim} is not a claim of this cast (see `castlog claims` for its cast)"
+                    ),
+                )
+            })
+    }
+
+    /// A person's record of how a sent post was received; the claim's status stays.
+    pub fn record_response(
+        &mut self,
+        claim: &ClaimId,
+        response: Response,
+    ) -> Result<(), Rejection> {
+        let current = self.own_claim(claim, "a response")?;
+        claims::check_response(claim, current.status)
+            .map_err(|e| not_now(self.state, "a response", e.to_string()))?;
+        self.emit(PostResponseRecorded {
+            claim: claim.clone(),
+            response,
+        });
+        Ok(())
+    }
+
     /// A person's resolution of one of this cast's claims. When the post socket waits on the
     /// claim, `staged` routes like `satisfied` and `abandoned` like `not_satisfied`.
     pub fn resolve_claim(
@@ -361,16 +379,8 @@ impl Decider<'_, '_> {
         claim: &ClaimId,
         resolution: &Resolution,
     ) -> Result<(), Rejection> {
+        let current = self.own_claim(claim, "a claim resolution")?;
         let state = &self.state;
-        let Some(current) = state.claims.get(claim).filter(|c| c.cast == state.cast) else {
-            return Err(not_now(
-                state,
-                "a claim resolution",
-                format!(
-                    "claim {claim} is not a claim of this cast (see `castlog claims` for its cast)"
-                ),
-            ));
-        };
         if let Resolution::Staged { message_id } = resolution
             && message_id.trim().is_empty()
         {

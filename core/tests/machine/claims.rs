@@ -4,7 +4,7 @@
 //! 2023-11-14T22:13:20Z, which is 2023-11-14 in New York and in UTC.
 
 use castlog_core::claims::ClaimStatus;
-use castlog_core::event::{CastForked, Event, Resolution};
+use castlog_core::event::{CastForked, Event, Resolution, Response};
 use castlog_core::id::{CastId, ClaimId, Digest};
 use castlog_core::input::{HeldDay, Input, SendOutcome};
 use castlog_core::loadout::load_config;
@@ -206,6 +206,43 @@ fn illegal_resolutions_name_the_current_state_and_record_nothing() {
         message_id: None,
     });
     assert!(unknown.to_string().contains("not a claim of this cast"));
+}
+
+#[test]
+fn a_response_is_recorded_on_a_sent_claim_without_moving_its_status() {
+    let mut cast = at_post("Announcement: {{state.announcement}}");
+    let claim = claimed_id(&cast.when(start(false)));
+    let ignored = Input::RecordResponse {
+        claim: claim.clone(),
+        response: Response::Ignored,
+    };
+    // Pending: the post may not have gone out, so nobody can have ignored it.
+    let rejection = cast.rejects(ignored.clone());
+    assert!(
+        rejection.to_string().contains("is pending") && rejection.to_string().contains("went out"),
+        "{rejection}"
+    );
+    cast.when(Input::PostOutcome {
+        claim: claim.clone(),
+        outcome: SendOutcome::Staged {
+            message_id: "m-1".into(),
+        },
+    });
+    assert_eq!(kinds(&cast.when(ignored)), ["post_response_recorded"]);
+    let recorded = &cast.state.claims[&claim];
+    assert_eq!(recorded.status, ClaimStatus::Staged);
+    assert_eq!(recorded.response, Some(Response::Ignored));
+    // A correction replaces it; the state machine still runs on.
+    cast.when(Input::RecordResponse {
+        claim: claim.clone(),
+        response: Response::Answered,
+    });
+    cast.when(Input::ResolveClaimAs {
+        claim: claim.clone(),
+        resolution: Resolution::Approved,
+    });
+    assert_eq!(cast.state.claims[&claim].response, Some(Response::Answered));
+    assert_eq!(cast.state.claims[&claim].status, ClaimStatus::Approved);
 }
 
 #[test]

@@ -266,6 +266,14 @@ impl ClaimStatus {
     pub fn may_have_been_sent(self) -> bool {
         self.holds_day()
     }
+
+    /// Whether the post certainly went out: staged, approved or posted.
+    pub fn went_out(self) -> bool {
+        matches!(
+            self,
+            ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
+        )
+    }
 }
 
 impl fmt::Display for ClaimStatus {
@@ -385,10 +393,7 @@ pub struct ResponseError {
 
 /// Whether a person may record how `claim`'s post was received: only when it went out.
 pub fn check_response(claim: &ClaimId, status: ClaimStatus) -> Result<(), ResponseError> {
-    if matches!(
-        status,
-        ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
-    ) {
+    if status.went_out() {
         Ok(())
     } else {
         Err(ResponseError {

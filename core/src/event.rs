@@ -171,6 +171,8 @@ events! {
     DayClaimed(DayClaimed) = "day_claimed", v 1;
     /// A person recorded whether a sent post was answered or ignored.
     PostResponseRecorded(PostResponseRecorded) = "post_response_recorded", v 1;
+    /// A recast adopted the resolution of a pending claim it inherited.
+    PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
     // ----- engagement runner -----
     /// A candidate was considered by the engagement runner.
     EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
@@ -204,8 +206,8 @@ pub use engagement::{
     RankedCandidate,
 };
 pub use posting::{
-    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostResponseRecorded,
-    PostStaged, Resolution, Response,
+    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
+    PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
 
 impl Event {

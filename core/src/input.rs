@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::claims::ClaimStatus;
 use crate::event::{FailureClass, Resolution, Response, Usage};
 use crate::id::{ClaimId, DispatchKey};
 
@@ -109,6 +110,17 @@ pub enum Input {
         claim: ClaimId,
         /// Answered or ignored.
         response: Response,
+    },
+    /// The claims ledger shows a pending claim this cast inherited (from the cast it was
+    /// recast from) resolved in its owner's log: adopt that.
+    InheritedClaimResolved {
+        /// The claim.
+        claim: ClaimId,
+        /// Its status in the owner's log.
+        status: ClaimStatus,
+        /// Its message id there.
+        #[serde(default)]
+        message_id: Option<String>,
     },
     /// The driver checked the claims ledger for a waiting post socket: claim (or refuse) now.
     StartPost {

@@ -4,9 +4,11 @@
 //! `post_refused`, `post_outcome_unknown`, `post_resolved`, `post_response_recorded`); the
 //! ledger gathers them across casts so that the one-claim-per-destination-per-day rule, the
 //! engagement runner's history gates and `castlog claims` all read one view. A recast's own log
-//! holds only its own claims (its parent's stay the parent's), so no claim is counted twice. The transition rules are
-//! [`castlog_core::claims`]'; an event that breaks them (possible only in a log castlog did not
-//! write) is kept out of the claim and reported in [`ClaimsLedger::problems`].
+//! holds only its own claims (its parent's stay the parent's, and a recast's record of adopting
+//! an inherited claim's resolution, `post_resolution_inherited`, is not read here), so no claim
+//! is counted twice. The transition rules are [`castlog_core::claims`]'; an event that breaks
+//! them (possible only in a log castlog did not write) is kept out of the claim and reported in
+//! [`ClaimsLedger::problems`].
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;

@@ -229,6 +229,10 @@ pub fn describe(event: &Event) -> String {
         Event::PostResponseRecorded(e) => {
             format!("claim {} was {}", e.claim, e.response.as_str())
         }
+        Event::PostResolutionInherited(e) => format!(
+            "inherited claim {} is {} in cast {}",
+            e.claim, e.status, e.owner
+        ),
         Event::EngagementCandidateSeen(e) => format!("candidate {}", e.candidate),
         Event::EngagementCandidateRejected(e) => {
             format!(

@@ -140,6 +140,11 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             claim: e.claim.clone(),
             response: e.response,
         },
+        Event::PostResolutionInherited(e) => Input::InheritedClaimResolved {
+            claim: e.claim.clone(),
+            status: e.status,
+            message_id: e.message_id.clone(),
+        },
         _ => return None,
     })
 }

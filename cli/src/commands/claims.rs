@@ -10,6 +10,7 @@ use castlog_events::{EventLog, LogError, Pending, SqliteLog};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::Driver;
+use castlog_replay::recast::descendants;
 use serde_json::json;
 
 use crate::args::{ClaimsAction, ClaimsArgs, ResolveArgs};
@@ -204,6 +205,12 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
     } else {
         append_record(&log, &cast, &claim, &record)?;
     }
+    let inheritors = match &record {
+        Record::Step(_) if claim.status == claims::ClaimStatus::Pending => {
+            waiting_inheritors(&log, &claim)?
+        }
+        _ => Vec::new(),
+    };
     let (status, response) = match &record {
         Record::Step(resolution) => (Transition::of(resolution).target(), claim.response),
         Record::Response(response) => (claim.status, Some(*response)),
@@ -215,6 +222,7 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
             "from": claim.status,
             "status": status,
             "response": response,
+            "inheritors": inheritors,
             "message_id": match &record {
                 Record::Step(Resolution::Staged { message_id }) => Some(message_id.clone()),
                 _ => claim.message_id,
@@ -242,7 +250,31 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
     if continues {
         crate::say!("cast {cast} can go on: `castlog resume {cast} --agent SPEC`");
     }
+    for child in &inheritors {
+        crate::say!(
+            "cast {child} inherited the claim: `castlog resume {child} --agent SPEC` takes the resolution on"
+        );
+    }
     Ok(())
+}
+
+/// Recasts of `claim`'s cast that inherited it while it was pending and have not adopted a
+/// resolution yet (they do when next driven).
+fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, CliError> {
+    let clock = SystemClock;
+    let mut waiting = Vec::new();
+    for child in descendants(log, &claim.cast)? {
+        let driver = Driver::open(log, &clock, &child, &super::cast::cwd())?;
+        let inherited = driver
+            .state
+            .claims
+            .get(&claim.claim)
+            .is_some_and(|c| c.status == claims::ClaimStatus::Pending);
+        if inherited {
+            waiting.push(child);
+        }
+    }
+    Ok(waiting)
 }
 
 /// Records on a cast that is not run by the machine (an engage cast): a compare-and-set append

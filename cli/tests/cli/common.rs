@@ -76,6 +76,20 @@ impl Sandbox {
         path.to_str().unwrap().to_owned()
     }
 
+    /// A `cmd:` sender that records each call as a line (the claim id) in the returned file,
+    /// then runs `then` (shell text: what it prints is the message id).
+    pub fn counting_sender(&self, then: &str) -> (PathBuf, String) {
+        let calls = self.path("sender-calls");
+        let script = self.write(
+            "sender.sh",
+            &format!(
+                "cat > /dev/null\necho \"$CASTLOG_CLAIM\" >> {}\n{then}\n",
+                calls.display()
+            ),
+        );
+        (calls, format!("cmd:sh {script}"))
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)

@@ -131,14 +131,7 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             json!({"reply": json!({"question": "Did the glycinate switch settle the cramps?"}).to_string()})
         ),
     );
-    let calls = sandbox.path("calls");
-    let sender = sandbox.write(
-        "sender.sh",
-        &format!(
-            "cat > /dev/null\necho \"$CASTLOG_CLAIM\" >> {}\nsleep 1\necho \"msg-$CASTLOG_CLAIM\"\n",
-            calls.display()
-        ),
-    );
+    let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
     let spawn = |input: &str, drafter: &str| {
         let mut roles = roles();
         roles[3] = drafter.to_owned();
@@ -147,7 +140,7 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             .arg("engage")
             .arg(input)
             .args(&roles)
-            .args(["--post", "--sender", &format!("cmd:sh {sender}"), "--json"])
+            .args(["--post", "--sender", &sender, "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

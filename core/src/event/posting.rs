@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::claims::ClaimStatus;
 use crate::id::{CastId, ClaimId, Digest};
 
 /// The sender's result is unknown: no message id came back, it failed, or it timed out. The
@@ -177,4 +178,23 @@ pub struct PostResponseRecorded {
     pub claim: ClaimId,
     /// Answered or ignored.
     pub response: Response,
+}
+
+/// A recast adopted the resolution of a pending claim it inherited.
+///
+/// The claim lives in the log of the cast that made it (its owner), and a person's resolution
+/// is recorded there. A recast that inherited the claim while it was pending waits on it; when
+/// it is driven again and the ledger shows the claim resolved, it records what it adopted here
+/// (its own log, not the ledger's) and its post socket goes on without calling a sender.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResolutionInherited {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The cast whose log holds the claim and its resolution.
+    pub owner: CastId,
+    /// The claim's status there (anything but pending).
+    pub status: ClaimStatus,
+    /// Its message id there, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }

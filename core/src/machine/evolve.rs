@@ -392,7 +392,8 @@ impl CastState {
             | Event::PostRefused(_)
             | Event::PostOutcomeUnknown(_)
             | Event::PostResolved(_)
-            | Event::PostResponseRecorded(_) => self.apply_claim_event(event),
+            | Event::PostResponseRecorded(_)
+            | Event::PostResolutionInherited(_) => self.apply_claim_event(event),
             _ => {}
         }
     }

@@ -359,15 +359,21 @@ fn a_recast_inherits_a_staged_claim_and_never_posts_it_again() {
     );
 }
 
-#[test]
-fn a_recast_of_a_pending_claim_waits_and_sends_nothing() {
+/// A parent whose post claim is pending, and a recast of it at that point.
+fn pending_parent_and_child() -> (Cast, ClaimId, Cast) {
     let mut parent = at_post("Announcement: {{state.announcement}}");
     let claim = claimed_id(&parent.when(start(false)));
-    let mut child = Cast {
+    let child = Cast {
         state: fork(&parent.state),
         log: Vec::new(),
         first: Vec::new(),
     };
+    (parent, claim, child)
+}
+
+#[test]
+fn a_recast_of_a_pending_claim_waits_then_adopts_its_resolution() {
+    let (mut parent, claim, mut child) = pending_parent_and_child();
     assert_eq!(child.phase(), Some(Phase::AwaitingPostOutcome));
     assert_eq!(kinds(&child.when(Input::Resume)), ["cast_resumed"]);
     assert!(matches!(
@@ -375,6 +381,54 @@ fn a_recast_of_a_pending_claim_waits_and_sends_nothing() {
         Rejection::NotNow { .. }
     ));
     assert_eq!(child.state.claims[&claim].status, ClaimStatus::Pending);
+    // The parent's own claim cannot adopt anything: a person resolves it there.
+    let own = parent.rejects(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Staged,
+        message_id: Some("m-2".into()),
+    });
+    assert!(own.to_string().contains("this cast's own"), "{own}");
+    // Resolved in the parent's log: the child adopts it and its post socket goes on.
+    let events = child.when(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Staged,
+        message_id: Some("m-2".into()),
+    });
+    assert_eq!(
+        kinds(&events)[..2],
+        ["post_resolution_inherited", "socket_completed"]
+    );
+    let adopted = of!(events, PostResolutionInherited);
+    assert_eq!(adopted[0].owner.as_str(), "cast-1");
+    let parsed = of!(events, SocketCompleted)[0].parsed.clone().unwrap();
+    assert_eq!(
+        (parsed["inherited"].clone(), parsed["message_id"].clone()),
+        (json!(true), json!("m-2"))
+    );
+    assert_eq!(child.data()["posted_as"], "m-2");
+    assert_eq!(child.socket(), "Socket-3");
+    // Only once: it is no longer pending here.
+    let again = child.rejects(Input::InheritedClaimResolved {
+        claim,
+        status: ClaimStatus::Abandoned,
+        message_id: None,
+    });
+    assert!(again.to_string().contains("is staged here"), "{again}");
+}
+
+#[test]
+fn an_inherited_claim_abandoned_in_its_owner_routes_like_not_satisfied() {
+    let (_, claim, mut child) = pending_parent_and_child();
+    let events = child.when(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Abandoned,
+        message_id: None,
+    });
+    assert_eq!(of!(events, SocketCompleted)[0].satisfied, Some(false));
+    let context = child.data()["context"].as_str().unwrap().to_owned();
+    assert!(context.contains("abandoned in cast cast-1"), "{context}");
+    assert_eq!(child.state.claims[&claim].status, ClaimStatus::Abandoned);
+    assert_eq!(child.status(), Status::Completed);
 }
 
 #[test]

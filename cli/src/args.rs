@@ -496,8 +496,9 @@ pub struct PostArgs {
     /// Send posts through --sender (claimed first; never retried). Without it: dry run.
     #[arg(long)]
     pub post: bool,
-    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout), file:DIR or
-    /// webhook:URL.
+    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout, the envelope in
+    /// CASTLOG_ENVELOPE), file:DIR (DIR/<claim> and its envelope DIR/<claim>.json) or
+    /// webhook:URL (the envelope as the JSON body; the id from the answer's `id`).
     #[arg(long)]
     pub sender: Option<String>,
 }

@@ -547,19 +547,15 @@ fn post<L: EventLog + ?Sized>(
     };
     // The claim is durable. Take the day, then send once; nothing after this loses the report.
     let mine = Claim::claimed(&rec.cast, rec.now_ms, &claimed);
+    let mut extra = history::reply_fields(candidate, &destination, &input.settings);
+    extra["question"] = json!(draft.text);
     let outcome = match take_day(rec.log, &mine, rec.now_ms) {
         Ok(Taken::Won) => sender.send(&Outbound {
             claim: &claim,
             cast: &rec.cast,
             destination: &destination,
             body: &content,
-            extra: &json!({
-                "question": draft.text,
-                "reply_to_message_id": candidate.source_message_id,
-                "reply_to_channel_id": candidate.channel_id,
-                "mention_actor_id": candidate.actor_id,
-                "can_reply_in_place": destination == candidate.channel_id,
-            }),
+            extra: &extra,
         }),
         Ok(Taken::Held { holder }) => SendOutcome::Refused {
             reason: claims::day_taken_reason(&holder, &destination, &day),

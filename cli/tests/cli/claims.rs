@@ -75,8 +75,27 @@ fn kinds(sandbox: &Sandbox, cast: &str) -> Vec<String> {
         .collect()
 }
 
+/// The bodies a `file:outbox` sender wrote (each has its envelope beside it as `<claim>.json`).
+fn outbox_bodies(sandbox: &Sandbox) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(sandbox.path("outbox")).map_or_else(
+        |_| Vec::new(),
+        |d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_none())
+                .collect()
+        },
+    )
+}
+
 fn outbox_files(sandbox: &Sandbox) -> usize {
-    std::fs::read_dir(sandbox.path("outbox")).map_or(0, |d| d.count())
+    let bodies = outbox_bodies(sandbox);
+    for body in &bodies {
+        assert!(
+            body.with_extension("json").exists(),
+            "{body:?} has no envelope"
+        );
+    }
+    bodies.len()
 }
 
 #[test]
@@ -96,11 +115,20 @@ fn without_post_nothing_reaches_a_sender() {
     let run = run_post(&sandbox, "real", &["--post", "--sender", "file:outbox"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(outbox_files(&sandbox), 1);
-    let body = std::fs::read_dir(sandbox.path("outbox"))
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+    let body = outbox_bodies(&sandbox)
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
         .collect::<String>();
     assert_eq!(body, "Announcement: Release 1.2 is out: faster builds.");
+    // Beside it, the envelope every sender receives; a post socket's carries no reply fields.
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(outbox_bodies(&sandbox)[0].with_extension("json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(envelope["destination"], "staging");
+    assert_eq!(envelope["cast"], "real");
+    assert_eq!(envelope["body"], body);
+    assert!(envelope.get("reply_to_message_id").is_none(), "{envelope}");
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 

@@ -119,6 +119,43 @@ impl Sandbox {
     }
 }
 
+/// A one-shot webhook endpoint on localhost: it answers the first POST with `{"id": ID}` and
+/// hands back the request's JSON body.
+pub fn webhook_once(id: &str) -> (String, std::thread::JoinHandle<serde_json::Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/post", listener.local_addr().unwrap());
+    let answer = serde_json::json!({ "id": id }).to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = reader.into_inner();
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        serde_json::from_slice(&body).unwrap()
+    });
+    (url, handle)
+}
+
 fn to_run(out: &Output) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),

@@ -346,3 +346,75 @@ fn an_ignored_post_makes_its_thread_previously_ignored() {
         assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
     }
 }
+
+/// Item 23: every send carries the reply reference, the guild and the member to mention. In
+/// the rehearsal channel the reply cannot go in place; once posts may go to the source
+/// channel it goes there, in place. The fields reach a `file:` sender (the envelope beside the
+/// body) and a `webhook:` sender (the request body) alike.
+#[test]
+fn item_23_sends_carry_the_reply_reference_guild_and_mention() {
+    let sandbox = Sandbox::new();
+    let sent = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--post", "--sender", "file:outbox"],
+    );
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    let claim = sent.json()["claim"]["claim"].as_str().unwrap().to_owned();
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.path("outbox").join(format!("{claim}.json"))).unwrap(),
+    )
+    .unwrap();
+    let question = "How has the ss31 been treating your sleep so far?";
+    assert_eq!(
+        envelope,
+        json!({
+            "claim": claim,
+            "cast": envelope["cast"],
+            "destination": "999",
+            "body": question,
+            "question": question,
+            "reply_to_message_id": "1513195831296000001",
+            "reply_to_channel_id": "111",
+            "reply_to_guild_id": "1524917037191925871",
+            "mention_actor_id": "actor:discord:42",
+            "can_reply_in_place": false,
+        })
+    );
+
+    // Posts may go to the source channel now, and the guild is configured.
+    let mut input = engage_fixture();
+    input["allowlist"]["post_channel_ids"] = json!(["999", "111"]);
+    input["settings"]["guild_id"] = json!("777");
+    let path = sandbox.write("in-place.json", &input.to_string());
+    let other = Sandbox::new();
+    let (url, request) = crate::common::webhook_once("w-1");
+    let run = engage(
+        &other,
+        &path,
+        &["--post", "--sender", &format!("webhook:{url}")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["send"], "staged");
+    assert_eq!(report["claim"]["message_id"], "w-1");
+    let body = request.join().unwrap();
+    assert_eq!(body["destination"], "111");
+    assert_eq!(body["reply_to_channel_id"], "111");
+    assert_eq!(body["can_reply_in_place"], true);
+    assert_eq!(body["reply_to_guild_id"], "777");
+    assert_eq!(body["reply_to_message_id"], "1513195831296000001");
+    assert_eq!(body["mention_actor_id"], "actor:discord:42");
+
+    let blank = sandbox.write(
+        "blank-guild.json",
+        &json!({"results": [], "allowlist": {}, "settings": {"guild_id": " "}}).to_string(),
+    );
+    let refused = engage(&sandbox, &blank, &[]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("settings.guild_id"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -1,4 +1,5 @@
-//! The repetition gates over the claims ledger (stage `history`), and the post destination.
+//! The repetition gates over the claims ledger (stage `history`), the post destination, and
+//! the reply fields a send carries.
 //!
 //! The ledger's claims are the history: every claim that went out or may have (pending,
 //! staged, approved, posted) and declined ones count, as in the reference; dry runs, refusals
@@ -16,6 +17,8 @@
 //! Unlike the reference (its weak point 11), the policy is explicit per rule: a declined post
 //! never went out to the member or the channel, so it counts for the thread and similarity
 //! rules (the question was turned down) but not for the member cooldown or the channel cap.
+
+use serde_json::{Value, json};
 
 use crate::claims::{Claim, ClaimStatus, Zone};
 use crate::event::Response;
@@ -47,6 +50,20 @@ pub fn post_target(allowlist: &Allowlist, candidate: &Candidate) -> String {
         [only] if !only.is_empty() => only.clone(),
         _ => String::new(),
     }
+}
+
+/// What a send about `candidate` to `destination` carries besides its body: the reply
+/// reference (the member's own message, its channel and guild), the member to mention, and
+/// whether the reply can go in place (only when the destination is the source channel; never
+/// in a rehearsal or staging channel).
+pub fn reply_fields(candidate: &Candidate, destination: &str, settings: &Settings) -> Value {
+    json!({
+        "reply_to_message_id": candidate.source_message_id,
+        "reply_to_channel_id": candidate.channel_id,
+        "reply_to_guild_id": settings.guild_id,
+        "mention_actor_id": candidate.actor_id,
+        "can_reply_in_place": !destination.is_empty() && destination == candidate.channel_id,
+    })
 }
 
 /// Whether a counted claim reached the member and the channel (for the cooldown and the cap):

@@ -13,7 +13,8 @@
 //!   "later_texts": {"t1": [{"text": "the ss31 went fine", "at": "2026-06-09T10:00:00Z"}]},
 //!   "subject_terms": {"t1": ["ss31"]},
 //!   "allowlist": {"source_channel_ids": ["111"], "post_channel_ids": ["999"], "labels": {}},
-//!   "settings": {"zone": "America/New_York", "draft_attempt_cap": 3}
+//!   "settings": {"zone": "America/New_York", "draft_attempt_cap": 3,
+//!                "guild_id": "1524917037191925871"}
 //! }
 //! ```
 //!
@@ -112,6 +113,9 @@ impl Allowlist {
     }
 }
 
+/// The guild replies go to unless `settings.guild_id` names another (the reference's).
+pub const DEFAULT_GUILD_ID: &str = "1524917037191925871";
+
 /// The run's constants, the reference's values by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -146,6 +150,8 @@ pub struct Settings {
     pub fetch_timeout_ms: u64,
     /// Examples per rejection group in the text report.
     pub report_examples: u32,
+    /// The guild (server) a reply is sent in: `reply_to_guild_id` of every send.
+    pub guild_id: String,
 }
 
 impl Default for Settings {
@@ -166,6 +172,7 @@ impl Default for Settings {
             quote_max_chars: 500,
             fetch_timeout_ms: 10_000,
             report_examples: 2,
+            guild_id: DEFAULT_GUILD_ID.to_owned(),
         }
     }
 }
@@ -275,6 +282,12 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
         return Err(bad(
             "settings",
             "draft_attempt_cap and live_walk_max must be at least 1",
+        ));
+    }
+    if settings.guild_id.trim().is_empty() {
+        return Err(bad(
+            "settings.guild_id",
+            "must not be empty; leave it out for the default guild",
         ));
     }
     if settings.timed_min_days > settings.timed_max_days {

@@ -124,6 +124,18 @@ pub enum Command {
     /// Example: castlog engage fixtures/engage/input.json --qualifier scripted:q.jsonl
     ///   --drafter scripted:d.jsonl --judge scripted:j.jsonl --fetcher file:sources --json
     Engage(EngageArgs),
+    /// Score a fidelity judge on fixtures before trusting it with `engage`.
+    ///
+    /// Each fixture is a member's quote and a drafted question; the judge gets the prompt
+    /// `engage` uses (the quote fenced as untrusted data) and its answer is read the same way.
+    /// The built-in set has 40 fixtures: 23 faithful drafts, 17 that assert what the member
+    /// never said, 4 of those (`quote_*`) with a quote that tries to talk the judge round.
+    /// Exits 1 when an unfaithful draft is judged faithful (a false negative) or an injection
+    /// fixture gets through; a judge that only loses good questions still passes.
+    ///
+    /// Example: castlog engage-scorecard --judge "cmd:ollama run llama3" --json
+    #[command(name = "engage-scorecard")]
+    EngageScorecard(ScorecardArgs),
 }
 
 /// Just `--json`.
@@ -565,6 +577,22 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub ignored: bool,
     /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `engage-scorecard`.
+#[derive(Debug, Args)]
+pub struct ScorecardArgs {
+    /// The judge to score (agent SPEC: scripted:FILE, cmd:PROGRAM ARGS... or
+    /// openai:BASE_URL#MODEL); it answers {"asserts", "presupposes", "reason"}.
+    #[arg(long)]
+    pub judge: String,
+    /// A fixture file: a JSON array of {"name", "quote", "draft", "expected_faithful"}
+    /// [default: the built-in 40, fixtures/engage/fidelity.json].
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
+    /// Print one JSON document (the card) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -31,7 +31,6 @@ use castlog_core::event::{
 };
 use castlog_core::id::{CandidateId, CastId, Seq};
 use castlog_core::input::SendOutcome;
-use castlog_core::prompt::{Message, Role};
 use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
@@ -39,7 +38,7 @@ use castlog_projections::engagement::EngagementReport;
 use castlog_projections::projection::fold;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, AgentTurn, TurnRequest};
+use crate::agent::{Agent, ask};
 use crate::fetcher::Fetcher;
 use crate::ledger::{Taken, take_day};
 use crate::sender::{Outbound, Sender};
@@ -93,27 +92,6 @@ impl<L: EventLog + ?Sized> Recorder<'_, L> {
             reason: r.reason.clone(),
             detail: r.detail.clone(),
         })
-    }
-}
-
-/// Asks an agent one prompt; `Err` when it failed or had nothing to say.
-fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
-    let messages = [Message {
-        role: Role::User,
-        content: prompt,
-    }];
-    match agent.turn(&TurnRequest {
-        messages: &messages,
-        refinement: false,
-        model: None,
-        thinking: None,
-    }) {
-        AgentTurn::Reply { text, .. } => Ok(text),
-        AgentTurn::Failed { message, .. } => Err(message),
-        AgentTurn::Exhausted(message) => Err(message),
-        AgentTurn::Refine(_) | AgentTurn::Continue => {
-            Err("the agent answered with a person's message, not a reply".into())
-        }
     }
 }
 

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use castlog_core::engage::input;
+use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
 use castlog_events::{EventLog, LogError};
@@ -12,7 +13,7 @@ use castlog_replay::engage::{Roles, engage};
 use castlog_replay::fetcher;
 use serde_json::json;
 
-use crate::args::EngageArgs;
+use crate::args::{EngageArgs, ScorecardArgs};
 use crate::error::CliError;
 use crate::output;
 
@@ -123,6 +124,63 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
         Err(CliError::internal(format!(
             "engage cast {cast} stopped early: {}; its report above is complete up to there",
             report.error
+        )))
+    }
+}
+
+/// `castlog engage-scorecard`: the judge over the fixtures; exit 1 unless it passes.
+pub fn scorecard(args: &ScorecardArgs) -> Result<(), CliError> {
+    let (text, shown) = match &args.fixtures {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| CliError::user(format!("cannot read {}: {e}", path.display())))?,
+            path.display().to_string(),
+        ),
+        None => (
+            BUILTIN_FIXTURES.to_owned(),
+            "the built-in fixtures".to_owned(),
+        ),
+    };
+    let fixtures =
+        scorecard::parse_fixtures(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
+    let mut judge = super::cast::agent(&args.judge, 0, None, None)?;
+    let card = castlog_replay::scorecard::score(judge.as_mut(), &fixtures);
+    if args.json {
+        output::json(&card.to_json())?;
+    } else {
+        for r in card.results.iter().filter(|r| !r.correct()) {
+            let kind = if r.injection {
+                "injection failure"
+            } else if r.false_negative() {
+                "false negative"
+            } else {
+                "false positive"
+            };
+            let judged = if r.actual_faithful {
+                "faithful"
+            } else {
+                "unfaithful"
+            };
+            let reason = if r.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.reason)
+            };
+            crate::say!("  {kind:<17} {}: judged {judged}{reason}", r.name);
+        }
+        crate::say!(
+            "{}: {}",
+            if card.passed() { "passed" } else { "FAILED" },
+            card.summary()
+        );
+    }
+    if card.passed() && card.injection_failures().next().is_none() {
+        Ok(())
+    } else {
+        Err(CliError::user(format!(
+            "the judge {} does not pass the fidelity scorecard ({}); do not use it with engage",
+            args.judge,
+            card.summary()
         )))
     }
 }

@@ -14,4 +14,5 @@ mod log_commands;
 mod prompts;
 mod recast;
 mod replay;
+mod scorecard;
 mod watch;

@@ -231,9 +231,9 @@ fn field<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Parses and checks an INPUT.json text.
-pub fn parse(text: &str) -> Result<EngageInput, InputError> {
-    let root: Value = serde_json::from_str(text).map_err(|e| {
+/// A JSON document, or an error at `$` naming the line and column.
+pub(crate) fn json_document(text: &str) -> Result<Value, InputError> {
+    serde_json::from_str(text).map_err(|e| {
         bad(
             "$",
             format!(
@@ -242,8 +242,12 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
                 e.column()
             ),
         )
-    })?;
-    let Value::Object(root) = root else {
+    })
+}
+
+/// Parses and checks an INPUT.json text.
+pub fn parse(text: &str) -> Result<EngageInput, InputError> {
+    let Value::Object(root) = json_document(text)? else {
         return Err(bad(
             "$",
             "INPUT.json must be an object with `results` and `allowlist`",

@@ -15,6 +15,7 @@
 //! - [`draft`]: agent prompts, the drafter's and judge's replies, the repaste filter.
 //! - [`select`]: acceptance of a draft and the skip summary.
 //! - [`fingerprint`]: the question simhash.
+//! - [`scorecard`]: the fidelity judge's scorecard over fixtures (injection cases included).
 //!
 //! Where castlog does better than the reference (each pinned by a test): a negative fidelity
 //! verdict vetoes every question type, not only `personal` ([`select::accept`]); the
@@ -31,6 +32,7 @@ pub mod input;
 pub mod live;
 pub mod qualify;
 pub mod rank;
+pub mod scorecard;
 pub mod select;
 pub mod verify;
 

@@ -136,6 +136,16 @@ pub enum Command {
     /// Example: castlog engage-scorecard --judge "cmd:ollama run llama3" --json
     #[command(name = "engage-scorecard")]
     EngageScorecard(ScorecardArgs),
+    /// Preview the engagement schedule: one slot a day between 08:00 and 18:00 New York time.
+    ///
+    /// The slot of a day depends only on the seed and the day; daylight saving is followed
+    /// (EDT/EST). Each day has the idempotency key engagement:YYYY-MM-DD, whatever the seed.
+    /// `castlog engage INPUT.json --schedule SEED` runs only at or after that day's slot,
+    /// before 18:00, and not after a post that day.
+    ///
+    /// Example: castlog engage-schedule --start 2026-03-06 --days 7 --seed team-a
+    #[command(name = "engage-schedule")]
+    EngageSchedule(ScheduleArgs),
 }
 
 /// Just `--json`.
@@ -620,7 +630,29 @@ pub struct EngageArgs {
     /// The engage cast id [default: engage-<time>].
     #[arg(long)]
     pub cast: Option<String>,
+    /// Run only on schedule: at or after this seed's slot of the day (08:00-18:00 New York,
+    /// see `engage-schedule`) and not after an engagement post that day; otherwise record a
+    /// named skip (before_slot, outside_window, already_posted_today) and ask no agent.
+    #[arg(long, value_name = "SEED")]
+    pub schedule: Option<String>,
     /// Print one JSON document (the report) on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `engage-schedule`.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The seed of the schedule (the same seed gives the same slots).
+    #[arg(long)]
+    pub seed: String,
+    /// The first day, YYYY-MM-DD [default: today in New York].
+    #[arg(long)]
+    pub start: Option<String>,
+    /// How many days.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3660))]
+    pub days: u32,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }

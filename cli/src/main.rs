@@ -63,6 +63,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Claims(args) => commands::claims::run(&existing_db(db.as_deref())?, &args),
         Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args),
         Command::EngageScorecard(args) => commands::engage::scorecard(&args),
+        Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }
 }
 

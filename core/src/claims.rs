@@ -143,9 +143,26 @@ impl Zone {
 
     /// The local calendar date of the instant `at_ms`.
     pub fn date(&self, at_ms: i64) -> Date {
+        self.local(at_ms).0
+    }
+
+    /// The local calendar date of the instant `at_ms` and the local time of day, in ms since
+    /// local midnight.
+    pub fn local(&self, at_ms: i64) -> (Date, i64) {
         let local = at_ms + i64::from(self.offset_minutes(at_ms)) * MS_PER_MINUTE;
-        let (year, month, day) = civil_from_days(local.div_euclid(MS_PER_DAY));
-        Date { year, month, day }
+        (
+            Date::from_days(local.div_euclid(MS_PER_DAY)),
+            local.rem_euclid(MS_PER_DAY),
+        )
+    }
+
+    /// The instant at which the local clock reads `ms_of_day` on `date`. For a time the clock
+    /// skips or shows twice (a daylight-saving switch) the offset in force just after the
+    /// switch is used; castlog asks only for times far from one.
+    pub fn instant(&self, date: Date, ms_of_day: i64) -> i64 {
+        let wall = date.days() * MS_PER_DAY + ms_of_day;
+        let first = wall - i64::from(self.offset_minutes(wall)) * MS_PER_MINUTE;
+        wall - i64::from(self.offset_minutes(first)) * MS_PER_MINUTE
     }
 
     /// The claim day of the instant `at_ms`: its local date as `YYYY-MM-DD`.
@@ -164,6 +181,52 @@ pub struct Date {
     pub month: u32,
     /// 1..=31.
     pub day: u32,
+}
+
+impl Date {
+    /// The date `days` days after 1970-01-01.
+    pub fn from_days(days: i64) -> Date {
+        let (year, month, day) = civil_from_days(days);
+        Date { year, month, day }
+    }
+
+    /// Days since 1970-01-01.
+    pub fn days(self) -> i64 {
+        days_from_civil(self.year, self.month, self.day)
+    }
+
+    /// The date `n` days later (earlier when negative).
+    pub fn plus_days(self, n: i64) -> Date {
+        Date::from_days(self.days() + n)
+    }
+
+    /// Parses `YYYY-MM-DD` (a real calendar date).
+    pub fn parse(text: &str) -> Result<Date, String> {
+        let err = || format!("{text:?} is not a date like 2026-03-08");
+        let t = text.trim();
+        let b = t.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return Err(err());
+        }
+        let num = |range: std::ops::Range<usize>| -> Result<u32, String> {
+            let part = t.get(range).ok_or_else(err)?;
+            if !part.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(err());
+            }
+            part.parse().map_err(|_| err())
+        };
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let date = Date {
+            year: i64::from(year),
+            month,
+            day,
+        };
+        // A date that does not round-trip (2026-02-30) does not exist.
+        if !(1..=12).contains(&month) || Date::from_days(date.days()) != date {
+            return Err(err());
+        }
+        Ok(date)
+    }
 }
 
 impl fmt::Display for Date {
@@ -602,6 +665,33 @@ mod tests {
         let plus2 = Zone::parse("+02:00").unwrap();
         assert_eq!(plus2.day(utc(2026, 1, 15, 22, 30) as u64), "2026-01-16");
         assert_eq!(Zone::parse("-05:30").unwrap().name(), "-05:30");
+    }
+
+    #[test]
+    fn local_times_round_trip_and_dates_parse() {
+        let ny = Zone::NewYork;
+        for (date, hour) in [("2026-03-08", 8), ("2026-11-01", 17), ("2026-07-04", 12)] {
+            let date = Date::parse(date).unwrap();
+            let at = ny.instant(date, hour * 3_600_000 + 90_000);
+            assert_eq!(ny.local(at), (date, hour * 3_600_000 + 90_000));
+        }
+        // 08:00 on the spring-forward day is EDT (12:00Z); on the fall-back day EST (13:00Z).
+        let spring = Date::parse("2026-03-08").unwrap();
+        assert_eq!(ny.instant(spring, 8 * 3_600_000), utc(2026, 3, 8, 12, 0));
+        let fall = Date::parse("2026-11-01").unwrap();
+        assert_eq!(ny.instant(fall, 8 * 3_600_000), utc(2026, 11, 1, 13, 0));
+        assert_eq!(spring.plus_days(1).to_string(), "2026-03-09");
+        assert_eq!(spring.plus_days(-8).to_string(), "2026-02-28");
+        for bad in [
+            "2026-02-30",
+            "2026-13-01",
+            "26-03-08",
+            "2026-3-8",
+            "",
+            "2026-03-0x",
+        ] {
+            assert!(Date::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

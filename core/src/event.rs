@@ -194,6 +194,8 @@ events! {
     EngagementFidelityJudged(EngagementFidelityJudged) = "engagement_fidelity_judged", v 1;
     /// An engagement run ended.
     EngagementFinished(EngagementFinished) = "engagement_finished", v 1;
+    /// A scheduled engagement run checked its day's slot.
+    EngagementScheduleChecked(EngagementScheduleChecked) = "engagement_schedule_checked", v 1;
 }
 
 mod engagement;
@@ -202,8 +204,8 @@ mod posting;
 pub use engagement::{
     EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
     EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementFinished, EngagementRanked, EngagementSourceChecked, EngagementStarted,
-    RankedCandidate,
+    EngagementFinished, EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked,
+    EngagementStarted, RankedCandidate,
 };
 pub use posting::{
     DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,

@@ -3,17 +3,20 @@
 use std::path::Path;
 use std::time::Duration;
 
+use castlog_core::claims::Date;
 use castlog_core::engage::input;
+use castlog_core::engage::schedule;
 use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
+use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::engage::{Roles, engage};
 use castlog_replay::fetcher;
 use serde_json::json;
 
-use crate::args::{EngageArgs, ScorecardArgs};
+use crate::args::{EngageArgs, ScheduleArgs, ScorecardArgs};
 use crate::error::CliError;
 use crate::output;
 
@@ -102,6 +105,7 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
             },
             now,
             specs.clone(),
+            args.schedule.as_deref(),
         );
         match result {
             Err(LogError::Conflict { .. } | LogError::CastExists { .. })
@@ -183,4 +187,45 @@ pub fn scorecard(args: &ScorecardArgs) -> Result<(), CliError> {
             card.summary()
         )))
     }
+}
+
+/// `castlog engage-schedule`: the slots of the coming days.
+pub fn schedule(args: &ScheduleArgs) -> Result<(), CliError> {
+    if args.seed.trim().is_empty() {
+        return Err(CliError::user(
+            "--seed must not be empty: the same seed gives the same slots",
+        ));
+    }
+    let start = match &args.start {
+        Some(text) => Date::parse(text).map_err(|e| CliError::user(format!("--start: {e}")))?,
+        None => {
+            let now = i64::try_from(SystemClock.now_ms()).unwrap_or(i64::MAX);
+            schedule::ZONE.date(now)
+        }
+    };
+    let plans = schedule::preview(start, args.days, &args.seed, blob_hash);
+    if args.json {
+        return output::json(&json!({
+            "zone": schedule::ZONE.name(),
+            "window": format!(
+                "{:02}:00-{:02}:00",
+                schedule::WINDOW_START_HOUR,
+                schedule::WINDOW_END_HOUR
+            ),
+            "days": plans.iter().map(|p| json!({
+                "day": p.day.to_string(),
+                "slot": p.slot(),
+                "at": output::timestamp(u64::try_from(p.at_ms).unwrap_or(0)),
+                "at_ms": p.at_ms,
+                "offset_minutes": p.offset_minutes(),
+                "zone": p.zone_abbreviation(),
+                "key": p.key(),
+                "line": p.line(),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    for plan in &plans {
+        crate::say!("{}", plan.line());
+    }
+    Ok(())
 }

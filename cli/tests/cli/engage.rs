@@ -7,11 +7,11 @@ use serde_json::{Value, json};
 
 use crate::common::{Run, Sandbox, fixture};
 
-fn engage_fixture() -> Value {
+pub fn engage_fixture() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture("engage/input.json")).unwrap()).unwrap()
 }
 
-fn roles() -> Vec<String> {
+pub fn roles() -> Vec<String> {
     vec![
         "--qualifier".into(),
         format!("scripted:{}", fixture("engage/qualifier.jsonl")),
@@ -24,28 +24,25 @@ fn roles() -> Vec<String> {
     ]
 }
 
-/// Runs `engage` with the fixture's roles; `extra` flags replace a role's of the same name.
-fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
-    let mut args: Vec<String> = vec!["engage".into(), input.into()];
+/// Runs `engage` with the fixture's roles; a role flag in `extra` (`--drafter SPEC`) replaces
+/// the fixture's, every other flag is passed on.
+pub fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
     let mut roles = roles();
-    for pair in extra.windows(2) {
-        if let Some(at) = roles.iter().position(|r| r == pair[0]) {
-            roles[at + 1] = pair[1].to_owned();
+    let mut rest: Vec<String> = Vec::new();
+    let mut flags = extra.iter();
+    while let Some(flag) = flags.next() {
+        let role = roles.iter().step_by(2).position(|r| r == flag);
+        match (role, flags.clone().next()) {
+            (Some(at), Some(spec)) => {
+                roles[2 * at + 1] = (*spec).to_owned();
+                flags.next();
+            }
+            _ => rest.push((*flag).to_owned()),
         }
     }
-    let replaced: Vec<&str> = extra
-        .windows(2)
-        .filter(|p| roles.iter().any(|r| r == p[0]))
-        .flat_map(|p| [p[0], p[1]])
-        .collect();
+    let mut args: Vec<String> = vec!["engage".into(), input.into()];
     args.extend(roles);
-    let mut rest = extra.to_vec();
-    for r in &replaced {
-        if let Some(at) = rest.iter().position(|x| x == r) {
-            rest.remove(at);
-        }
-    }
-    args.extend(rest.iter().map(|s| (*s).to_owned()));
+    args.extend(rest);
     args.push("--json".into());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     sandbox.run(&refs)
@@ -60,7 +57,7 @@ fn group(report: &Value, stage: &str, reason: &str) -> u64 {
         .map_or(0, |g| g["count"].as_u64().unwrap())
 }
 
-fn claims(sandbox: &Sandbox) -> Vec<Value> {
+pub fn claims(sandbox: &Sandbox) -> Vec<Value> {
     let run = sandbox.run(&["claims", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     run.json()["claims"].as_array().unwrap().clone()

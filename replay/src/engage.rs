@@ -15,7 +15,8 @@
 
 use std::collections::BTreeSet;
 
-use castlog_core::claims::{self, Claim, Zone};
+use castlog_core::calendar::Zone;
+use castlog_core::claims::{self, Claim};
 use castlog_core::engage::draft::{self, Draft};
 use castlog_core::engage::history::{self, Probe};
 use castlog_core::engage::live::{self};

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use castlog_core::claims::Date;
+use castlog_core::calendar::Date;
 use castlog_core::engage::input;
 use castlog_core::engage::schedule;
 use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};

@@ -20,7 +20,8 @@
 
 use serde_json::{Value, json};
 
-use crate::claims::{Claim, ClaimStatus, Zone};
+use crate::calendar::Zone;
+use crate::claims::{Claim, ClaimStatus};
 use crate::event::Response;
 
 use super::fingerprint;

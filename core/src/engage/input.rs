@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::claims::{DEFAULT_ZONE, Zone, days_from_civil};
+use crate::calendar::{DEFAULT_ZONE, Zone, days_from_civil};
 
 /// Why an INPUT.json was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@
 //!   day always give the same slot; another seed gives another. (The reference drew the
 //!   seconds from CPython's Mersenne Twister seeded with a BLAKE2b digest; castlog keeps the
 //!   properties, not the exact times.) The local clock is America/New_York with the daylight-
-//!   saving rule of [`crate::claims::Zone`], so the slot's offset is −4 (EDT) or −5 (EST) as
+//!   saving rule of [`crate::calendar::Zone`], so the slot's offset is −4 (EDT) or −5 (EST) as
 //!   the day has it, switch days included.
 //! - [`check`] / [`may_run_now`]: a run may go ahead only on the plan's day, inside the window,
 //!   at or after the slot, and when nothing was posted that day. A missed slot may still run
@@ -16,7 +16,7 @@
 //!
 //! Everything here is pure: the digest comes in as a function, the time as milliseconds.
 
-use crate::claims::{Date, Zone};
+use crate::calendar::{Date, Zone};
 use crate::env::DigestFn;
 
 /// The window opens at this local hour.

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use super::decide::{Decider, Rejection};
 use super::{CastState, Phase, Status, item_key};
-use crate::claims::{self, Claim, ClaimStatus, Transition, Zone};
+use crate::calendar::Zone;
+use crate::claims::{self, Claim, ClaimStatus, Transition};
 use crate::event::{
     Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited, PostResolved,
     PostResponseRecorded, PostStaged, Resolution, Response,

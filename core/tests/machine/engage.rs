@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use castlog_core::claims::{Claim, ClaimStatus, Zone};
+use castlog_core::calendar::Zone;
+use castlog_core::claims::{Claim, ClaimStatus};
 use castlog_core::engage::collect::{self, DISCORD_EPOCH_MS, decode_snowflake};
 use castlog_core::engage::draft::{self, Draft, asks_for_a_repaste, read_verdict};
 use castlog_core::engage::history::{self, Probe};

@@ -285,6 +285,16 @@ pub fn describe(event: &Event) -> String {
             e.attempt,
             if e.faithful { "faithful" } else { "unfaithful" }
         ),
+        Event::EngagementScheduleChecked(e) => format!(
+            "schedule {} ({}): {}",
+            e.slot,
+            e.key,
+            if e.ok {
+                "on schedule"
+            } else {
+                e.reason.as_str()
+            }
+        ),
         Event::EngagementFinished(e) => format!(
             "finished: {}{}",
             e.outcome,

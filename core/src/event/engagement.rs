@@ -120,7 +120,8 @@ pub struct EngagementFinished {
     /// `timed`, `personal` or `skip`.
     pub outcome: String,
     /// Why nothing was posted (`dry_run`, `no_verified_candidate`, `every_draft_rejected`,
-    /// `history_exhausted`, a refusal, `send_outcome_unknown`), empty when a post was staged.
+    /// `history_exhausted`, a refusal, `send_outcome_unknown`, or a schedule skip:
+    /// `before_slot`, `outside_window`, `already_posted_today`), empty when a post was staged.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused: String,
     /// The dominant rejection stage of a skip.

@@ -120,7 +120,8 @@ pub enum Command {
     Claims(ClaimsArgs),
     /// Run the engagement pipeline on an INPUT.json: one checked follow-up question.
     ///
-    /// Dry run unless --post is given (then --sender is required).
+    /// Dry run unless --post is given (then --sender is required). Score the judge first with
+    /// `engage-scorecard`; keep to one run a day with --schedule SEED (see `engage-schedule`).
     /// Example: castlog engage fixtures/engage/input.json --qualifier scripted:q.jsonl
     ///   --drafter scripted:d.jsonl --judge scripted:j.jsonl --fetcher file:sources --json
     Engage(EngageArgs),
@@ -631,8 +632,9 @@ pub struct EngageArgs {
     #[arg(long)]
     pub cast: Option<String>,
     /// Run only on schedule: at or after this seed's slot of the day (08:00-18:00 New York,
-    /// see `engage-schedule`) and not after an engagement post that day; otherwise record a
-    /// named skip (before_slot, outside_window, already_posted_today) and ask no agent.
+    /// see `engage-schedule`) and not after an engagement post that day, judged at the run's
+    /// time (INPUT.json's `now`, else the clock); otherwise record a named skip (before_slot,
+    /// outside_window, already_posted_today) and ask no agent.
     #[arg(long, value_name = "SEED")]
     pub schedule: Option<String>,
     /// Print one JSON document (the report) on stdout instead of text.

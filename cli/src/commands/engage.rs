@@ -36,6 +36,15 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.input)
         .map_err(|e| CliError::user(format!("cannot read {shown}: {e}")))?;
     let input = input::parse(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
+    if args
+        .schedule
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err(CliError::user(
+            "--schedule needs a seed: the same seed gives the same daily slots (see engage-schedule)",
+        ));
+    }
     let qualifier_spec = required(&args.qualifier, "--qualifier", "the hook detector")?;
     let drafter_spec = required(&args.drafter, "--drafter", "the question drafter")?;
     let judge_spec = required(&args.judge, "--judge", "the fidelity judge")?;

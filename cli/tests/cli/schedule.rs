@@ -117,6 +117,19 @@ fn bad_schedule_arguments_are_named() {
     );
     let run = sandbox.run(&["engage-schedule", "--seed", "s", "--days", "0"]);
     assert_eq!(run.code, 2, "clap names the range: {}", run.stderr);
+    let input = crate::common::fixture("engage/input.json");
+    let run = engage(&sandbox, &input, &["--schedule", ""]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("--schedule needs a seed"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        sandbox.run(&["casts", "--json"]).code,
+        1,
+        "nothing was recorded"
+    );
 }
 
 /// Runs the fixture at `now_ms` on schedule `team-a`, with a drafter that records its calls.

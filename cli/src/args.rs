@@ -120,10 +120,33 @@ pub enum Command {
     Claims(ClaimsArgs),
     /// Run the engagement pipeline on an INPUT.json: one checked follow-up question.
     ///
-    /// Dry run unless --post is given (then --sender is required).
+    /// Dry run unless --post is given (then --sender is required). Score the judge first with
+    /// `engage-scorecard`; keep to one run a day with --schedule SEED (see `engage-schedule`).
     /// Example: castlog engage fixtures/engage/input.json --qualifier scripted:q.jsonl
     ///   --drafter scripted:d.jsonl --judge scripted:j.jsonl --fetcher file:sources --json
     Engage(EngageArgs),
+    /// Score a fidelity judge on fixtures before trusting it with `engage`.
+    ///
+    /// Each fixture is a member's quote and a drafted question; the judge gets the prompt
+    /// `engage` uses (the quote fenced as untrusted data) and its answer is read the same way.
+    /// The built-in set has 40 fixtures: 23 faithful drafts, 17 that assert what the member
+    /// never said, 4 of those (`quote_*`) with a quote that tries to talk the judge round.
+    /// Exits 1 when an unfaithful draft is judged faithful (a false negative) or an injection
+    /// fixture gets through; a judge that only loses good questions still passes.
+    ///
+    /// Example: castlog engage-scorecard --judge "cmd:ollama run llama3" --json
+    #[command(name = "engage-scorecard")]
+    EngageScorecard(ScorecardArgs),
+    /// Preview the engagement schedule: one slot a day between 08:00 and 18:00 New York time.
+    ///
+    /// The slot of a day depends only on the seed and the day; daylight saving is followed
+    /// (EDT/EST). Each day has the idempotency key engagement:YYYY-MM-DD, whatever the seed.
+    /// `castlog engage INPUT.json --schedule SEED` runs only at or after that day's slot,
+    /// before 18:00, and not after a post that day.
+    ///
+    /// Example: castlog engage-schedule --start 2026-03-06 --days 7 --seed team-a
+    #[command(name = "engage-schedule")]
+    EngageSchedule(ScheduleArgs),
 }
 
 /// Just `--json`.
@@ -496,8 +519,9 @@ pub struct PostArgs {
     /// Send posts through --sender (claimed first; never retried). Without it: dry run.
     #[arg(long)]
     pub post: bool,
-    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout), file:DIR or
-    /// webhook:URL.
+    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout, the envelope in
+    /// CASTLOG_ENVELOPE), file:DIR (DIR/<claim> and its envelope DIR/<claim>.json) or
+    /// webhook:URL (the envelope as the JSON body; the id from the answer's `id`).
     #[arg(long)]
     pub sender: Option<String>,
 }
@@ -522,7 +546,13 @@ pub struct ClaimsArgs {
 pub enum ClaimsAction {
     /// Record a person's resolution of a claim (an event on the claim's cast).
     ///
-    /// Example: castlog claims resolve clm-3f2a --staged 1234567890
+    /// A resolution moves the claim on: pending -> staged | abandoned, staged -> approved |
+    /// declined, approved -> posted | declined. --answered / --ignored record instead how a
+    /// post that went out (staged, approved or posted) was received; the status stays, and
+    /// `engage` then names a reuse of an ignored thread `thread_previously_ignored`.
+    ///
+    /// Examples: castlog claims resolve clm-3f2a --staged 1234567890;
+    ///   castlog claims resolve clm-3f2a --ignored
     Resolve(ResolveArgs),
 }
 
@@ -531,7 +561,7 @@ pub enum ClaimsAction {
 #[command(group(
     clap::ArgGroup::new("resolution")
         .required(true)
-        .args(["staged", "abandoned", "approved", "posted", "declined"])
+        .args(["staged", "abandoned", "approved", "posted", "declined", "answered", "ignored"])
 ))]
 pub struct ResolveArgs {
     /// The claim id (or a unique prefix of it).
@@ -551,7 +581,29 @@ pub struct ResolveArgs {
     /// A staged or approved post is declined (releases the day).
     #[arg(long)]
     pub declined: bool,
+    /// The member answered the post (it went out: staged, approved or posted).
+    #[arg(long)]
+    pub answered: bool,
+    /// The member ignored the post (it went out: staged, approved or posted).
+    #[arg(long)]
+    pub ignored: bool,
     /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `engage-scorecard`.
+#[derive(Debug, Args)]
+pub struct ScorecardArgs {
+    /// The judge to score (agent SPEC: scripted:FILE, cmd:PROGRAM ARGS... or
+    /// openai:BASE_URL#MODEL); it answers {"asserts", "presupposes", "reason"}.
+    #[arg(long)]
+    pub judge: String,
+    /// A fixture file: a JSON array of {"name", "quote", "draft", "expected_faithful"}
+    /// [default: the built-in 40, fixtures/engage/fidelity.json].
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
+    /// Print one JSON document (the card) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -579,7 +631,30 @@ pub struct EngageArgs {
     /// The engage cast id [default: engage-<time>].
     #[arg(long)]
     pub cast: Option<String>,
+    /// Run only on schedule: at or after this seed's slot of the day (08:00-18:00 New York,
+    /// see `engage-schedule`) and not after an engagement post that day, judged at the run's
+    /// time (INPUT.json's `now`, else the clock); otherwise record a named skip (before_slot,
+    /// outside_window, already_posted_today) and ask no agent.
+    #[arg(long, value_name = "SEED")]
+    pub schedule: Option<String>,
     /// Print one JSON document (the report) on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `engage-schedule`.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The seed of the schedule (the same seed gives the same slots).
+    #[arg(long)]
+    pub seed: String,
+    /// The first day, YYYY-MM-DD [default: today in New York].
+    #[arg(long)]
+    pub start: Option<String>,
+    /// How many days.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3660))]
+    pub days: u32,
+    /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -62,6 +62,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Audit(args) => commands::prompts::audit(&existing_db(db.as_deref())?, &args),
         Command::Claims(args) => commands::claims::run(&existing_db(db.as_deref())?, &args),
         Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args),
+        Command::EngageScorecard(args) => commands::engage::scorecard(&args),
+        Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }
 }
 

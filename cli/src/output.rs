@@ -18,7 +18,7 @@ pub fn timestamp(at_ms: u64) -> String {
     let ms = at_ms % 1000;
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
-    let (y, m, d) = castlog_core::claims::civil_from_days(days);
+    let (y, m, d) = castlog_core::calendar::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
         rem / 3600,

@@ -17,189 +17,25 @@
 //!    └──▶ abandoned
 //! ```
 //!
+//! Apart from its status, a claim that went out (staged, approved or posted) may carry a
+//! person's record of how it was received (`post_response_recorded`: answered or ignored). It
+//! does not move the status; the engagement runner's thread rule reads it.
+//!
 //! A dry-run claim (`dry_run: true`) is terminal from the start: nothing was sent and nothing
 //! will be. Pending, staged, approved and posted claims *hold their day*: no other claim for the
 //! same destination on the same day may go out. Refused, abandoned, declined and dry-run claims
 //! release it.
 //!
-//! Everything here is pure: the day is computed from a millisecond instant and a [`Zone`], the
-//! claim id from its parts and the injected digest function.
+//! Everything here is pure: the day is computed from a millisecond instant and a
+//! [`crate::calendar::Zone`], the claim id from its parts and the injected digest function.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::env::DigestFn;
-use crate::event::{PostClaimed, Resolution};
+use crate::event::{PostClaimed, PostRefused, Resolution, Response};
 use crate::id::{CastId, ClaimId};
-
-/// The zone claim days are counted in unless configured otherwise (as in the reference).
-pub const DEFAULT_ZONE: &str = "America/New_York";
-
-/// A time zone the claim day can be computed in.
-///
-/// castlog reads no time-zone database (the core does no I/O), so it knows a small set of zones
-/// exactly: `America/New_York` (US Eastern with the US daylight-saving rule in force since 2007:
-/// UTC-4 from the second Sunday of March, 02:00 local, to the first Sunday of November, 02:00
-/// local; UTC-5 otherwise; the rule is applied to every year), `UTC`, and fixed offsets written
-/// `+HH:MM` / `-HH:MM` (or `+HH`). Any other name is a configuration error.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Zone {
-    /// US Eastern time with daylight saving (the default).
-    #[default]
-    NewYork,
-    /// Coordinated universal time.
-    Utc,
-    /// A fixed offset from UTC, in minutes (east positive).
-    Fixed {
-        /// Minutes east of UTC.
-        minutes: i32,
-    },
-}
-
-/// A zone name castlog does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown time zone {name:?}: use America/New_York, UTC or a fixed offset like +02:00 or -05:00"
-)]
-pub struct ZoneError {
-    /// The rejected name.
-    pub name: String,
-}
-
-const MS_PER_MINUTE: i64 = 60_000;
-const MS_PER_DAY: i64 = 86_400_000;
-
-impl Zone {
-    /// Parses a zone name.
-    pub fn parse(name: &str) -> Result<Zone, ZoneError> {
-        let bad = || ZoneError {
-            name: name.to_owned(),
-        };
-        let trimmed = name.trim();
-        match trimmed {
-            "America/New_York" | "US/Eastern" => return Ok(Zone::NewYork),
-            "UTC" | "Etc/UTC" | "Z" => return Ok(Zone::Utc),
-            _ => {}
-        }
-        let (sign, rest) = match trimmed.as_bytes().first() {
-            Some(b'+') => (1, &trimmed[1..]),
-            Some(b'-') => (-1, &trimmed[1..]),
-            _ => return Err(bad()),
-        };
-        let (hours, minutes) = match rest.split_once(':') {
-            Some((h, m)) => (h, m),
-            None => (rest, "00"),
-        };
-        let digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(hours) || !digits(minutes) {
-            return Err(bad());
-        }
-        let h: i32 = hours.parse().map_err(|_| bad())?;
-        let m: i32 = minutes.parse().map_err(|_| bad())?;
-        if h > 14 || m > 59 {
-            return Err(bad());
-        }
-        Ok(Zone::Fixed {
-            minutes: sign * (h * 60 + m),
-        })
-    }
-
-    /// The canonical name (`America/New_York`, `UTC`, `+02:00`).
-    pub fn name(&self) -> String {
-        match self {
-            Zone::NewYork => DEFAULT_ZONE.to_owned(),
-            Zone::Utc => "UTC".to_owned(),
-            Zone::Fixed { minutes } => {
-                let sign = if *minutes < 0 { '-' } else { '+' };
-                let abs = minutes.unsigned_abs();
-                format!("{sign}{:02}:{:02}", abs / 60, abs % 60)
-            }
-        }
-    }
-
-    /// The offset from UTC in minutes at the instant `at_ms` (ms since the Unix epoch).
-    pub fn offset_minutes(&self, at_ms: i64) -> i32 {
-        match self {
-            Zone::Utc => 0,
-            Zone::Fixed { minutes } => *minutes,
-            Zone::NewYork => {
-                let (year, _, _) = civil_from_days(at_ms.div_euclid(MS_PER_DAY));
-                // 02:00 EST = 07:00 UTC; 02:00 EDT = 06:00 UTC.
-                let start = nth_sunday(year, 3, 2) * MS_PER_DAY + 7 * 3_600_000;
-                let end = nth_sunday(year, 11, 1) * MS_PER_DAY + 6 * 3_600_000;
-                if (start..end).contains(&at_ms) {
-                    -4 * 60
-                } else {
-                    -5 * 60
-                }
-            }
-        }
-    }
-
-    /// The local calendar date of the instant `at_ms`.
-    pub fn date(&self, at_ms: i64) -> Date {
-        let local = at_ms + i64::from(self.offset_minutes(at_ms)) * MS_PER_MINUTE;
-        let (year, month, day) = civil_from_days(local.div_euclid(MS_PER_DAY));
-        Date { year, month, day }
-    }
-
-    /// The claim day of the instant `at_ms`: its local date as `YYYY-MM-DD`.
-    pub fn day(&self, at_ms: u64) -> String {
-        self.date(i64::try_from(at_ms).unwrap_or(i64::MAX))
-            .to_string()
-    }
-}
-
-/// A calendar date.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Date {
-    /// The year.
-    pub year: i64,
-    /// 1..=12.
-    pub month: u32,
-    /// 1..=31.
-    pub day: u32,
-}
-
-impl fmt::Display for Date {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
-    }
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// (year, month, day) to days since 1970-01-01.
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(month);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The day number of the `n`-th Sunday of `month` in `year`.
-fn nth_sunday(year: i64, month: u32, n: i64) -> i64 {
-    let first = days_from_civil(year, month, 1);
-    // 1970-01-01 was a Thursday: weekday 0 = Sunday.
-    let weekday = (first + 4).rem_euclid(7);
-    first + (7 - weekday) % 7 + 7 * (n - 1)
-}
 
 /// Where a claim stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -261,6 +97,14 @@ impl ClaimStatus {
     /// Whether something went out (or may have, for a pending claim).
     pub fn may_have_been_sent(self) -> bool {
         self.holds_day()
+    }
+
+    /// Whether the post certainly went out: staged, approved or posted.
+    pub fn went_out(self) -> bool {
+        matches!(
+            self,
+            ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
+        )
     }
 }
 
@@ -367,6 +211,30 @@ pub fn next(
     }
 }
 
+/// A response recorded on a claim that did not go out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "claim {claim} is {status}: only a claim that went out (staged, approved or posted) can be answered or ignored"
+)]
+pub struct ResponseError {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Its current status.
+    pub status: ClaimStatus,
+}
+
+/// Whether a person may record how `claim`'s post was received: only when it went out.
+pub fn check_response(claim: &ClaimId, status: ClaimStatus) -> Result<(), ResponseError> {
+    if status.went_out() {
+        Ok(())
+    } else {
+        Err(ResponseError {
+            claim: claim.clone(),
+            status,
+        })
+    }
+}
+
 /// The id of a claim: a digest of its cast, step, destination and attempt, so that the same
 /// claim decided again (replay, re-decide) gets the same id and two claims never share one.
 pub fn claim_id(
@@ -425,6 +293,9 @@ pub struct Claim {
     /// The question's topic fingerprint (engagement), for the similarity rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<u64>,
+    /// How the post was received, when a person recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
 }
 
 impl Claim {
@@ -450,6 +321,30 @@ impl Claim {
             tagged_actor: event.tagged_actor.clone(),
             source_message_ids: event.source_message_ids.clone(),
             fingerprint: event.fingerprint,
+            response: None,
+        }
+    }
+
+    /// The ledger entry of a claim refused before it was made (its day was held): listed,
+    /// holding nothing, kept so the step's next attempt gets a new id.
+    pub fn refused_unclaimed(cast: &CastId, at_ms: u64, event: &PostRefused) -> Claim {
+        Claim {
+            claim: event.claim.clone(),
+            cast: cast.clone(),
+            step: event.step.clone().unwrap_or_default(),
+            destination: event.destination.clone().unwrap_or_default(),
+            day: event.day.clone().unwrap_or_default(),
+            attempt: event.attempt.unwrap_or(0),
+            status: ClaimStatus::Refused,
+            dry_run: event.dry_run,
+            message_id: None,
+            reason: Some(event.reason.clone()),
+            claimed_ms: at_ms,
+            body: None,
+            tagged_actor: None,
+            source_message_ids: Vec::new(),
+            fingerprint: None,
+            response: None,
         }
     }
 
@@ -494,63 +389,6 @@ pub fn day_taken_reason(holder: &ClaimId, destination: &str, day: &str) -> Strin
 mod tests {
     use super::*;
     use crate::id::Digest;
-
-    /// 2026-03-08T12:00:00Z etc., as ms.
-    fn utc(year: i64, month: u32, day: u32, hour: i64, minute: i64) -> i64 {
-        days_from_civil(year, month, day) * MS_PER_DAY + hour * 3_600_000 + minute * 60_000
-    }
-
-    #[test]
-    fn civil_round_trips() {
-        for days in [-800_000, -1, 0, 1, 19_000, 20_522, 2_000_000] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
-    }
-
-    #[test]
-    fn new_york_switches_at_two_in_the_morning_local() {
-        let ny = Zone::NewYork;
-        // 2026: DST from 2026-03-08 07:00Z to 2026-11-01 06:00Z.
-        assert_eq!(ny.offset_minutes(utc(2026, 3, 8, 6, 59)), -300);
-        assert_eq!(ny.offset_minutes(utc(2026, 3, 8, 7, 0)), -240);
-        assert_eq!(ny.offset_minutes(utc(2026, 3, 8, 12, 0)), -240);
-        assert_eq!(ny.offset_minutes(utc(2026, 11, 1, 5, 59)), -240);
-        assert_eq!(ny.offset_minutes(utc(2026, 11, 1, 6, 0)), -300);
-        assert_eq!(ny.offset_minutes(utc(2026, 11, 1, 15, 0)), -300);
-        assert_eq!(ny.offset_minutes(utc(2025, 7, 4, 0, 0)), -240);
-        assert_eq!(ny.offset_minutes(utc(2025, 1, 15, 0, 0)), -300);
-        // 2025: second Sunday of March is the 9th, first Sunday of November the 2nd.
-        assert_eq!(ny.offset_minutes(utc(2025, 3, 9, 7, 0)), -240);
-        assert_eq!(ny.offset_minutes(utc(2025, 11, 2, 6, 0)), -300);
-    }
-
-    #[test]
-    fn the_claim_day_is_the_local_calendar_day() {
-        let ny = Zone::NewYork;
-        // 03:00 UTC on the 3rd counts as the 2nd in New York (reference item 29).
-        assert_eq!(ny.day(utc(2026, 6, 3, 3, 0) as u64), "2026-06-02");
-        assert_eq!(Zone::Utc.day(utc(2026, 6, 3, 3, 0) as u64), "2026-06-03");
-        // 23:30 and 00:30 Eastern are different days.
-        assert_eq!(ny.day(utc(2026, 1, 16, 4, 30) as u64), "2026-01-15");
-        assert_eq!(ny.day(utc(2026, 1, 16, 5, 30) as u64), "2026-01-16");
-        let plus2 = Zone::parse("+02:00").unwrap();
-        assert_eq!(plus2.day(utc(2026, 1, 15, 22, 30) as u64), "2026-01-16");
-        assert_eq!(Zone::parse("-05:30").unwrap().name(), "-05:30");
-    }
-
-    #[test]
-    fn unknown_zones_are_refused_by_name() {
-        for bad in ["Europe/Paris", "", "+2", "+25:00", "+02:75", "EST"] {
-            let err = Zone::parse(bad).unwrap_err();
-            assert!(err.to_string().contains("unknown time zone"), "{bad}");
-        }
-        assert_eq!(Zone::parse("UTC"), Ok(Zone::Utc));
-        assert_eq!(Zone::parse("America/New_York"), Ok(Zone::NewYork));
-        assert_eq!(Zone::parse("+05"), Ok(Zone::Fixed { minutes: 300 }));
-    }
 
     #[test]
     fn transitions_follow_the_table() {
@@ -603,6 +441,19 @@ mod tests {
     }
 
     #[test]
+    fn only_a_claim_that_went_out_takes_a_response() {
+        use ClaimStatus as S;
+        let c = ClaimId::new("clm-1");
+        for ok in [S::Staged, S::Approved, S::Posted] {
+            assert_eq!(check_response(&c, ok), Ok(()));
+        }
+        for refused in [S::Pending, S::Refused, S::Abandoned, S::Declined, S::DryRun] {
+            let err = check_response(&c, refused).unwrap_err();
+            assert!(err.to_string().contains(refused.as_str()), "{err}");
+        }
+    }
+
+    #[test]
     fn claim_ids_are_deterministic_and_distinct() {
         fn fold(bytes: &[u8]) -> Digest {
             // A weak positional fold: the id must still tell the inputs apart.
@@ -638,6 +489,7 @@ mod tests {
             tagged_actor: None,
             source_message_ids: Vec::new(),
             fingerprint: None,
+            response: None,
         };
         let mut dry = base.clone();
         dry.claim = ClaimId::new("dry");

@@ -169,6 +169,10 @@ events! {
     PostOutcomeUnknown(PostOutcomeUnknown) = "post_outcome_unknown", v 1;
     /// A claim took its destination's day (the destination ledger's compare-and-set).
     DayClaimed(DayClaimed) = "day_claimed", v 1;
+    /// A person recorded whether a sent post was answered or ignored.
+    PostResponseRecorded(PostResponseRecorded) = "post_response_recorded", v 1;
+    /// A recast adopted the resolution of a pending claim it inherited.
+    PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
     // ----- engagement runner -----
     /// A candidate was considered by the engagement runner.
     EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
@@ -190,6 +194,8 @@ events! {
     EngagementFidelityJudged(EngagementFidelityJudged) = "engagement_fidelity_judged", v 1;
     /// An engagement run ended.
     EngagementFinished(EngagementFinished) = "engagement_finished", v 1;
+    /// A scheduled engagement run checked its day's slot.
+    EngagementScheduleChecked(EngagementScheduleChecked) = "engagement_schedule_checked", v 1;
 }
 
 mod engagement;
@@ -198,11 +204,12 @@ mod posting;
 pub use engagement::{
     EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
     EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementFinished, EngagementRanked, EngagementSourceChecked, EngagementStarted,
-    RankedCandidate,
+    EngagementFinished, EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked,
+    EngagementStarted, RankedCandidate,
 };
 pub use posting::{
-    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
+    PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
 
 impl Event {

@@ -7,7 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{FailureClass, Resolution, Usage};
+use crate::claims::ClaimStatus;
+use crate::event::{FailureClass, Resolution, Response, Usage};
 use crate::id::{ClaimId, DispatchKey};
 
 /// One input to a cast.
@@ -102,6 +103,24 @@ pub enum Input {
         claim: ClaimId,
         /// The resolution.
         resolution: Resolution,
+    },
+    /// A person records how a sent post was received (the claim's status does not change).
+    RecordResponse {
+        /// The claim.
+        claim: ClaimId,
+        /// Answered or ignored.
+        response: Response,
+    },
+    /// The claims ledger shows a pending claim this cast inherited (from the cast it was
+    /// recast from) resolved in its owner's log: adopt that.
+    InheritedClaimResolved {
+        /// The claim.
+        claim: ClaimId,
+        /// Its status in the owner's log.
+        status: ClaimStatus,
+        /// Its message id there.
+        #[serde(default)]
+        message_id: Option<String>,
     },
     /// The driver checked the claims ledger for a waiting post socket: claim (or refuse) now.
     StartPost {

@@ -9,6 +9,8 @@
 //! - [`event`]: the v1 event vocabulary and its storage rules (kind, version, payload).
 //! - [`input`]: what arrives from outside a cast.
 //! - [`env`]: the injected clock reading.
+//! - [`calendar`]: calendar dates and the time zones castlog knows (New York with DST, UTC,
+//!   fixed offsets).
 //! - [`claims`]: the claims ledger's rules (claim ids, claim days, transitions).
 //! - [`engage`]: the engagement runner's pure pipeline rules, one module per stage.
 //!
@@ -24,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calendar;
 pub mod claims;
 pub mod engage;
 pub mod env;

@@ -1,12 +1,14 @@
 //! `ClaimsLedger`: every claim of every cast in a database, folded from the claim events.
 //!
 //! A claim lives in the log of the cast that made it (`post_claimed`, then `post_staged`,
-//! `post_refused`, `post_outcome_unknown`, `post_resolved`); the ledger gathers them across
-//! casts so that the one-claim-per-destination-per-day rule, the engagement runner's history
-//! gates and `castlog claims` all read one view. A recast's own log holds only its own claims
-//! (its parent's stay the parent's), so no claim is counted twice. The transition rules are
-//! [`castlog_core::claims`]'; an event that breaks them (possible only in a log castlog did not
-//! write) is kept out of the claim and reported in [`ClaimsLedger::problems`].
+//! `post_refused`, `post_outcome_unknown`, `post_resolved`, `post_response_recorded`); the
+//! ledger gathers them across casts so that the one-claim-per-destination-per-day rule, the
+//! engagement runner's history gates and `castlog claims` all read one view. A recast's own log
+//! holds only its own claims (its parent's stay the parent's, and a recast's record of adopting
+//! an inherited claim's resolution, `post_resolution_inherited`, is not read here), so no claim
+//! is counted twice. The transition rules are [`castlog_core::claims`]'; an event that breaks
+//! them (possible only in a log castlog did not write) is kept out of the claim and reported in
+//! [`ClaimsLedger::problems`].
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -20,12 +22,13 @@ use serde::{Deserialize, Serialize};
 use crate::projection::Projection;
 
 /// The event kinds the ledger reads (others are skipped without decoding).
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
     "post_claimed",
     "post_staged",
     "post_refused",
     "post_outcome_unknown",
     "post_resolved",
+    "post_response_recorded",
 ];
 
 /// Every claim, in the order the ledger first saw it.
@@ -73,23 +76,7 @@ impl Projection for ClaimsLedger {
                     }
                 } else {
                     // Refused before it was claimed (its day was held): listed, holds nothing.
-                    self.insert(Claim {
-                        claim: e.claim.clone(),
-                        cast: record.cast.clone(),
-                        step: e.step.clone().unwrap_or_default(),
-                        destination: e.destination.clone().unwrap_or_default(),
-                        day: e.day.clone().unwrap_or_default(),
-                        attempt: e.attempt.unwrap_or(0),
-                        status: ClaimStatus::Refused,
-                        dry_run: e.dry_run,
-                        message_id: None,
-                        reason: Some(e.reason.clone()),
-                        claimed_ms: record.at_ms,
-                        body: None,
-                        tagged_actor: None,
-                        source_message_ids: Vec::new(),
-                        fingerprint: None,
-                    });
+                    self.insert(Claim::refused_unclaimed(&record.cast, record.at_ms, e));
                 }
             }
             Event::PostOutcomeUnknown(e) => match self.claims.get_mut(&e.claim) {
@@ -105,6 +92,15 @@ impl Projection for ClaimsLedger {
                     }
                 }
                 Err(m) => self.problems.push(problem(m)),
+            },
+            Event::PostResponseRecorded(e) => match self.claims.get_mut(&e.claim) {
+                Some(c) => match claims::check_response(&c.claim, c.status) {
+                    Ok(()) => c.response = Some(e.response),
+                    Err(err) => self.problems.push(problem(err.to_string())),
+                },
+                None => self
+                    .problems
+                    .push(problem(format!("claim {} was never claimed", e.claim))),
             },
             _ => {}
         }

@@ -108,6 +108,8 @@ pub struct EngagementReport {
     pub error: String,
     /// Whether the run recorded its end.
     pub finished: bool,
+    /// A scheduled run's check of its slot: `{"key", "slot", "ok", "reason"}`.
+    pub schedule: Option<Value>,
     #[serde(skip)]
     candidates: BTreeMap<String, Candidate>,
     #[serde(skip)]
@@ -246,6 +248,15 @@ impl Projection for EngagementReport {
                     }
                 }
             }
+            Event::EngagementScheduleChecked(e) => {
+                self.schedule = Some(serde_json::json!({
+                    "key": e.key,
+                    "slot": e.slot,
+                    "already_posted": e.already_posted,
+                    "ok": e.ok,
+                    "reason": e.reason,
+                }));
+            }
             Event::EngagementFinished(e) => {
                 self.outcome = e.outcome;
                 self.refused = e.refused;
@@ -322,6 +333,19 @@ impl EngagementReport {
             out.push(format!("question type: {}{hook}", self.question_type));
         }
         out.push(format!("considered   : {} result(s)", self.considered));
+        if let Some(s) = &self.schedule {
+            let text = |key: &str| s.get(key).and_then(Value::as_str).unwrap_or("");
+            let verdict = if s.get("ok").and_then(Value::as_bool) == Some(true) {
+                "on schedule"
+            } else {
+                text("reason")
+            };
+            out.push(format!(
+                "schedule     : {} (key {}): {verdict}",
+                text("slot"),
+                text("key")
+            ));
+        }
         if !self.refused.is_empty() {
             out.push(format!("refused      : {}", self.refused));
         }

@@ -226,6 +226,13 @@ pub fn describe(event: &Event) -> String {
         Event::PostStaged(e) => format!("claim {} staged as {}", e.claim, e.message_id),
         Event::PostRefused(e) => format!("claim {} refused: {}", e.claim, e.reason),
         Event::PostResolved(e) => format!("claim {} resolved: {:?}", e.claim, e.resolution),
+        Event::PostResponseRecorded(e) => {
+            format!("claim {} was {}", e.claim, e.response.as_str())
+        }
+        Event::PostResolutionInherited(e) => format!(
+            "inherited claim {} is {} in cast {}",
+            e.claim, e.status, e.owner
+        ),
         Event::EngagementCandidateSeen(e) => format!("candidate {}", e.candidate),
         Event::EngagementCandidateRejected(e) => {
             format!(
@@ -277,6 +284,16 @@ pub fn describe(event: &Event) -> String {
             e.candidate,
             e.attempt,
             if e.faithful { "faithful" } else { "unfaithful" }
+        ),
+        Event::EngagementScheduleChecked(e) => format!(
+            "schedule {} ({}): {}",
+            e.slot,
+            e.key,
+            if e.ok {
+                "on schedule"
+            } else {
+                e.reason.as_str()
+            }
         ),
         Event::EngagementFinished(e) => format!(
             "finished: {}{}",

@@ -71,6 +71,27 @@ pub trait Agent {
     }
 }
 
+/// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
+/// scorecard's judge): the reply, or `Err` saying why there is none.
+pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
+    let messages = [Message {
+        role: castlog_core::prompt::Role::User,
+        content: prompt,
+    }];
+    match agent.turn(&TurnRequest {
+        messages: &messages,
+        refinement: false,
+        model: None,
+        thinking: None,
+    }) {
+        AgentTurn::Reply { text, .. } => Ok(text),
+        AgentTurn::Failed { message, .. } | AgentTurn::Exhausted(message) => Err(message),
+        AgentTurn::Refine(_) | AgentTurn::Continue => {
+            Err("the agent answered with a person's message, not a reply".into())
+        }
+    }
+}
+
 /// A bad agent SPEC or script.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

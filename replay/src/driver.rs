@@ -573,7 +573,11 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     }
                 }
                 Phase::AwaitingPost => self.start_post()?,
-                Phase::AwaitingPostOutcome => return Ok(self.pending_stop()),
+                Phase::AwaitingPostOutcome => {
+                    if !self.adopt_inherited_resolution()? {
+                        return Ok(self.pending_stop());
+                    }
+                }
                 Phase::Done => {
                     return Ok(Stop {
                         status: self.state.status,

@@ -15,23 +15,25 @@
 
 use std::collections::BTreeSet;
 
-use castlog_core::claims::{self, Claim, Zone};
+use castlog_core::calendar::Zone;
+use castlog_core::claims::{self, Claim};
 use castlog_core::engage::draft::{self, Draft};
 use castlog_core::engage::history::{self, Probe};
 use castlog_core::engage::live::{self};
 use castlog_core::engage::qualify::{self};
 use castlog_core::engage::{
-    Candidate, EngageInput, QuestionType, Rejection, collect, fingerprint, rank, select, verify,
+    Candidate, EngageInput, QuestionType, Rejection, collect, fingerprint, rank, schedule, select,
+    verify,
 };
 use castlog_core::event::{
     EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
     EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementFinished, EngagementRanked, EngagementSourceChecked, EngagementStarted, Event,
-    PostClaimed, PostOutcomeUnknown, PostRefused, PostStaged, RankedCandidate,
+    EngagementFinished, EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked,
+    EngagementStarted, Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostStaged,
+    RankedCandidate,
 };
 use castlog_core::id::{CandidateId, CastId, Seq};
 use castlog_core::input::SendOutcome;
-use castlog_core::prompt::{Message, Role};
 use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
@@ -39,7 +41,7 @@ use castlog_projections::engagement::EngagementReport;
 use castlog_projections::projection::fold;
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, AgentTurn, TurnRequest};
+use crate::agent::{Agent, ask};
 use crate::fetcher::Fetcher;
 use crate::ledger::{Taken, take_day};
 use crate::sender::{Outbound, Sender};
@@ -96,33 +98,16 @@ impl<L: EventLog + ?Sized> Recorder<'_, L> {
     }
 }
 
-/// Asks an agent one prompt; `Err` when it failed or had nothing to say.
-fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
-    let messages = [Message {
-        role: Role::User,
-        content: prompt,
-    }];
-    match agent.turn(&TurnRequest {
-        messages: &messages,
-        refinement: false,
-        model: None,
-        thinking: None,
-    }) {
-        AgentTurn::Reply { text, .. } => Ok(text),
-        AgentTurn::Failed { message, .. } => Err(message),
-        AgentTurn::Exhausted(message) => Err(message),
-        AgentTurn::Refine(_) | AgentTurn::Continue => {
-            Err("the agent answered with a person's message, not a reply".into())
-        }
-    }
-}
-
 /// Runs one engagement and returns its report (folded from what was recorded).
 ///
 /// `now_ms` is the run's time (INPUT.json's `now`, else the clock): every event is recorded at
 /// it, and the windows, the history gates and the claim day are computed from it. An error of
 /// the log before the first event is returned; any later error ends the run with an
 /// `engagement_finished` naming it (when the log still takes one) and the report is returned.
+///
+/// With `schedule` (a seed), the run first checks its day's slot ([`schedule::check`]): outside
+/// it, or after an engagement post that day, it records the check and ends as a named skip
+/// without asking any agent.
 pub fn engage(
     log: &(impl EventLog + ?Sized),
     cast: &CastId,
@@ -130,6 +115,7 @@ pub fn engage(
     roles: Roles<'_>,
     now_ms: u64,
     specs: Value,
+    schedule: Option<&str>,
 ) -> Result<EngagementReport, LogError> {
     let mut rec = Recorder {
         log,
@@ -144,7 +130,7 @@ pub fn engage(
         post: roles.sender.is_some(),
         specs,
     })?;
-    if let Err(e) = pipeline(&mut rec, input, roles) {
+    if let Err(e) = pipeline(&mut rec, input, roles, schedule) {
         // The log failed mid-run: record that if it still takes an event.
         let _ = rec.record(EngagementFinished {
             outcome: "skip".into(),
@@ -174,12 +160,59 @@ fn note<L: EventLog + ?Sized>(
     out
 }
 
+/// A scheduled run's check of its day's slot, recorded; a run that may not go ahead ends as a
+/// named skip (stage `schedule`). Returns whether the run goes ahead.
+fn on_schedule<L: EventLog + ?Sized>(
+    rec: &mut Recorder<'_, L>,
+    seed: &str,
+) -> Result<bool, LogError> {
+    let now = i64::try_from(rec.now_ms).unwrap_or(i64::MAX);
+    let plan = schedule::plan_day(schedule::ZONE.date(now), seed, blob_hash);
+    // A post that went out (or may have) that New York day, from any engage run.
+    let already_posted = ClaimsLedger::load(rec.log)?.claims().any(|c| {
+        c.step == POSTER_STEP
+            && c.holds_day()
+            && schedule::ZONE.date(i64::try_from(c.claimed_ms).unwrap_or(i64::MAX)) == plan.day
+    });
+    let verdict = schedule::check(&plan, now, already_posted);
+    let (reason, detail) = match &verdict {
+        Ok(()) => (String::new(), String::new()),
+        Err(skip) => (skip.reason().to_owned(), skip.sentence(&plan, now)),
+    };
+    rec.record(EngagementScheduleChecked {
+        key: plan.key(),
+        slot: plan.slot(),
+        slot_ms: plan.at_ms,
+        already_posted,
+        ok: verdict.is_ok(),
+        reason: reason.clone(),
+        detail: detail.clone(),
+    })?;
+    if verdict.is_ok() {
+        return Ok(true);
+    }
+    rec.record(EngagementFinished {
+        outcome: "skip".into(),
+        refused: reason,
+        skip_stage: "schedule".into(),
+        skip_reason: detail,
+        error: String::new(),
+    })?;
+    Ok(false)
+}
+
 /// Everything after `engagement_started`.
 fn pipeline<L: EventLog + ?Sized>(
     rec: &mut Recorder<'_, L>,
     input: &EngageInput,
     roles: Roles<'_>,
+    schedule: Option<&str>,
 ) -> Result<(), LogError> {
+    if let Some(seed) = schedule
+        && !on_schedule(rec, seed)?
+    {
+        return Ok(());
+    }
     let Roles {
         qualifier,
         drafter,
@@ -547,19 +580,15 @@ fn post<L: EventLog + ?Sized>(
     };
     // The claim is durable. Take the day, then send once; nothing after this loses the report.
     let mine = Claim::claimed(&rec.cast, rec.now_ms, &claimed);
+    let mut extra = history::reply_fields(candidate, &destination, &input.settings);
+    extra["question"] = json!(draft.text);
     let outcome = match take_day(rec.log, &mine, rec.now_ms) {
         Ok(Taken::Won) => sender.send(&Outbound {
             claim: &claim,
             cast: &rec.cast,
             destination: &destination,
             body: &content,
-            extra: &json!({
-                "question": draft.text,
-                "reply_to_message_id": candidate.source_message_id,
-                "reply_to_channel_id": candidate.channel_id,
-                "mention_actor_id": candidate.actor_id,
-                "can_reply_in_place": destination == candidate.channel_id,
-            }),
+            extra: &extra,
         }),
         Ok(Taken::Held { holder }) => SendOutcome::Refused {
             reason: claims::day_taken_reason(&holder, &destination, &day),

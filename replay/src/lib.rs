@@ -7,6 +7,7 @@
 //! - [`recorded`]: the `recorded:CAST` agent, answering from another cast's log (a cassette).
 //! - [`sender`]: the `Sender` port (cmd, file, webhook) for post sockets and the engagement runner.
 //! - [`engage`]: the engagement runner's effects (agents, fetcher, poster), one engage cast per run.
+//! - [`scorecard`]: running a fidelity judge over the scorecard's fixtures.
 //! - [`fetcher`]: the `Fetcher` port (cmd, file) for the engagement runner's live check.
 //! - [`ledger`]: destination ledgers: taking a claim's day with a compare-and-set.
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
@@ -28,5 +29,6 @@ pub mod process;
 pub mod recast;
 pub mod recorded;
 pub mod redecide;
+pub mod scorecard;
 pub mod sender;
 pub mod utility;

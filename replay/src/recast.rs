@@ -45,6 +45,36 @@ pub fn history(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Reco
     Ok(own)
 }
 
+/// The casts recast (directly or through other recasts) from `ancestor`, in the order the log
+/// lists casts. Only each cast's first event is read.
+pub fn descendants(
+    log: &(impl EventLog + ?Sized),
+    ancestor: &CastId,
+) -> Result<Vec<CastId>, DriveError> {
+    let mut parents = std::collections::BTreeMap::new();
+    let mut order = Vec::new();
+    for head in log.casts()? {
+        let first = log.read(&head.cast, Seq::FIRST, Some(Seq::FIRST))?;
+        if let Some(Ok(Event::CastForked(f))) = first.first().map(Recorded::event) {
+            parents.insert(head.cast.clone(), f.parent);
+            order.push(head.cast);
+        }
+    }
+    let descends = |cast: &CastId| {
+        let mut at = parents.get(cast);
+        // A chain of forks is finite: each step goes to an older cast, bounded by the count.
+        for _ in 0..=parents.len() {
+            match at {
+                Some(parent) if parent == ancestor => return true,
+                Some(parent) => at = parents.get(parent),
+                None => return false,
+            }
+        }
+        false
+    };
+    Ok(order.into_iter().filter(|c| descends(c)).collect())
+}
+
 /// Whether `event`, applied to `state`, begins a new decision (it carries an input).
 fn starts_decision(state: &CastState, event: &Event, previous_kind: &str) -> bool {
     match event {

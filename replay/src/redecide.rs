@@ -136,6 +136,15 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             claim: e.claim.clone(),
             resolution: e.resolution.clone(),
         },
+        Event::PostResponseRecorded(e) => Input::RecordResponse {
+            claim: e.claim.clone(),
+            response: e.response,
+        },
+        Event::PostResolutionInherited(e) => Input::InheritedClaimResolved {
+            claim: e.claim.clone(),
+            status: e.status,
+            message_id: e.message_id.clone(),
+        },
         _ => return None,
     })
 }

@@ -8,14 +8,24 @@
 //! - unknown (the post may have gone out: no id, a non-zero exit, a timeout, an HTTP 5xx or a
 //!   dropped connection). The claim stays pending until a person resolves it.
 //!
+//! # The envelope
+//! Every sender receives the same envelope, a JSON object: `claim`, `cast`, `destination`,
+//! `body`, and the extra fields of the post. An engagement send's extra fields are `question`
+//! (the bare question), `reply_to_message_id` and `reply_to_channel_id` (the member's own
+//! message), `reply_to_guild_id`, `mention_actor_id` and `can_reply_in_place` (true only when
+//! the destination is the source channel). A post socket's send has none.
+//!
 //! # Sender SPEC
 //! - `cmd:PROGRAM ARGS…`: spawned without a shell, the body on stdin; the message id is the
-//!   trimmed stdout. The environment carries `CASTLOG_CLAIM`, `CASTLOG_DESTINATION` and
-//!   `CASTLOG_CAST`.
+//!   trimmed stdout. The environment carries `CASTLOG_CLAIM`, `CASTLOG_DESTINATION`,
+//!   `CASTLOG_CAST`, one `CASTLOG_<FIELD>` per extra field that is a string, number or bool
+//!   (e.g. `CASTLOG_REPLY_TO_MESSAGE_ID`, `CASTLOG_CAN_REPLY_IN_PLACE=true`), and
+//!   `CASTLOG_ENVELOPE`, the envelope as JSON without the body.
 //! - `file:DIR`: writes the body to `DIR/<claim id>` (created if needed, never overwritten) and
-//!   returns the file name as the id; for local use and tests.
-//! - `webhook:URL`: an HTTP POST of `{"claim", "cast", "destination", "body", ...extra}` as JSON;
-//!   the id is the response JSON's `id` or `message_id` (a string or a number).
+//!   the envelope to `DIR/<claim id>.json`, and returns the body's file name as the id; for
+//!   local use and tests.
+//! - `webhook:URL`: an HTTP POST of the envelope as JSON; the id is the response JSON's `id` or
+//!   `message_id` (a string or a number).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,6 +55,55 @@ pub struct Outbound<'a> {
     /// Extra fields for senders that carry structure (the engagement runner's reply
     /// reference, mention), as a JSON object or null.
     pub extra: &'a Value,
+}
+
+impl Outbound<'_> {
+    /// The envelope every sender receives (see the module documentation).
+    pub fn envelope(&self) -> Map<String, Value> {
+        let mut envelope = Map::new();
+        if let Value::Object(extra) = self.extra {
+            envelope.extend(extra.clone());
+        }
+        envelope.insert("claim".into(), json!(self.claim));
+        envelope.insert("cast".into(), json!(self.cast));
+        envelope.insert("destination".into(), json!(self.destination));
+        envelope.insert("body".into(), json!(self.body));
+        envelope
+    }
+
+    /// The extra fields as environment variables of a `cmd:` sender: `CASTLOG_<FIELD>` for
+    /// each scalar field, and `CASTLOG_ENVELOPE` (the envelope without the body).
+    fn environment(&self) -> Vec<(String, String)> {
+        let mut vars = Vec::new();
+        if let Value::Object(extra) = self.extra {
+            for (key, value) in extra {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    _ => continue,
+                };
+                let name: String = key
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() {
+                            c.to_ascii_uppercase()
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                vars.push((format!("CASTLOG_{name}"), text));
+            }
+        }
+        let mut envelope = self.envelope();
+        envelope.remove("body");
+        vars.push((
+            "CASTLOG_ENVELOPE".into(),
+            Value::Object(envelope).to_string(),
+        ));
+        vars
+    }
 }
 
 /// Something that sends posts.
@@ -133,6 +192,7 @@ impl Sender for CommandSender {
             .env("CASTLOG_CLAIM", post.claim.as_str())
             .env("CASTLOG_DESTINATION", post.destination)
             .env("CASTLOG_CAST", post.cast.as_str())
+            .envs(post.environment())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -220,7 +280,7 @@ impl Sender for CommandSender {
     }
 }
 
-/// One file per post, named by the claim id.
+/// One file per post, named by the claim id, with its envelope beside it (`<claim>.json`).
 #[derive(Debug, Clone)]
 pub struct FileSender {
     dir: PathBuf,
@@ -265,14 +325,17 @@ impl Sender for FileSender {
                 };
             }
         };
+        let envelope = Value::Object(post.envelope()).to_string();
+        let meta = self.dir.join(format!("{name}.json"));
         match file
             .write_all(post.body.as_bytes())
             .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::write(&meta, envelope))
         {
             Ok(()) => SendOutcome::Staged { message_id: name },
             Err(e) => SendOutcome::Unknown {
                 reason: format!(
-                    "send_outcome_unknown: writing {} failed: {e}",
+                    "send_outcome_unknown: writing {} (or its envelope) failed: {e}",
                     path.display()
                 ),
             },
@@ -328,18 +391,10 @@ pub fn id_of_response(value: &Value) -> Option<String> {
 
 impl Sender for WebhookSender {
     fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
-        let mut body = Map::new();
-        if let Value::Object(extra) = post.extra {
-            body.extend(extra.clone());
-        }
-        body.insert("claim".into(), json!(post.claim));
-        body.insert("cast".into(), json!(post.cast));
-        body.insert("destination".into(), json!(post.destination));
-        body.insert("body".into(), json!(post.body));
         let response = self
             .client
             .post(self.url.clone())
-            .json(&Value::Object(body))
+            .json(&Value::Object(post.envelope()))
             .send();
         let response = match response {
             Ok(r) => r,
@@ -453,6 +508,15 @@ mod tests {
         );
         let written = std::fs::read_to_string(dir.path().join("outbox/clm-1")).unwrap();
         assert_eq!(written, "Did the new protocol help?");
+        let envelope: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("outbox/clm-1.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            envelope,
+            json!({"claim": "clm-1", "cast": "c", "destination": "staging",
+                   "body": "Did the new protocol help?"})
+        );
         // A second send for the same claim is never a silent overwrite.
         assert!(matches!(
             sender.send(&post(&claim, &cast, &extra)),
@@ -480,6 +544,27 @@ mod tests {
                 message_id: "m-clm-2".into()
             }
         );
+        // Extra fields reach the program as variables, and the envelope (without the body).
+        let extra = json!({"reply_to_message_id": "42", "can_reply_in_place": false,
+                           "nested": {"skipped": true}});
+        let mut s = CommandSender::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "cat > /dev/null; echo \"$CASTLOG_REPLY_TO_MESSAGE_ID/$CASTLOG_CAN_REPLY_IN_PLACE/${CASTLOG_NESTED:-none}/$CASTLOG_ENVELOPE\"".into(),
+            ],
+            dir.path().to_path_buf(),
+            Duration::from_secs(5),
+        );
+        let SendOutcome::Staged { message_id } = s.send(&post(&claim, &cast, &extra)) else {
+            panic!("the variables reach the program");
+        };
+        let (fields, envelope) = message_id.split_at(message_id.find("/{").unwrap());
+        assert_eq!(fields, "42/false/none");
+        let envelope: Value = serde_json::from_str(&envelope[1..]).unwrap();
+        assert_eq!(envelope["reply_to_message_id"], "42");
+        assert_eq!(envelope["destination"], "staging");
+        assert!(envelope.get("body").is_none(), "{envelope}");
         let SendOutcome::Unknown { reason } = run("cat > /dev/null") else {
             panic!("empty stdout is unknown");
         };

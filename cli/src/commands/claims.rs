@@ -3,13 +3,14 @@
 use std::path::Path;
 
 use castlog_core::claims::{self, Claim, Transition};
-use castlog_core::event::{Event, PostResolved, Resolution};
+use castlog_core::event::{Event, PostResolved, PostResponseRecorded, Resolution, Response};
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
 use castlog_events::{EventLog, LogError, Pending, SqliteLog};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::Driver;
+use castlog_replay::recast::descendants;
 use serde_json::json;
 
 use crate::args::{ClaimsAction, ClaimsArgs, ResolveArgs};
@@ -36,6 +37,7 @@ fn row(c: &Claim) -> serde_json::Value {
         "dry_run": c.dry_run,
         "message_id": c.message_id,
         "reason": c.reason,
+        "response": c.response,
         "claimed_at": output::timestamp(c.claimed_ms),
     })
 }
@@ -66,7 +68,7 @@ fn list(db: &Path, pending: bool, json: bool) -> Result<(), CliError> {
     }
     for c in &shown {
         crate::say!(
-            "{:<20} {:<10} {:<12} {} {:<16} cast {} step {}{}{}",
+            "{:<20} {:<10} {:<12} {} {:<16} cast {} step {}{}{}{}",
             c.claim,
             c.status,
             c.destination,
@@ -74,6 +76,9 @@ fn list(db: &Path, pending: bool, json: bool) -> Result<(), CliError> {
             c.message_id.as_deref().unwrap_or("-"),
             c.cast,
             c.step,
+            c.response
+                .map(|r| format!(" ({})", r.as_str()))
+                .unwrap_or_default(),
             c.reason
                 .as_ref()
                 .map(|r| format!("\n    {r}"))
@@ -94,19 +99,70 @@ fn list(db: &Path, pending: bool, json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-fn resolution_of(args: &ResolveArgs) -> Resolution {
+/// What a person records about a claim: a step of its state machine, or how it was received.
+enum Record {
+    Step(Resolution),
+    Response(Response),
+}
+
+fn record_of(args: &ResolveArgs) -> Record {
     if let Some(id) = &args.staged {
-        Resolution::Staged {
+        Record::Step(Resolution::Staged {
             message_id: id.trim().to_owned(),
-        }
+        })
     } else if args.approved {
-        Resolution::Approved
+        Record::Step(Resolution::Approved)
     } else if args.posted {
-        Resolution::Posted
+        Record::Step(Resolution::Posted)
     } else if args.declined {
-        Resolution::Declined
+        Record::Step(Resolution::Declined)
+    } else if args.answered {
+        Record::Response(Response::Answered)
+    } else if args.ignored {
+        Record::Response(Response::Ignored)
     } else {
-        Resolution::Abandoned
+        Record::Step(Resolution::Abandoned)
+    }
+}
+
+impl Record {
+    /// Whether the claim (as its cast's log says now) may take this record.
+    fn check(&self, claim: &Claim) -> Result<(), CliError> {
+        match self {
+            Record::Step(resolution) => {
+                claims::next(&claim.claim, claim.status, Transition::of(resolution))
+                    .map(|_| ())
+                    .map_err(|e| CliError::user(e.to_string()))
+            }
+            Record::Response(_) => claims::check_response(&claim.claim, claim.status)
+                .map_err(|e| CliError::user(e.to_string())),
+        }
+    }
+
+    fn input(&self, claim: &Claim) -> Input {
+        match self {
+            Record::Step(resolution) => Input::ResolveClaimAs {
+                claim: claim.claim.clone(),
+                resolution: resolution.clone(),
+            },
+            Record::Response(response) => Input::RecordResponse {
+                claim: claim.claim.clone(),
+                response: *response,
+            },
+        }
+    }
+
+    fn event(&self, claim: &Claim) -> Event {
+        match self {
+            Record::Step(resolution) => Event::from(PostResolved {
+                claim: claim.claim.clone(),
+                resolution: resolution.clone(),
+            }),
+            Record::Response(response) => Event::from(PostResponseRecorded {
+                claim: claim.claim.clone(),
+                response: *response,
+            }),
+        }
     }
 }
 
@@ -125,17 +181,16 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
         .find(args.claim.trim())
         .map_err(CliError::user)?
         .clone();
-    let resolution = resolution_of(args);
-    if let Resolution::Staged { message_id } = &resolution
+    let record = record_of(args);
+    if let Record::Step(Resolution::Staged { message_id }) = &record
         && message_id.is_empty()
     {
         return Err(CliError::user(
             "--staged needs the message id the destination shows; or resolve with --abandoned",
         ));
     }
-    // Refuse an illegal step before anything is recorded, naming the current state.
-    claims::next(&claim.claim, claim.status, Transition::of(&resolution))
-        .map_err(|e| CliError::user(e.to_string()))?;
+    // Refuse an illegal record before anything is recorded, naming the current state.
+    record.check(&claim)?;
     let clock = SystemClock;
     let cast = claim.cast.clone();
     let mut continues = false;
@@ -145,53 +200,92 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
             c.claim.as_ref() == Some(&claim.claim)
                 && c.phase == castlog_core::machine::Phase::AwaitingPostOutcome
         });
-        driver.apply(&Input::ResolveClaimAs {
-            claim: claim.claim.clone(),
-            resolution: resolution.clone(),
-        })?;
+        driver.apply(&record.input(&claim))?;
         continues = waiting && !driver.state.status.is_stopped();
     } else {
-        append_resolution(&log, &cast, &claim, &resolution)?;
+        append_record(&log, &cast, &claim, &record)?;
     }
-    let status = Transition::of(&resolution).target();
+    let inheritors = match &record {
+        Record::Step(_) if claim.status == claims::ClaimStatus::Pending => {
+            waiting_inheritors(&log, &claim)?
+        }
+        _ => Vec::new(),
+    };
+    let (status, response) = match &record {
+        Record::Step(resolution) => (Transition::of(resolution).target(), claim.response),
+        Record::Response(response) => (claim.status, Some(*response)),
+    };
     if args.json {
         return output::json(&json!({
             "claim": claim.claim,
             "cast": cast,
             "from": claim.status,
             "status": status,
-            "message_id": match &resolution {
-                Resolution::Staged { message_id } => Some(message_id.clone()),
+            "response": response,
+            "inheritors": inheritors,
+            "message_id": match &record {
+                Record::Step(Resolution::Staged { message_id }) => Some(message_id.clone()),
                 _ => claim.message_id,
             },
         }));
     }
-    crate::say!(
-        "claim {} ({} on {}): {} -> {}",
-        claim.claim,
-        claim.destination,
-        claim.day,
-        claim.status,
-        status
-    );
+    match &record {
+        Record::Step(_) => crate::say!(
+            "claim {} ({} on {}): {} -> {}",
+            claim.claim,
+            claim.destination,
+            claim.day,
+            claim.status,
+            status
+        ),
+        Record::Response(response) => crate::say!(
+            "claim {} ({} on {}): {}, {}",
+            claim.claim,
+            claim.destination,
+            claim.day,
+            claim.status,
+            response.as_str()
+        ),
+    }
     if continues {
         crate::say!("cast {cast} can go on: `castlog resume {cast} --agent SPEC`");
+    }
+    for child in &inheritors {
+        crate::say!(
+            "cast {child} inherited the claim: `castlog resume {child} --agent SPEC` takes the resolution on"
+        );
     }
     Ok(())
 }
 
-/// Records a resolution on a cast that is not run by the machine (an engage cast): a
-/// compare-and-set append after re-checking the claim against the cast's own log.
-fn append_resolution(
+/// Recasts of `claim`'s cast that inherited it while it was pending and have not adopted a
+/// resolution yet (they do when next driven).
+fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, CliError> {
+    let clock = SystemClock;
+    let mut waiting = Vec::new();
+    for child in descendants(log, &claim.cast)? {
+        let driver = Driver::open(log, &clock, &child, &super::cast::cwd())?;
+        let inherited = driver
+            .state
+            .claims
+            .get(&claim.claim)
+            .is_some_and(|c| c.status == claims::ClaimStatus::Pending);
+        if inherited {
+            waiting.push(child);
+        }
+    }
+    Ok(waiting)
+}
+
+/// Records on a cast that is not run by the machine (an engage cast): a compare-and-set append
+/// after re-checking the claim against the cast's own log.
+fn append_record(
     log: &SqliteLog,
     cast: &CastId,
     claim: &Claim,
-    resolution: &Resolution,
+    record: &Record,
 ) -> Result<(), CliError> {
-    let event = Event::from(PostResolved {
-        claim: claim.claim.clone(),
-        resolution: resolution.clone(),
-    });
+    let event = record.event(claim);
     for _ in 0..8 {
         let head = log.head(cast)?.ok_or_else(|| {
             CliError::user(format!("cast {cast} of claim {} is gone", claim.claim))
@@ -201,8 +295,7 @@ fn append_resolution(
         let current = ledger.get(&claim.claim).ok_or_else(|| {
             CliError::internal(format!("claim {} is not in cast {cast}", claim.claim))
         })?;
-        claims::next(&claim.claim, current.status, Transition::of(resolution))
-            .map_err(|e| CliError::user(e.to_string()))?;
+        record.check(current)?;
         let now = castlog_core::env::Clock::now_ms(&SystemClock);
         match log.append(cast, head.seq.next(), &[Pending::new(now, &event)]) {
             Ok(_) => return Ok(()),

@@ -3,16 +3,20 @@
 use std::path::Path;
 use std::time::Duration;
 
+use castlog_core::calendar::Date;
 use castlog_core::engage::input;
+use castlog_core::engage::schedule;
+use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
+use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::engage::{Roles, engage};
 use castlog_replay::fetcher;
 use serde_json::json;
 
-use crate::args::EngageArgs;
+use crate::args::{EngageArgs, ScheduleArgs, ScorecardArgs};
 use crate::error::CliError;
 use crate::output;
 
@@ -32,6 +36,15 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.input)
         .map_err(|e| CliError::user(format!("cannot read {shown}: {e}")))?;
     let input = input::parse(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
+    if args
+        .schedule
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err(CliError::user(
+            "--schedule needs a seed: the same seed gives the same daily slots (see engage-schedule)",
+        ));
+    }
     let qualifier_spec = required(&args.qualifier, "--qualifier", "the hook detector")?;
     let drafter_spec = required(&args.drafter, "--drafter", "the question drafter")?;
     let judge_spec = required(&args.judge, "--judge", "the fidelity judge")?;
@@ -101,6 +114,7 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
             },
             now,
             specs.clone(),
+            args.schedule.as_deref(),
         );
         match result {
             Err(LogError::Conflict { .. } | LogError::CastExists { .. })
@@ -125,4 +139,102 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
             report.error
         )))
     }
+}
+
+/// `castlog engage-scorecard`: the judge over the fixtures; exit 1 unless it passes.
+pub fn scorecard(args: &ScorecardArgs) -> Result<(), CliError> {
+    let (text, shown) = match &args.fixtures {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|e| CliError::user(format!("cannot read {}: {e}", path.display())))?,
+            path.display().to_string(),
+        ),
+        None => (
+            BUILTIN_FIXTURES.to_owned(),
+            "the built-in fixtures".to_owned(),
+        ),
+    };
+    let fixtures =
+        scorecard::parse_fixtures(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
+    let mut judge = super::cast::agent(&args.judge, 0, None, None)?;
+    let card = castlog_replay::scorecard::score(judge.as_mut(), &fixtures);
+    if args.json {
+        output::json(&card.to_json())?;
+    } else {
+        for r in card.results.iter().filter(|r| !r.correct()) {
+            let kind = if r.injection {
+                "injection failure"
+            } else if r.false_negative() {
+                "false negative"
+            } else {
+                "false positive"
+            };
+            let judged = if r.actual_faithful {
+                "faithful"
+            } else {
+                "unfaithful"
+            };
+            let reason = if r.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.reason)
+            };
+            crate::say!("  {kind:<17} {}: judged {judged}{reason}", r.name);
+        }
+        crate::say!(
+            "{}: {}",
+            if card.passed() { "passed" } else { "FAILED" },
+            card.summary()
+        );
+    }
+    if card.passed() && card.injection_failures().next().is_none() {
+        Ok(())
+    } else {
+        Err(CliError::user(format!(
+            "the judge {} does not pass the fidelity scorecard ({}); do not use it with engage",
+            args.judge,
+            card.summary()
+        )))
+    }
+}
+
+/// `castlog engage-schedule`: the slots of the coming days.
+pub fn schedule(args: &ScheduleArgs) -> Result<(), CliError> {
+    if args.seed.trim().is_empty() {
+        return Err(CliError::user(
+            "--seed must not be empty: the same seed gives the same slots",
+        ));
+    }
+    let start = match &args.start {
+        Some(text) => Date::parse(text).map_err(|e| CliError::user(format!("--start: {e}")))?,
+        None => {
+            let now = i64::try_from(SystemClock.now_ms()).unwrap_or(i64::MAX);
+            schedule::ZONE.date(now)
+        }
+    };
+    let plans = schedule::preview(start, args.days, &args.seed, blob_hash);
+    if args.json {
+        return output::json(&json!({
+            "zone": schedule::ZONE.name(),
+            "window": format!(
+                "{:02}:00-{:02}:00",
+                schedule::WINDOW_START_HOUR,
+                schedule::WINDOW_END_HOUR
+            ),
+            "days": plans.iter().map(|p| json!({
+                "day": p.day.to_string(),
+                "slot": p.slot(),
+                "at": output::timestamp(u64::try_from(p.at_ms).unwrap_or(0)),
+                "at_ms": p.at_ms,
+                "offset_minutes": p.offset_minutes(),
+                "zone": p.zone_abbreviation(),
+                "key": p.key(),
+                "line": p.line(),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    for plan in &plans {
+        crate::say!("{}", plan.line());
+    }
+    Ok(())
 }

@@ -44,6 +44,18 @@ fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
     sandbox.run(&args)
 }
 
+/// Runs the post loadout as `cast` with `--post --sender SENDER` and returns its claim's id.
+fn post_and_claim(sandbox: &Sandbox, cast: &str, sender: &str) -> String {
+    let run = run_post(sandbox, cast, &["--post", "--sender", sender]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    claims(sandbox, false)
+        .iter()
+        .find(|c| c["cast"] == cast)
+        .and_then(|c| c["claim"].as_str())
+        .unwrap()
+        .to_owned()
+}
+
 fn claims(sandbox: &Sandbox, pending: bool) -> Vec<Value> {
     let mut args = vec!["claims", "--json"];
     if pending {
@@ -63,8 +75,27 @@ fn kinds(sandbox: &Sandbox, cast: &str) -> Vec<String> {
         .collect()
 }
 
+/// The bodies a `file:outbox` sender wrote (each has its envelope beside it as `<claim>.json`).
+fn outbox_bodies(sandbox: &Sandbox) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(sandbox.path("outbox")).map_or_else(
+        |_| Vec::new(),
+        |d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_none())
+                .collect()
+        },
+    )
+}
+
 fn outbox_files(sandbox: &Sandbox) -> usize {
-    std::fs::read_dir(sandbox.path("outbox")).map_or(0, |d| d.count())
+    let bodies = outbox_bodies(sandbox);
+    for body in &bodies {
+        assert!(
+            body.with_extension("json").exists(),
+            "{body:?} has no envelope"
+        );
+    }
+    bodies.len()
 }
 
 #[test]
@@ -84,11 +115,20 @@ fn without_post_nothing_reaches_a_sender() {
     let run = run_post(&sandbox, "real", &["--post", "--sender", "file:outbox"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(outbox_files(&sandbox), 1);
-    let body = std::fs::read_dir(sandbox.path("outbox"))
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+    let body = outbox_bodies(&sandbox)
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
         .collect::<String>();
     assert_eq!(body, "Announcement: Release 1.2 is out: faster builds.");
+    // Beside it, the envelope every sender receives; a post socket's carries no reply fields.
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(outbox_bodies(&sandbox)[0].with_extension("json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(envelope["destination"], "staging");
+    assert_eq!(envelope["cast"], "real");
+    assert_eq!(envelope["body"], body);
+    assert!(envelope.get("reply_to_message_id").is_none(), "{envelope}");
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
@@ -177,15 +217,7 @@ fn a_crash_between_claim_and_send_is_resolved_by_a_person() {
     use std::os::unix::process::CommandExt;
 
     let sandbox = Sandbox::new();
-    let calls = sandbox.path("sender-calls");
-    let sender = sandbox.write(
-        "sender.sh",
-        &format!(
-            "cat > /dev/null\necho call >> {}\nsleep 120\necho m-late\n",
-            calls.display()
-        ),
-    );
-    let spec = format!("cmd:sh {sender}");
+    let (calls, spec) = sandbox.counting_sender("sleep 120\necho m-late");
     let config = config();
     let script = script();
     let child = sandbox
@@ -355,4 +387,81 @@ fn resolving_names_unknown_and_ambiguous_claims() {
         "clap names the missing resolution: {}",
         none.stderr
     );
+}
+
+/// On a machine cast the response goes through the machine (re-decided by `verify`); a
+/// pending claim cannot take one.
+#[test]
+fn a_response_on_a_post_socket_claim_is_recorded_through_the_machine() {
+    let sandbox = Sandbox::new();
+    let claim = post_and_claim(&sandbox, "sent", "file:outbox");
+    let ignored = sandbox.run(&["claims", "resolve", &claim, "--ignored"]);
+    assert_eq!(ignored.code, 0, "{}", ignored.stderr);
+    assert!(
+        ignored.stdout.contains("staged, ignored"),
+        "{}",
+        ignored.stdout
+    );
+    assert!(kinds(&sandbox, "sent").contains(&"post_response_recorded".to_owned()));
+    assert_eq!(claims(&sandbox, false)[0]["response"], "ignored");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+
+    // A fresh database: the day of `sent` is taken in the first.
+    let other = Sandbox::new();
+    let pending = post_and_claim(&other, "fails", "cmd:false");
+    let refused = other.run(&["claims", "resolve", &pending, "--answered"]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("is pending"), "{}", refused.stderr);
+}
+
+/// A recast that inherits a pending claim waits on it; the person resolves it once (on the
+/// cast that made it), and the recast, resumed, takes the resolution on and completes without
+/// its sender ever running.
+#[test]
+fn a_recast_waiting_on_an_inherited_pending_claim_goes_on_once_it_is_resolved() {
+    let sandbox = Sandbox::new();
+    let claim = post_and_claim(&sandbox, "flaky", "cmd:false");
+    let (calls, spec) = sandbox.counting_sender("echo m-new");
+    let head = sandbox.run(&["show", "flaky", "--json"]).json()["events"]
+        .as_array()
+        .unwrap()
+        .len()
+        .to_string();
+    let script = script();
+    // Both drives of the child may post, through a sender that counts its calls.
+    let drive = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--agent", &script, "--post", "--sender", &spec, "--json"]);
+        sandbox.run(&all)
+    };
+    let recast = drive(&["recast", "flaky", "--at", &head, "--cast", "child"]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    let out = recast.json();
+    assert_eq!(out["status"], "awaiting_agent");
+    let message = out["message"].as_str().unwrap();
+    assert!(
+        message.contains("inherited from cast flaky") && message.contains(&claim),
+        "{message}"
+    );
+
+    let resolved = sandbox.run(&["claims", "resolve", &claim, "--staged", "m-7"]);
+    assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+    assert!(
+        resolved.stdout.contains("cast child inherited the claim"),
+        "{}",
+        resolved.stdout
+    );
+    let resolved_json = sandbox.run(&["claims", "--json"]).json();
+    assert_eq!(resolved_json["claims"].as_array().unwrap().len(), 1);
+    assert!(resolved_json["problems"].as_array().unwrap().is_empty());
+
+    let done = drive(&["resume", "child"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed");
+    let state = sandbox.run(&["state", "child", "--json"]).json();
+    assert_eq!(state["data"]["posted_as"], "m-7");
+    assert!(kinds(&sandbox, "child").contains(&"post_resolution_inherited".to_owned()));
+    assert!(!calls.exists(), "the recast's sender ran");
+    assert_eq!(claims(&sandbox, false)[0]["status"], "staged");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }

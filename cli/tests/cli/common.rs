@@ -76,6 +76,20 @@ impl Sandbox {
         path.to_str().unwrap().to_owned()
     }
 
+    /// A `cmd:` sender that records each call as a line (the claim id) in the returned file,
+    /// then runs `then` (shell text: what it prints is the message id).
+    pub fn counting_sender(&self, then: &str) -> (PathBuf, String) {
+        let calls = self.path("sender-calls");
+        let script = self.write(
+            "sender.sh",
+            &format!(
+                "cat > /dev/null\necho \"$CASTLOG_CLAIM\" >> {}\n{then}\n",
+                calls.display()
+            ),
+        );
+        (calls, format!("cmd:sh {script}"))
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)
@@ -103,6 +117,43 @@ impl Sandbox {
         ]);
         assert_eq!(run.code, 0, "bench append failed: {}", run.stderr);
     }
+}
+
+/// A one-shot webhook endpoint on localhost: it answers the first POST with `{"id": ID}` and
+/// hands back the request's JSON body.
+pub fn webhook_once(id: &str) -> (String, std::thread::JoinHandle<serde_json::Value>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/post", listener.local_addr().unwrap());
+    let answer = serde_json::json!({ "id": id }).to_string();
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = reader.into_inner();
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        serde_json::from_slice(&body).unwrap()
+    });
+    (url, handle)
 }
 
 fn to_run(out: &Output) -> Run {

@@ -7,11 +7,11 @@ use serde_json::{Value, json};
 
 use crate::common::{Run, Sandbox, fixture};
 
-fn engage_fixture() -> Value {
+pub fn engage_fixture() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture("engage/input.json")).unwrap()).unwrap()
 }
 
-fn roles() -> Vec<String> {
+pub fn roles() -> Vec<String> {
     vec![
         "--qualifier".into(),
         format!("scripted:{}", fixture("engage/qualifier.jsonl")),
@@ -24,28 +24,25 @@ fn roles() -> Vec<String> {
     ]
 }
 
-/// Runs `engage` with the fixture's roles; `extra` flags replace a role's of the same name.
-fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
-    let mut args: Vec<String> = vec!["engage".into(), input.into()];
+/// Runs `engage` with the fixture's roles; a role flag in `extra` (`--drafter SPEC`) replaces
+/// the fixture's, every other flag is passed on.
+pub fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
     let mut roles = roles();
-    for pair in extra.windows(2) {
-        if let Some(at) = roles.iter().position(|r| r == pair[0]) {
-            roles[at + 1] = pair[1].to_owned();
+    let mut rest: Vec<String> = Vec::new();
+    let mut flags = extra.iter();
+    while let Some(flag) = flags.next() {
+        let role = roles.iter().step_by(2).position(|r| r == flag);
+        match (role, flags.clone().next()) {
+            (Some(at), Some(spec)) => {
+                roles[2 * at + 1] = (*spec).to_owned();
+                flags.next();
+            }
+            _ => rest.push((*flag).to_owned()),
         }
     }
-    let replaced: Vec<&str> = extra
-        .windows(2)
-        .filter(|p| roles.iter().any(|r| r == p[0]))
-        .flat_map(|p| [p[0], p[1]])
-        .collect();
+    let mut args: Vec<String> = vec!["engage".into(), input.into()];
     args.extend(roles);
-    let mut rest = extra.to_vec();
-    for r in &replaced {
-        if let Some(at) = rest.iter().position(|x| x == r) {
-            rest.remove(at);
-        }
-    }
-    args.extend(rest.iter().map(|s| (*s).to_owned()));
+    args.extend(rest);
     args.push("--json".into());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     sandbox.run(&refs)
@@ -60,7 +57,7 @@ fn group(report: &Value, stage: &str, reason: &str) -> u64 {
         .map_or(0, |g| g["count"].as_u64().unwrap())
 }
 
-fn claims(sandbox: &Sandbox) -> Vec<Value> {
+pub fn claims(sandbox: &Sandbox) -> Vec<Value> {
     let run = sandbox.run(&["claims", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     run.json()["claims"].as_array().unwrap().clone()
@@ -131,14 +128,7 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             json!({"reply": json!({"question": "Did the glycinate switch settle the cramps?"}).to_string()})
         ),
     );
-    let calls = sandbox.path("calls");
-    let sender = sandbox.write(
-        "sender.sh",
-        &format!(
-            "cat > /dev/null\necho \"$CASTLOG_CLAIM\" >> {}\nsleep 1\necho \"msg-$CASTLOG_CLAIM\"\n",
-            calls.display()
-        ),
-    );
+    let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
     let spawn = |input: &str, drafter: &str| {
         let mut roles = roles();
         roles[3] = drafter.to_owned();
@@ -147,7 +137,7 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             .arg("engage")
             .arg(input)
             .args(&roles)
-            .args(["--post", "--sender", &format!("cmd:sh {sender}"), "--json"])
+            .args(["--post", "--sender", &sender, "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -284,4 +274,144 @@ fn a_failing_sender_keeps_the_report_and_a_pending_claim() {
     assert_eq!(again.code, 1);
     assert!(again.stderr.contains("is abandoned"), "{}", again.stderr);
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {
+    report["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["stage"] == stage && g["reason"] == reason)
+        .map_or_else(Vec::new, |g| g["examples"].as_array().unwrap().clone())
+}
+
+/// A person records that the member ignored a sent follow-up: `claims` shows it, and the next
+/// run names the reused thread `thread_previously_ignored` (answered: `thread_already_used`).
+#[test]
+fn an_ignored_post_makes_its_thread_previously_ignored() {
+    for (flag, response, reason) in [
+        ("--ignored", "ignored", "thread_previously_ignored"),
+        ("--answered", "answered", "thread_already_used"),
+    ] {
+        let sandbox = Sandbox::new();
+        let input = fixture("engage/input.json");
+        let dry = engage(&sandbox, &input, &[]);
+        assert_eq!(dry.code, 0, "{}", dry.stderr);
+        let dry_claim = claims(&sandbox)[0]["claim"].as_str().unwrap().to_owned();
+        // A dry run sent nothing: nobody can have answered or ignored it.
+        let refused = sandbox.run(&["claims", "resolve", &dry_claim, flag]);
+        assert_eq!(refused.code, 1);
+        assert!(
+            refused.stderr.contains("is dry_run") && refused.stderr.contains("went out"),
+            "{}",
+            refused.stderr
+        );
+
+        let sent = engage(&sandbox, &input, &["--post", "--sender", "file:outbox"]);
+        assert_eq!(sent.code, 0, "{}", sent.stderr);
+        assert_eq!(sent.json()["send"], "staged");
+        let staged = claims(&sandbox)
+            .into_iter()
+            .find(|c| c["status"] == "staged")
+            .unwrap();
+        let claim = staged["claim"].as_str().unwrap();
+        assert!(staged["response"].is_null());
+        let recorded = sandbox.run(&["claims", "resolve", claim, flag, "--json"]);
+        assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+        let out = recorded.json();
+        assert_eq!(out["status"], "staged", "the status does not move");
+        assert_eq!(out["response"], response);
+        let listed = claims(&sandbox);
+        let row = listed.iter().find(|c| c["claim"] == claim).unwrap();
+        assert_eq!(
+            (&row["status"], &row["response"]),
+            (&json!("staged"), &json!(response))
+        );
+        let text = sandbox.run(&["claims"]);
+        assert!(
+            text.stdout.contains(&format!("({response})")),
+            "{}",
+            text.stdout
+        );
+
+        let again = engage(&sandbox, &input, &[]);
+        assert_eq!(again.code, 0, "{}", again.stderr);
+        let examples = rejection_examples(&again.json(), "history", reason);
+        assert_eq!(examples.len(), 1, "{flag}: {}", again.stdout);
+        assert_eq!(examples[0]["candidate"], "t1");
+        assert_eq!(examples[0]["detail"], "posted 2026-06-10");
+        assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+    }
+}
+
+/// Item 23: every send carries the reply reference, the guild and the member to mention. In
+/// the rehearsal channel the reply cannot go in place; once posts may go to the source
+/// channel it goes there, in place. The fields reach a `file:` sender (the envelope beside the
+/// body) and a `webhook:` sender (the request body) alike.
+#[test]
+fn item_23_sends_carry_the_reply_reference_guild_and_mention() {
+    let sandbox = Sandbox::new();
+    let sent = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--post", "--sender", "file:outbox"],
+    );
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    let claim = sent.json()["claim"]["claim"].as_str().unwrap().to_owned();
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.path("outbox").join(format!("{claim}.json"))).unwrap(),
+    )
+    .unwrap();
+    let question = "How has the ss31 been treating your sleep so far?";
+    assert_eq!(
+        envelope,
+        json!({
+            "claim": claim,
+            "cast": envelope["cast"],
+            "destination": "999",
+            "body": question,
+            "question": question,
+            "reply_to_message_id": "1513195831296000001",
+            "reply_to_channel_id": "111",
+            "reply_to_guild_id": "1524917037191925871",
+            "mention_actor_id": "actor:discord:42",
+            "can_reply_in_place": false,
+        })
+    );
+
+    // Posts may go to the source channel now, and the guild is configured.
+    let mut input = engage_fixture();
+    input["allowlist"]["post_channel_ids"] = json!(["999", "111"]);
+    input["settings"]["guild_id"] = json!("777");
+    let path = sandbox.write("in-place.json", &input.to_string());
+    let other = Sandbox::new();
+    let (url, request) = crate::common::webhook_once("w-1");
+    let run = engage(
+        &other,
+        &path,
+        &["--post", "--sender", &format!("webhook:{url}")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["send"], "staged");
+    assert_eq!(report["claim"]["message_id"], "w-1");
+    let body = request.join().unwrap();
+    assert_eq!(body["destination"], "111");
+    assert_eq!(body["reply_to_channel_id"], "111");
+    assert_eq!(body["can_reply_in_place"], true);
+    assert_eq!(body["reply_to_guild_id"], "777");
+    assert_eq!(body["reply_to_message_id"], "1513195831296000001");
+    assert_eq!(body["mention_actor_id"], "actor:discord:42");
+
+    let blank = sandbox.write(
+        "blank-guild.json",
+        &json!({"results": [], "allowlist": {}, "settings": {"guild_id": " "}}).to_string(),
+    );
+    let refused = engage(&sandbox, &blank, &[]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("settings.guild_id"),
+        "{}",
+        refused.stderr
+    );
 }

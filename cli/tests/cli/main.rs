@@ -14,4 +14,6 @@ mod log_commands;
 mod prompts;
 mod recast;
 mod replay;
+mod schedule;
+mod scorecard;
 mod watch;

@@ -1,9 +1,12 @@
-//! The repetition gates over the claims ledger (stage `history`), and the post destination.
+//! The repetition gates over the claims ledger (stage `history`), the post destination, and
+//! the reply fields a send carries.
 //!
 //! The ledger's claims are the history: every claim that went out or may have (pending,
 //! staged, approved, posted) and declined ones count, as in the reference; dry runs, refusals
 //! and abandoned claims never went out and do not. Rules, in order; the first that fires wins:
-//! 1. thread reuse (no time limit): a shared source message id → `thread_already_used`;
+//! 1. thread reuse (no time limit): a shared source message id → `thread_previously_ignored`
+//!    when a person recorded that post as ignored (`castlog claims resolve CLAIM --ignored`),
+//!    else `thread_already_used`; detail `posted YYYY-MM-DD`;
 //! 2. member cooldown: the same tagged member less than 14 days ago (strict) →
 //!    `member_recently_tagged`;
 //! 3. similarity (only with a non-zero fingerprint): a question within 60 days (inclusive) at a
@@ -11,10 +14,15 @@
 //! 4. channel cap (only when the destination is the source channel): 3 or more posts to the
 //!    destination within 7 days (inclusive) → `channel_recently_overused`.
 //!
-//! castlog's claims carry no `answered`/`ignored` resolution, so `thread_previously_ignored`
-//! is never produced.
+//! Unlike the reference (its weak point 11), the policy is explicit per rule: a declined post
+//! never went out to the member or the channel, so it counts for the thread and similarity
+//! rules (the question was turned down) but not for the member cooldown or the channel cap.
 
-use crate::claims::{Claim, ClaimStatus, Zone};
+use serde_json::{Value, json};
+
+use crate::calendar::Zone;
+use crate::claims::{Claim, ClaimStatus};
+use crate::event::Response;
 
 use super::fingerprint;
 use super::input::{Allowlist, Settings};
@@ -43,6 +51,26 @@ pub fn post_target(allowlist: &Allowlist, candidate: &Candidate) -> String {
         [only] if !only.is_empty() => only.clone(),
         _ => String::new(),
     }
+}
+
+/// What a send about `candidate` to `destination` carries besides its body: the reply
+/// reference (the member's own message, its channel and guild), the member to mention, and
+/// whether the reply can go in place (only when the destination is the source channel; never
+/// in a rehearsal or staging channel).
+pub fn reply_fields(candidate: &Candidate, destination: &str, settings: &Settings) -> Value {
+    json!({
+        "reply_to_message_id": candidate.source_message_id,
+        "reply_to_channel_id": candidate.channel_id,
+        "reply_to_guild_id": settings.guild_id,
+        "mention_actor_id": candidate.actor_id,
+        "can_reply_in_place": !destination.is_empty() && destination == candidate.channel_id,
+    })
+}
+
+/// Whether a counted claim reached the member and the channel (for the cooldown and the cap):
+/// a declined post did not.
+fn reached_them(claim: &Claim) -> bool {
+    claim.status != ClaimStatus::Declined
 }
 
 /// What the gates look at.
@@ -79,11 +107,16 @@ pub fn check(
             .iter()
             .any(|id| probe.source_message_ids.contains(id))
         {
-            return Some(("thread_already_used", format!("posted {}", date(c))));
+            let reason = if c.response == Some(Response::Ignored) {
+                "thread_previously_ignored"
+            } else {
+                "thread_already_used"
+            };
+            return Some((reason, format!("posted {}", date(c))));
         }
     }
     if !probe.actor_id.is_empty() {
-        for c in records() {
+        for c in records().filter(|c| reached_them(c)) {
             if c.tagged_actor.as_deref() == Some(probe.actor_id)
                 && age(c) < days(i64::from(settings.member_cooldown_days))
             {
@@ -111,7 +144,8 @@ pub fn check(
     if probe.apply_channel_cap && !probe.destination.is_empty() {
         let count = records()
             .filter(|c| {
-                c.destination == probe.destination
+                reached_them(c)
+                    && c.destination == probe.destination
                     && age(c) <= days(i64::from(settings.channel_window_days))
             })
             .count();

@@ -13,7 +13,8 @@
 //!   "later_texts": {"t1": [{"text": "the ss31 went fine", "at": "2026-06-09T10:00:00Z"}]},
 //!   "subject_terms": {"t1": ["ss31"]},
 //!   "allowlist": {"source_channel_ids": ["111"], "post_channel_ids": ["999"], "labels": {}},
-//!   "settings": {"zone": "America/New_York", "draft_attempt_cap": 3}
+//!   "settings": {"zone": "America/New_York", "draft_attempt_cap": 3,
+//!                "guild_id": "1524917037191925871"}
 //! }
 //! ```
 //!
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::claims::{DEFAULT_ZONE, Zone, days_from_civil};
+use crate::calendar::{DEFAULT_ZONE, Zone, days_from_civil};
 
 /// Why an INPUT.json was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,6 +113,9 @@ impl Allowlist {
     }
 }
 
+/// The guild replies go to unless `settings.guild_id` names another (the reference's).
+pub const DEFAULT_GUILD_ID: &str = "1524917037191925871";
+
 /// The run's constants, the reference's values by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -146,6 +150,8 @@ pub struct Settings {
     pub fetch_timeout_ms: u64,
     /// Examples per rejection group in the text report.
     pub report_examples: u32,
+    /// The guild (server) a reply is sent in: `reply_to_guild_id` of every send.
+    pub guild_id: String,
 }
 
 impl Default for Settings {
@@ -166,6 +172,7 @@ impl Default for Settings {
             quote_max_chars: 500,
             fetch_timeout_ms: 10_000,
             report_examples: 2,
+            guild_id: DEFAULT_GUILD_ID.to_owned(),
         }
     }
 }
@@ -224,9 +231,9 @@ fn field<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Parses and checks an INPUT.json text.
-pub fn parse(text: &str) -> Result<EngageInput, InputError> {
-    let root: Value = serde_json::from_str(text).map_err(|e| {
+/// A JSON document, or an error at `$` naming the line and column.
+pub(crate) fn json_document(text: &str) -> Result<Value, InputError> {
+    serde_json::from_str(text).map_err(|e| {
         bad(
             "$",
             format!(
@@ -235,8 +242,12 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
                 e.column()
             ),
         )
-    })?;
-    let Value::Object(root) = root else {
+    })
+}
+
+/// Parses and checks an INPUT.json text.
+pub fn parse(text: &str) -> Result<EngageInput, InputError> {
+    let Value::Object(root) = json_document(text)? else {
         return Err(bad(
             "$",
             "INPUT.json must be an object with `results` and `allowlist`",
@@ -275,6 +286,12 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
         return Err(bad(
             "settings",
             "draft_attempt_cap and live_walk_max must be at least 1",
+        ));
+    }
+    if settings.guild_id.trim().is_empty() {
+        return Err(bad(
+            "settings.guild_id",
+            "must not be empty; leave it out for the default guild",
         ));
     }
     if settings.timed_min_days > settings.timed_max_days {

@@ -15,6 +15,8 @@
 //! - [`draft`]: agent prompts, the drafter's and judge's replies, the repaste filter.
 //! - [`select`]: acceptance of a draft and the skip summary.
 //! - [`fingerprint`]: the question simhash.
+//! - [`scorecard`]: the fidelity judge's scorecard over fixtures (injection cases included).
+//! - [`schedule`]: the daily slot inside 08:00–18:00 New York time (opt-in).
 //!
 //! Where castlog does better than the reference (each pinned by a test): a negative fidelity
 //! verdict vetoes every question type, not only `personal` ([`select::accept`]); the
@@ -31,6 +33,8 @@ pub mod input;
 pub mod live;
 pub mod qualify;
 pub mod rank;
+pub mod schedule;
+pub mod scorecard;
 pub mod select;
 pub mod verify;
 

@@ -92,13 +92,36 @@ pub struct EngagementFidelityJudged {
     pub reason: String,
 }
 
+/// A scheduled run (`engage --schedule SEED`) checked its day's slot before doing anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngagementScheduleChecked {
+    /// The day's idempotency key (`engagement:YYYY-MM-DD`).
+    pub key: String,
+    /// The slot, `YYYY-MM-DD HH:MM EDT|EST`.
+    pub slot: String,
+    /// The slot in ms since the epoch.
+    pub slot_ms: i64,
+    /// Whether an engagement post already went out that day (read from the claims ledger).
+    pub already_posted: bool,
+    /// Whether the run went ahead.
+    pub ok: bool,
+    /// Why not: `already_posted_today`, `not_the_planned_day`, `outside_window`,
+    /// `before_slot`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The reason as a sentence.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
 /// The run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementFinished {
     /// `timed`, `personal` or `skip`.
     pub outcome: String,
     /// Why nothing was posted (`dry_run`, `no_verified_candidate`, `every_draft_rejected`,
-    /// `history_exhausted`, a refusal, `send_outcome_unknown`), empty when a post was staged.
+    /// `history_exhausted`, a refusal, `send_outcome_unknown`, or a schedule skip:
+    /// `before_slot`, `outside_window`, `already_posted_today`), empty when a post was staged.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused: String,
     /// The dominant rejection stage of a skip.

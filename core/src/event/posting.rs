@@ -1,8 +1,10 @@
-//! Outward-effect events: claims, send outcomes, resolutions, and the destination ledgers'
-//! day claims.
+//! Outward-effect events: claims, send outcomes, resolutions, how a sent post was received,
+//! the destination ledgers' day claims, and a recast's adoption of an inherited claim's
+//! resolution.
 
 use serde::{Deserialize, Serialize};
 
+use crate::claims::ClaimStatus;
 use crate::id::{CastId, ClaimId, Digest};
 
 /// The sender's result is unknown: no message id came back, it failed, or it timed out. The
@@ -146,4 +148,53 @@ pub struct PostResolved {
     /// The resolution.
     #[serde(flatten)]
     pub resolution: Resolution,
+}
+
+/// How the member a sent post addressed received it, as a person saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// The member answered.
+    Answered,
+    /// The member did not answer.
+    Ignored,
+}
+
+impl Response {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Response::Answered => "answered",
+            Response::Ignored => "ignored",
+        }
+    }
+}
+
+/// A person recorded how a sent post (staged, approved or posted) was received. The claim's
+/// status does not change; a later record replaces an earlier one (a correction).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResponseRecorded {
+    /// The claim.
+    pub claim: ClaimId,
+    /// Answered or ignored.
+    pub response: Response,
+}
+
+/// A recast adopted the resolution of a pending claim it inherited.
+///
+/// The claim lives in the log of the cast that made it (its owner), and a person's resolution
+/// is recorded there. A recast that inherited the claim while it was pending waits on it; when
+/// it is driven again and the ledger shows the claim resolved, it records what it adopted here
+/// (its own log, not the ledger's) and its post socket goes on without calling a sender.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostResolutionInherited {
+    /// The claim.
+    pub claim: ClaimId,
+    /// The cast whose log holds the claim and its resolution.
+    pub owner: CastId,
+    /// The claim's status there (anything but pending).
+    pub status: ClaimStatus,
+    /// Its message id there, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }

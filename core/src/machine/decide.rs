@@ -546,6 +546,12 @@ impl CastState {
                 d.resolve_claim(claim, &resolution)?;
             }
             Input::ResolveClaimAs { claim, resolution } => d.resolve_claim(claim, resolution)?,
+            Input::RecordResponse { claim, response } => d.record_response(claim, *response)?,
+            Input::InheritedClaimResolved {
+                claim,
+                status,
+                message_id,
+            } => d.adopt_resolution(claim, *status, message_id.as_deref())?,
             Input::StartPost { dry_run, held } => d.start_post(*dry_run, held)?,
             Input::PostOutcome { claim, outcome } => d.post_outcome(claim, outcome)?,
         }

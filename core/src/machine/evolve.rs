@@ -392,7 +392,9 @@ impl CastState {
             | Event::PostStaged(_)
             | Event::PostRefused(_)
             | Event::PostOutcomeUnknown(_)
-            | Event::PostResolved(_) => self.apply_claim_event(event),
+            | Event::PostResolved(_)
+            | Event::PostResponseRecorded(_)
+            | Event::PostResolutionInherited(_) => self.apply_claim_event(event),
             _ => {}
         }
     }

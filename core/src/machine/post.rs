@@ -16,9 +16,11 @@ use serde_json::{Value, json};
 
 use super::decide::{Decider, Rejection};
 use super::{CastState, Phase, Status, item_key};
-use crate::claims::{self, Claim, ClaimStatus, Transition, Zone};
+use crate::calendar::Zone;
+use crate::claims::{self, Claim, ClaimStatus, Transition};
 use crate::event::{
-    Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolved, PostStaged, Resolution,
+    Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited, PostResolved,
+    PostResponseRecorded, PostStaged, Resolution, Response,
 };
 use crate::id::ClaimId;
 use crate::input::{HeldDay, SendOutcome};
@@ -99,8 +101,7 @@ impl CastState {
                     c.reason = Some(e.reason.clone());
                 }
                 None => {
-                    // Refused before it was claimed: kept so the next attempt gets a new id.
-                    let refused = refused_claim(self, e);
+                    let refused = Claim::refused_unclaimed(&self.cast, 0, e);
                     self.claims.insert(e.claim.clone(), refused);
                 }
             },
@@ -117,6 +118,19 @@ impl CastState {
                     }
                 }
             }
+            Event::PostResponseRecorded(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.response = Some(e.response);
+                }
+            }
+            Event::PostResolutionInherited(e) => {
+                if let Some(c) = self.claims.get_mut(&e.claim) {
+                    c.status = e.status;
+                    if e.message_id.is_some() {
+                        c.message_id = e.message_id.clone();
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -129,27 +143,6 @@ impl CastState {
             .filter(|c| c.step == step && c.destination == destination)
             .count();
         u32::try_from(used).unwrap_or(u32::MAX).saturating_add(1)
-    }
-}
-
-/// The ledger entry of a claim refused before it was made.
-fn refused_claim(state: &CastState, e: &PostRefused) -> Claim {
-    Claim {
-        claim: e.claim.clone(),
-        cast: state.cast.clone(),
-        step: e.step.clone().unwrap_or_default(),
-        destination: e.destination.clone().unwrap_or_default(),
-        day: e.day.clone().unwrap_or_default(),
-        attempt: e.attempt.unwrap_or(0),
-        status: ClaimStatus::Refused,
-        dry_run: e.dry_run,
-        message_id: None,
-        reason: Some(e.reason.clone()),
-        claimed_ms: 0,
-        body: None,
-        tagged_actor: None,
-        source_message_ids: Vec::new(),
-        fingerprint: None,
     }
 }
 
@@ -176,24 +169,28 @@ impl Decider<'_, '_> {
                 c.step == step
                     && c.destination == spec.destination
                     && !c.dry_run
-                    && matches!(
-                        c.status,
-                        ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
-                    )
+                    && c.status.went_out()
             })
             .cloned();
         if let Some(claim) = done {
-            let inherited = claim.cast != self.state.cast;
-            self.complete_post(json!({
-                "satisfied": true,
-                "claim": claim.claim,
-                "status": claim.status,
-                "message_id": claim.message_id,
-                "destination": claim.destination,
-                "inherited": inherited,
-                "again": true,
-            }));
+            let outcome = self.went_out(&claim, "again");
+            self.complete_post(outcome);
         }
+    }
+
+    /// The `satisfied` outcome of a post socket whose claim went out; `how` (`again`,
+    /// `resolved`) says why no sender ran in this visit.
+    fn went_out(&self, claim: &Claim, how: &str) -> Value {
+        let mut outcome = json!({
+            "satisfied": true,
+            "claim": claim.claim,
+            "status": claim.status,
+            "message_id": claim.message_id,
+            "destination": claim.destination,
+            "inherited": claim.cast != self.state.cast,
+        });
+        outcome[how] = json!(true);
+        outcome
     }
 
     /// Completes the post socket with an outcome object (its `satisfied` routes).
@@ -354,6 +351,40 @@ impl Decider<'_, '_> {
         Ok(())
     }
 
+    /// One of this cast's own claims (not one it inherited), for a person's input about it.
+    fn own_claim(&self, claim: &ClaimId, input: &'static str) -> Result<&Claim, Rejection> {
+        let state = &self.state;
+        state
+            .claims
+            .get(claim)
+            .filter(|c| c.cast == state.cast)
+            .ok_or_else(|| {
+                not_now(
+                    state,
+                    input,
+                    format!(
+                        "claim {claim} is not a claim of this cast (see `castlog claims` for its cast)"
+                    ),
+                )
+            })
+    }
+
+    /// A person's record of how a sent post was received; the claim's status stays.
+    pub fn record_response(
+        &mut self,
+        claim: &ClaimId,
+        response: Response,
+    ) -> Result<(), Rejection> {
+        let current = self.own_claim(claim, "a response")?;
+        claims::check_response(claim, current.status)
+            .map_err(|e| not_now(self.state, "a response", e.to_string()))?;
+        self.emit(PostResponseRecorded {
+            claim: claim.clone(),
+            response,
+        });
+        Ok(())
+    }
+
     /// A person's resolution of one of this cast's claims. When the post socket waits on the
     /// claim, `staged` routes like `satisfied` and `abandoned` like `not_satisfied`.
     pub fn resolve_claim(
@@ -361,16 +392,8 @@ impl Decider<'_, '_> {
         claim: &ClaimId,
         resolution: &Resolution,
     ) -> Result<(), Rejection> {
+        let current = self.own_claim(claim, "a claim resolution")?;
         let state = &self.state;
-        let Some(current) = state.claims.get(claim).filter(|c| c.cast == state.cast) else {
-            return Err(not_now(
-                state,
-                "a claim resolution",
-                format!(
-                    "claim {claim} is not a claim of this cast (see `castlog claims` for its cast)"
-                ),
-            ));
-        };
         if let Resolution::Staged { message_id } = resolution
             && message_id.trim().is_empty()
         {
@@ -382,34 +405,95 @@ impl Decider<'_, '_> {
         }
         let mut changed = current.clone();
         changed.advance(Transition::of(resolution))?;
-        let waiting = !state.status.is_stopped()
-            && state.current.as_ref().is_some_and(|c| {
-                c.phase == Phase::AwaitingPostOutcome && c.claim.as_ref() == Some(claim)
-            });
-        let destination = changed.destination.clone();
+        if let Resolution::Staged { message_id } = resolution {
+            changed.message_id = Some(message_id.clone());
+        }
+        let waiting = self.waits_on(claim);
         self.emit(PostResolved {
             claim: claim.clone(),
             resolution: resolution.clone(),
         });
         if waiting {
-            match resolution {
-                Resolution::Staged { message_id } => self.complete_post(json!({
-                    "satisfied": true,
-                    "claim": claim,
-                    "status": "staged",
-                    "message_id": message_id,
-                    "destination": destination,
-                    "resolved": true,
-                })),
-                _ => self.complete_post(json!({
-                    "satisfied": false,
-                    "claim": claim,
-                    "status": changed.status,
-                    "destination": destination,
-                    "context": format!("claim {claim} was resolved as {} by a person", changed.status),
-                })),
-            }
+            self.complete_resolved(&changed, "by a person");
         }
         Ok(())
+    }
+
+    /// A pending claim this cast inherited was resolved in its owner's log (the driver read the
+    /// ledger): adopt the resolution; a post socket waiting on it goes on as if resolved here.
+    pub fn adopt_resolution(
+        &mut self,
+        claim: &ClaimId,
+        status: ClaimStatus,
+        message_id: Option<&str>,
+    ) -> Result<(), Rejection> {
+        let state = &self.state;
+        let input = "an inherited resolution";
+        let Some(current) = state.claims.get(claim) else {
+            return Err(not_now(
+                state,
+                input,
+                format!("claim {claim} is not in this cast"),
+            ));
+        };
+        if current.cast == state.cast {
+            return Err(not_now(
+                state,
+                input,
+                format!(
+                    "claim {claim} is this cast's own; resolve it with `castlog claims resolve`"
+                ),
+            ));
+        }
+        if current.status != ClaimStatus::Pending || status == ClaimStatus::Pending {
+            return Err(not_now(
+                state,
+                input,
+                format!(
+                    "claim {claim} is {} here and {status} in cast {}; only a pending claim adopts a resolution",
+                    current.status, current.cast
+                ),
+            ));
+        }
+        let mut changed = current.clone();
+        changed.status = status;
+        changed.message_id = message_id.map(str::to_owned).or(changed.message_id);
+        let waiting = self.waits_on(claim);
+        self.emit(PostResolutionInherited {
+            claim: claim.clone(),
+            owner: changed.cast.clone(),
+            status,
+            message_id: message_id.map(str::to_owned),
+        });
+        if waiting {
+            let by = format!("in cast {}", changed.cast);
+            self.complete_resolved(&changed, &by);
+        }
+        Ok(())
+    }
+
+    /// Whether the current visit's post socket waits on `claim`.
+    fn waits_on(&self, claim: &ClaimId) -> bool {
+        !self.state.status.is_stopped()
+            && self.state.current.as_ref().is_some_and(|c| {
+                c.phase == Phase::AwaitingPostOutcome && c.claim.as_ref() == Some(claim)
+            })
+    }
+
+    /// Completes a post socket that waited on a claim a person resolved (`by`: where): a post
+    /// that went out routes like `satisfied`, anything else like `not_satisfied`.
+    fn complete_resolved(&mut self, claim: &Claim, by: &str) {
+        if claim.status.went_out() {
+            let outcome = self.went_out(claim, "resolved");
+            self.complete_post(outcome);
+        } else {
+            self.complete_post(json!({
+                "satisfied": false,
+                "claim": claim.claim,
+                "status": claim.status,
+                "destination": claim.destination,
+                "context": format!("claim {} was resolved as {} {by}", claim.claim, claim.status),
+            }));
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! 2023-11-14T22:13:20Z, which is 2023-11-14 in New York and in UTC.
 
 use castlog_core::claims::ClaimStatus;
-use castlog_core::event::{CastForked, Event, Resolution};
+use castlog_core::event::{CastForked, Event, Resolution, Response};
 use castlog_core::id::{CastId, ClaimId, Digest};
 use castlog_core::input::{HeldDay, Input, SendOutcome};
 use castlog_core::loadout::load_config;
@@ -209,6 +209,43 @@ fn illegal_resolutions_name_the_current_state_and_record_nothing() {
 }
 
 #[test]
+fn a_response_is_recorded_on_a_sent_claim_without_moving_its_status() {
+    let mut cast = at_post("Announcement: {{state.announcement}}");
+    let claim = claimed_id(&cast.when(start(false)));
+    let ignored = Input::RecordResponse {
+        claim: claim.clone(),
+        response: Response::Ignored,
+    };
+    // Pending: the post may not have gone out, so nobody can have ignored it.
+    let rejection = cast.rejects(ignored.clone());
+    assert!(
+        rejection.to_string().contains("is pending") && rejection.to_string().contains("went out"),
+        "{rejection}"
+    );
+    cast.when(Input::PostOutcome {
+        claim: claim.clone(),
+        outcome: SendOutcome::Staged {
+            message_id: "m-1".into(),
+        },
+    });
+    assert_eq!(kinds(&cast.when(ignored)), ["post_response_recorded"]);
+    let recorded = &cast.state.claims[&claim];
+    assert_eq!(recorded.status, ClaimStatus::Staged);
+    assert_eq!(recorded.response, Some(Response::Ignored));
+    // A correction replaces it; the state machine still runs on.
+    cast.when(Input::RecordResponse {
+        claim: claim.clone(),
+        response: Response::Answered,
+    });
+    cast.when(Input::ResolveClaimAs {
+        claim: claim.clone(),
+        resolution: Resolution::Approved,
+    });
+    assert_eq!(cast.state.claims[&claim].response, Some(Response::Answered));
+    assert_eq!(cast.state.claims[&claim].status, ClaimStatus::Approved);
+}
+
+#[test]
 fn a_day_held_by_another_claim_is_refused_before_claiming() {
     let mut cast = at_post("Announcement: {{state.announcement}}");
     let events = cast.when(Input::StartPost {
@@ -322,15 +359,21 @@ fn a_recast_inherits_a_staged_claim_and_never_posts_it_again() {
     );
 }
 
-#[test]
-fn a_recast_of_a_pending_claim_waits_and_sends_nothing() {
+/// A parent whose post claim is pending, and a recast of it at that point.
+fn pending_parent_and_child() -> (Cast, ClaimId, Cast) {
     let mut parent = at_post("Announcement: {{state.announcement}}");
     let claim = claimed_id(&parent.when(start(false)));
-    let mut child = Cast {
+    let child = Cast {
         state: fork(&parent.state),
         log: Vec::new(),
         first: Vec::new(),
     };
+    (parent, claim, child)
+}
+
+#[test]
+fn a_recast_of_a_pending_claim_waits_then_adopts_its_resolution() {
+    let (mut parent, claim, mut child) = pending_parent_and_child();
     assert_eq!(child.phase(), Some(Phase::AwaitingPostOutcome));
     assert_eq!(kinds(&child.when(Input::Resume)), ["cast_resumed"]);
     assert!(matches!(
@@ -338,6 +381,54 @@ fn a_recast_of_a_pending_claim_waits_and_sends_nothing() {
         Rejection::NotNow { .. }
     ));
     assert_eq!(child.state.claims[&claim].status, ClaimStatus::Pending);
+    // The parent's own claim cannot adopt anything: a person resolves it there.
+    let own = parent.rejects(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Staged,
+        message_id: Some("m-2".into()),
+    });
+    assert!(own.to_string().contains("this cast's own"), "{own}");
+    // Resolved in the parent's log: the child adopts it and its post socket goes on.
+    let events = child.when(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Staged,
+        message_id: Some("m-2".into()),
+    });
+    assert_eq!(
+        kinds(&events)[..2],
+        ["post_resolution_inherited", "socket_completed"]
+    );
+    let adopted = of!(events, PostResolutionInherited);
+    assert_eq!(adopted[0].owner.as_str(), "cast-1");
+    let parsed = of!(events, SocketCompleted)[0].parsed.clone().unwrap();
+    assert_eq!(
+        (parsed["inherited"].clone(), parsed["message_id"].clone()),
+        (json!(true), json!("m-2"))
+    );
+    assert_eq!(child.data()["posted_as"], "m-2");
+    assert_eq!(child.socket(), "Socket-3");
+    // Only once: it is no longer pending here.
+    let again = child.rejects(Input::InheritedClaimResolved {
+        claim,
+        status: ClaimStatus::Abandoned,
+        message_id: None,
+    });
+    assert!(again.to_string().contains("is staged here"), "{again}");
+}
+
+#[test]
+fn an_inherited_claim_abandoned_in_its_owner_routes_like_not_satisfied() {
+    let (_, claim, mut child) = pending_parent_and_child();
+    let events = child.when(Input::InheritedClaimResolved {
+        claim: claim.clone(),
+        status: ClaimStatus::Abandoned,
+        message_id: None,
+    });
+    assert_eq!(of!(events, SocketCompleted)[0].satisfied, Some(false));
+    let context = child.data()["context"].as_str().unwrap().to_owned();
+    assert!(context.contains("abandoned in cast cast-1"), "{context}");
+    assert_eq!(child.state.claims[&claim].status, ClaimStatus::Abandoned);
+    assert_eq!(child.status(), Status::Completed);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use castlog_core::claims::{Claim, ClaimStatus, Zone};
+use castlog_core::calendar::Zone;
+use castlog_core::claims::{Claim, ClaimStatus};
 use castlog_core::engage::collect::{self, DISCORD_EPOCH_MS, decode_snowflake};
 use castlog_core::engage::draft::{self, Draft, asks_for_a_repaste, read_verdict};
 use castlog_core::engage::history::{self, Probe};
@@ -15,6 +16,7 @@ use castlog_core::engage::{
     Candidate, QuestionType, Rejection, SourceRecord, days, fingerprint, hours, rank, select,
     verify,
 };
+use castlog_core::event::Response;
 use castlog_core::id::{CastId, ClaimId};
 use rstest::rstest;
 use serde_json::json;
@@ -469,6 +471,7 @@ fn past(id: &str, age_ms: i64, destination: &str) -> Claim {
         tagged_actor: Some("actor:discord:42".into()),
         source_message_ids: vec!["m1".into()],
         fingerprint: Some(fingerprint::fingerprint("have you started the SS-31 yet")),
+        response: None,
     }
 }
 
@@ -523,6 +526,84 @@ fn item_25_ledger_rules() {
         c.dry_run = dry_run;
         assert_eq!(gate(&[c], &thread), None);
     }
+}
+
+/// The thread rule tells a post the member ignored from one that was answered or not yet
+/// looked at; the detail names the day it went out either way.
+#[test]
+fn thread_reuse_names_a_post_the_member_ignored() {
+    let ids = ["m1".to_owned()];
+    let thread = Probe {
+        actor_id: "",
+        source_message_ids: &ids,
+        fingerprint: 0,
+        destination: "999",
+        apply_channel_cap: false,
+    };
+    let check = |response: Option<Response>| {
+        let mut c = past("a", days(20), "999");
+        c.response = response;
+        history::check(&[c], &thread, NOW, Zone::Utc, &Settings::default())
+    };
+    assert_eq!(
+        check(Some(Response::Ignored)),
+        Some(("thread_previously_ignored", "posted 2026-05-21".to_owned()))
+    );
+    assert_eq!(
+        check(Some(Response::Answered)),
+        Some(("thread_already_used", "posted 2026-05-21".to_owned()))
+    );
+    assert_eq!(check(None).map(|(r, _)| r), Some("thread_already_used"));
+}
+
+/// Fix for weak point 11: a declined post blocks its thread and its question, but it never
+/// reached the member or the channel, so it counts for neither the cooldown nor the cap.
+#[test]
+fn fix_declined_posts_count_for_thread_and_similarity_only() {
+    let declined = |id: &str| {
+        let mut c = past(id, days(1), "111");
+        c.status = ClaimStatus::Declined;
+        c
+    };
+    let ids = ["m1".to_owned()];
+    let base = Probe {
+        actor_id: "actor:discord:42",
+        source_message_ids: &ids,
+        fingerprint: fingerprint::fingerprint("did you start the SS-31 yet"),
+        destination: "111",
+        apply_channel_cap: true,
+    };
+    let one = [declined("a")];
+    assert_eq!(gate(&one, &base), Some("thread_already_used"));
+    let no_thread = Probe {
+        source_message_ids: &[],
+        ..base
+    };
+    assert_eq!(gate(&one, &no_thread), Some("question_recently_asked"));
+    let three = [declined("a"), declined("b"), declined("c")];
+    let fresh = Probe {
+        fingerprint: 0,
+        ..no_thread
+    };
+    assert_eq!(
+        gate(&three, &fresh),
+        None,
+        "declined rows: no cooldown, no cap"
+    );
+    let staged: Vec<Claim> = three
+        .iter()
+        .cloned()
+        .map(|mut c| {
+            c.status = ClaimStatus::Staged;
+            c
+        })
+        .collect();
+    assert_eq!(gate(&staged, &fresh), Some("member_recently_tagged"));
+    let anyone = Probe {
+        actor_id: "",
+        ..fresh
+    };
+    assert_eq!(gate(&staged, &anyone), Some("channel_recently_overused"));
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! day is taken and before any sender runs, and the sender runs only in the same process step
 //! that made the claim. A driver that finds a claim already pending (after a crash, on
 //! `resume`, in a recast that inherited it) never sends: it stops and names the claim for a
-//! person to resolve.
+//! person to resolve. A person resolves a claim in the log of the cast that made it; a recast
+//! that inherited the claim while it was pending adopts that resolution from the claims ledger
+//! the next time it is driven (`post_resolution_inherited`), again without sending.
 
 use castlog_core::claims::{self, ClaimStatus};
 use castlog_core::env::Env;
@@ -108,6 +110,38 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         })
     }
 
+    /// When the post socket waits on a claim this cast inherited and the ledger shows it
+    /// resolved in its owner's log, adopts the resolution (the socket goes on). Returns whether
+    /// it did; nothing is sent either way.
+    pub fn adopt_inherited_resolution(&mut self) -> Result<bool, DriveError> {
+        let waiting = self
+            .state
+            .current
+            .as_ref()
+            .filter(|c| c.phase == Phase::AwaitingPostOutcome)
+            .and_then(|c| c.claim.as_ref())
+            .and_then(|id| self.state.claims.get(id))
+            .filter(|c| c.cast != self.state.cast && c.status == ClaimStatus::Pending)
+            .map(|c| c.claim.clone());
+        let Some(claim) = waiting else {
+            return Ok(false);
+        };
+        let ledger = ClaimsLedger::load(self.log)?;
+        let Some(owned) = ledger
+            .get(&claim)
+            .filter(|c| c.status != ClaimStatus::Pending)
+        else {
+            return Ok(false);
+        };
+        let input = Input::InheritedClaimResolved {
+            claim,
+            status: owned.status,
+            message_id: owned.message_id.clone(),
+        };
+        self.apply(&input)?;
+        Ok(true)
+    }
+
     /// The stop of a cast whose post waits on a pending claim: nothing is sent again.
     pub(super) fn pending_stop(&self) -> Stop {
         let current = self.state.current.as_ref();
@@ -115,6 +149,17 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             .and_then(|c| c.claim.as_ref())
             .and_then(|id| self.state.claims.get(id));
         let message = match claim {
+            Some(c) if c.status == ClaimStatus::Pending && c.cast != self.state.cast => format!(
+                "claim {} for {} ({}) was inherited from cast {} and is pending there: the send outcome is unknown; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned` (recorded on {}), and `castlog resume {}` takes the resolution on",
+                c.claim,
+                c.destination,
+                c.day,
+                c.cast,
+                c.destination,
+                c.claim,
+                c.cast,
+                self.state.cast
+            ),
             Some(c) if c.status == ClaimStatus::Pending => format!(
                 "claim {} for {} ({}) is pending: the send outcome is unknown{}; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned`, and `castlog resume {}`",
                 c.claim,

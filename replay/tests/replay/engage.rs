@@ -253,6 +253,7 @@ impl<'a> Run<'a> {
             },
             NOW as u64,
             Value::Null,
+            None,
         )
         .unwrap();
         let sent = outbox.map(|o| o.sent).unwrap_or_default();
@@ -486,6 +487,7 @@ fn fix_contradictory_rows_are_rejected_before_dedupe() {
         },
         NOW as u64,
         Value::Null,
+        None,
     )
     .unwrap();
     assert_eq!(count(&report, "verify", "contradictory_speaker"), 2);

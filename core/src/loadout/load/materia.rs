@@ -7,7 +7,7 @@ use super::json::{
     Json, Obj, as_object, err, get, has, index, join, opt_bool, opt_int, opt_nonempty_str,
     opt_number, opt_object, opt_str, reject_keys, req_nonempty_str, string_map,
 };
-use crate::claims::{DEFAULT_ZONE, Zone};
+use crate::calendar::{DEFAULT_ZONE, Zone};
 use crate::loadout::{AgentSpec, Exec, Parse, PostSpec};
 
 /// Default utility timeout.

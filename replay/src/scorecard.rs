@@ -1,0 +1,20 @@
+//! Running a judge over fidelity fixtures: each fixture is one prompt to the judge, read with
+//! the engagement runner's own rules, so the card scores exactly what an engage run would do.
+
+use castlog_core::engage::draft::{judge_prompt, read_verdict};
+use castlog_core::engage::scorecard::{Fixture, FixtureScore, Scorecard};
+
+use crate::agent::{Agent, ask};
+
+/// Asks `judge` about every fixture, in order, and scores its verdicts.
+pub fn score(judge: &mut dyn Agent, fixtures: &[Fixture]) -> Scorecard {
+    let results = fixtures
+        .iter()
+        .map(|fixture| {
+            let reply = ask(judge, judge_prompt(&fixture.quote, &fixture.draft));
+            let verdict = read_verdict(reply.as_deref().map_err(String::as_str));
+            FixtureScore::of(fixture, verdict)
+        })
+        .collect();
+    Scorecard { results }
+}

@@ -89,7 +89,8 @@ impl Decider<'_, '_> {
         let Some(text) = current.pending_reply.clone() else {
             return;
         };
-        let Some(socket) = self.state.loadout.socket(&current.socket).cloned() else {
+        let loadout = std::sync::Arc::clone(&self.state.loadout);
+        let Some(socket) = loadout.socket(&current.socket) else {
             return;
         };
         if socket.is_multi_turn() && !current.finalizing {
@@ -174,7 +175,8 @@ impl Decider<'_, '_> {
         let Some(current) = self.state.current.clone() else {
             return;
         };
-        let Some(socket) = self.state.loadout.socket(&current.socket).cloned() else {
+        let loadout = std::sync::Arc::clone(&self.state.loadout);
+        let Some(socket) = loadout.socket(&current.socket) else {
             return;
         };
         self.emit(UtilityFinished {
@@ -255,7 +257,8 @@ impl Decider<'_, '_> {
         let Some(current) = self.state.current.clone() else {
             return;
         };
-        let Some(socket) = self.state.loadout.socket(socket_id).cloned() else {
+        let loadout = std::sync::Arc::clone(&self.state.loadout);
+        let Some(socket) = loadout.socket(socket_id) else {
             return;
         };
         let satisfied = parsed
@@ -345,7 +348,8 @@ impl Decider<'_, '_> {
 
     /// Picks the route out of a completed socket and takes it.
     pub fn route(&mut self, socket_id: &SocketId, satisfied: Option<bool>, exhausted: bool) {
-        let Some(socket) = self.state.loadout.socket(socket_id).cloned() else {
+        let loadout = std::sync::Arc::clone(&self.state.loadout);
+        let Some(socket) = loadout.socket(socket_id) else {
             return;
         };
         if exhausted {
@@ -433,7 +437,7 @@ impl Decider<'_, '_> {
             let reason = self.rework_reason();
             self.emit(ReworkRouted {
                 source: socket_id.clone(),
-                materia_label: socket.label,
+                materia_label: socket.label.clone(),
                 target: target.clone(),
                 item,
                 reason,

@@ -106,7 +106,8 @@ impl<'s, 'a> Decider<'s, 'a> {
 
     /// Starts a visit of `target`. `deferred` schedules the first prompt instead of sending it.
     pub fn enter(&mut self, target: &SocketId, deferred: bool) {
-        let Some(socket) = self.state.loadout.socket(target).cloned() else {
+        let loadout = std::sync::Arc::clone(&self.state.loadout);
+        let Some(socket) = loadout.socket(target) else {
             self.fail(
                 format!("socket {target} does not exist in the loadout"),
                 None,

@@ -235,7 +235,7 @@ impl CastState {
                     c.turn = e.turn;
                     c.phase = Phase::AwaitingReply;
                     c.prompt = Some(e.prompt_hash);
-                    c.placements.clone_from(&e.placements);
+                    c.placements = std::sync::Arc::new(e.placements.clone());
                     c.transient_failures = 0;
                     c.interrupted = false;
                     c.recovering = false;
@@ -306,7 +306,8 @@ impl CastState {
                 }
             }
             Event::SocketCompleted(e) => {
-                let socket = self.loadout.socket(&e.socket).cloned();
+                let loadout = std::sync::Arc::clone(&self.loadout);
+                let socket = loadout.socket(&e.socket);
                 if let Some(c) = &mut self.current {
                     c.pending_reply = None;
                     c.repair_feedback = None;
@@ -318,7 +319,7 @@ impl CastState {
                 if let Some(parsed) = &e.parsed {
                     self.last_json = Some(parsed.clone());
                     if let Some(socket) = socket {
-                        self.apply_envelope(&e.socket, &socket, parsed);
+                        self.apply_envelope(&e.socket, socket, parsed);
                     }
                 }
             }
@@ -462,7 +463,7 @@ impl CastState {
             turn: Turn(0),
             phase,
             prompt: None,
-            placements: Vec::new(),
+            placements: std::sync::Arc::default(),
             transcript: Vec::new(),
             repairs: 0,
             repair_feedback: None,

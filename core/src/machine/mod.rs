@@ -111,9 +111,10 @@ pub struct Current {
     pub phase: Phase,
     /// The last dispatched prompt.
     pub prompt: Option<Digest>,
-    /// Its placements (the prompt is rebuilt from them and the entry blobs).
+    /// Its placements (the prompt is rebuilt from them and the entry blobs); shared, so a
+    /// copy of the visit does not copy them.
     #[serde(skip)]
-    pub placements: Vec<crate::event::Placement>,
+    pub placements: Arc<Vec<crate::event::Placement>>,
     /// Multi-turn drafts and refinements, in order.
     pub transcript: Vec<TranscriptLine>,
     /// Same-socket repair turns used.

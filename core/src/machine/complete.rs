@@ -114,7 +114,7 @@ impl Decider<'_, '_> {
         }
         let parsed = handoff::parse_lenient(&text);
         let issues = match &parsed {
-            Ok(value) => handoff::validate(&socket, value),
+            Ok(value) => handoff::validate(socket, value),
             Err(message) => vec![message.clone()],
         };
         match parsed {
@@ -236,7 +236,7 @@ impl Decider<'_, '_> {
                 return;
             }
         };
-        let issues = handoff::validate(&socket, &parsed);
+        let issues = handoff::validate(socket, &parsed);
         if !issues.is_empty() {
             self.fail(
                 format!(

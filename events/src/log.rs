@@ -43,6 +43,21 @@ impl CastHead {
     }
 }
 
+/// A snapshot of a cast's state after the event at `seq`: a cache that is never trusted over
+/// the log (whoever loads it checks `hash` against the log's chain hash at `seq`, and `version`
+/// against the format it reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The format of `bytes`.
+    pub version: u32,
+    /// The seq of the last event folded into it.
+    pub seq: Seq,
+    /// That event's chain hash.
+    pub hash: Digest,
+    /// The encoded state.
+    pub bytes: Vec<u8>,
+}
+
 /// Everything that can go wrong at the log seam.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -216,6 +231,17 @@ pub trait EventLog: Send + Sync {
 
     /// Fetches a blob.
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError>;
+
+    /// Keeps a snapshot of a cast's state (a cache for time travel, see [`Snapshot`]). A log
+    /// may keep none: the default drops it.
+    fn put_snapshot(&self, _cast: &CastId, _snapshot: Snapshot) -> Result<(), LogError> {
+        Ok(())
+    }
+
+    /// The latest snapshot of `cast` taken at or before `at_most`, if the log keeps any.
+    fn snapshot(&self, _cast: &CastId, _at_most: Seq) -> Result<Option<Snapshot>, LogError> {
+        Ok(None)
+    }
 
     /// Reads events `from..=to` (or to the end) of `cast`.
     fn read(&self, cast: &CastId, from: Seq, to: Option<Seq>) -> Result<Vec<Recorded>, LogError> {

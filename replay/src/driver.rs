@@ -142,16 +142,66 @@ pub fn fold(
     fold_until(log, cast, Seq(u64::MAX))
 }
 
-/// Folds a cast's events up to and including `until` (time travel by seq).
+/// A snapshot of the state is kept every this many events (`put_snapshot`), so folding to
+/// any seq reads at most this many events past the nearest one.
+pub const SNAPSHOT_EVERY: u64 = 2048;
+
+/// The latest usable snapshot of `cast` at or before `until`, with the answers its events
+/// hold: only one taken at the log's own chain hash for its seq, in this build's format, that
+/// decodes. Anything else is ignored (with a warning) and the cast folded from the start.
+fn restored(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Option<(CastState, usize)> {
+    let snapshot = match log.snapshot(cast, until) {
+        Ok(found) => found?,
+        Err(err) => {
+            tracing::warn!(%cast, %err, "snapshot not readable; folding from the start");
+            return None;
+        }
+    };
+    let seq = snapshot.seq;
+    if snapshot.version != castlog_core::machine::snapshot::VERSION {
+        tracing::warn!(%cast, %seq, "snapshot of another format ignored");
+        return None;
+    }
+    let at = log.read(cast, seq, Some(seq)).ok()?.pop()?;
+    if at.seq != seq || at.hash != snapshot.hash {
+        tracing::warn!(%cast, %seq, "snapshot does not match the log at its seq; ignored");
+        return None;
+    }
+    match CastState::restore(&snapshot.bytes) {
+        Ok((state, answers)) if state.head == seq && state.cast == *cast => {
+            Some((state, usize::try_from(answers).unwrap_or(usize::MAX)))
+        }
+        Ok(_) => {
+            tracing::warn!(%cast, %seq, "snapshot of another point ignored");
+            None
+        }
+        Err(err) => {
+            tracing::warn!(%cast, %seq, %err, "snapshot does not decode; ignored");
+            None
+        }
+    }
+}
+
+/// Folds a cast's events up to and including `until` (time travel by seq), starting from the
+/// latest snapshot at or before `until` when there is a usable one.
 pub fn fold_until(
     log: &(impl EventLog + ?Sized),
     cast: &CastId,
     until: Seq,
 ) -> Result<(CastState, usize), DriveError> {
-    let mut state: Option<CastState> = None;
-    let mut used = 0;
+    let (mut state, mut used, from) = match restored(log, cast, until) {
+        Some((state, used)) => {
+            let from = state.head.next();
+            (Some(state), used, from)
+        }
+        None => (None, 0, Seq::FIRST),
+    };
     let mut failure: Option<DriveError> = None;
-    let scanned = log.scan(cast, Seq::FIRST, &mut |record| {
+    let scanned = log.scan(cast, from, &mut |record| {
         if record.seq > until {
             return ControlFlow::Break(());
         }
@@ -364,7 +414,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             prompt = due.prompt.or(prompt);
         }
         let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
-        self.log
+        let recorded = self
+            .log
             .append_with_blobs(&cast, expected, &blobs, &pending)?;
         if prompt.is_some() {
             self.last_prompt = prompt;
@@ -376,7 +427,26 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 observer(Notice::Recorded(event));
             }
         }
+        if let Some(last) = recorded.last()
+            && last.seq.get() / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY
+        {
+            self.keep_snapshot(last.seq, last.hash);
+        }
         Ok(())
+    }
+
+    /// Keeps a snapshot of the state just appended (a cache: failing to keep one is only
+    /// logged).
+    fn keep_snapshot(&self, seq: Seq, hash: castlog_core::id::Digest) {
+        let snapshot = castlog_events::Snapshot {
+            version: castlog_core::machine::snapshot::VERSION,
+            seq,
+            hash,
+            bytes: self.state.snapshot(self.answers_used as u64),
+        };
+        if let Err(err) = self.log.put_snapshot(&self.state.cast, snapshot) {
+            tracing::warn!(cast = %self.state.cast, %seq, %err, "snapshot not kept");
+        }
     }
 
     fn prompt(&mut self) -> Result<Vec<Message>, DriveError> {

@@ -87,3 +87,78 @@ fn bench_replay_measures_a_cast_and_its_recast() {
     );
     assert_eq!(figures["diff_steps"], 1 + 2 * 3 * 2);
 }
+
+/// A long cast keeps state snapshots as it runs; `state --at` from a snapshot prints exactly
+/// what a fold from the first event prints, and a damaged or stale snapshot is ignored.
+#[test]
+fn state_at_from_a_snapshot_equals_a_full_fold() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.db();
+    let db = db.to_str().unwrap();
+    let run = sandbox.run(&[
+        "bench",
+        "synth",
+        "--items",
+        "60",
+        "--rework",
+        "3",
+        "--output-bytes",
+        "300",
+        "--db",
+        db,
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = run.json()["events"].as_u64().unwrap();
+    assert!(
+        events > 2100,
+        "{events} events: the cast must pass a snapshot point"
+    );
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    let cast = casts["casts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["parent"].is_null())
+        .unwrap()["cast"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let snapshots: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM checkpoints WHERE cast_id = ?1 AND name LIKE 'state@%'",
+            [&cast],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(snapshots >= 1, "no snapshot kept");
+    let seqs = ["2047", "2051", "2052", "2100", &events.to_string()];
+    let states = |sandbox: &Sandbox| -> Vec<String> {
+        seqs.iter()
+            .map(|at| {
+                let out = sandbox.run(&["state", &cast, "--at", at, "--json"]);
+                assert_eq!(out.code, 0, "{}", out.stderr);
+                out.stdout
+            })
+            .collect()
+    };
+    let from_snapshots = states(&sandbox);
+    conn.execute(
+        "UPDATE checkpoints SET bytes = CAST('{\"damaged\": true}' AS BLOB) WHERE name LIKE 'state@%'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        states(&sandbox),
+        from_snapshots,
+        "a damaged snapshot changed the state"
+    );
+    conn.execute("DELETE FROM checkpoints WHERE name LIKE 'state@%'", [])
+        .unwrap();
+    assert_eq!(
+        states(&sandbox),
+        from_snapshots,
+        "a snapshot changed the state"
+    );
+}

@@ -269,7 +269,7 @@ impl CastState {
             Event::RefinementRecorded(e) => {
                 if let Some(c) = &mut self.current {
                     c.transcript.push(TranscriptLine {
-                        role: "assistant",
+                        role: "assistant".into(),
                         text: e.text.clone(),
                     });
                     c.pending_reply = None;
@@ -282,7 +282,7 @@ impl CastState {
             Event::UserRefined(e) => {
                 if let Some(c) = &mut self.current {
                     c.transcript.push(TranscriptLine {
-                        role: "user",
+                        role: "user".into(),
                         text: e.text.clone(),
                     });
                     c.phase = Phase::Done;

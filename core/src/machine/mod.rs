@@ -4,18 +4,20 @@
 //! `evolve` is the only code that changes state, and it never fails: every event, once recorded,
 //! is applied. Decisions run on a scratch copy of the state and apply each event they emit as
 //! they go, so a decision sees exactly the state its own events produce and a replay of the log
-//! reproduces it.
+//! reproduces it. [`snapshot`] encodes a state (with its loadout) so time travel can start
+//! from a recent one instead of the first event.
 
 mod complete;
 pub mod decide;
 mod evolve;
 mod post;
+pub mod snapshot;
 mod turn;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::claims::Claim;
@@ -24,9 +26,10 @@ use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Tu
 use crate::loadout::Loadout;
 
 pub use decide::{Decision, Rejection};
+use snapshot::empty_loadout;
 
 /// Where a cast stands, as the CLI reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Between steps (a utility to run, a dispatch due).
@@ -63,7 +66,7 @@ impl Status {
 }
 
 /// What the current socket visit is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// A dispatch is scheduled and not yet due.
@@ -84,16 +87,16 @@ pub enum Phase {
 }
 
 /// One line of a multi-turn transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TranscriptLine {
     /// `assistant` for drafts, `user` for refinements.
-    pub role: &'static str,
+    pub role: String,
     /// The text.
     pub text: String,
 }
 
 /// The socket visit in progress.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Current {
     /// The socket.
     pub socket: SocketId,
@@ -113,7 +116,7 @@ pub struct Current {
     pub prompt: Option<Digest>,
     /// Its placements (the prompt is rebuilt from them and the entry blobs); shared, so a
     /// copy of the visit does not copy them.
-    #[serde(skip)]
+    #[serde(default)]
     pub placements: Arc<Vec<crate::event::Placement>>,
     /// Multi-turn drafts and refinements, in order.
     pub transcript: Vec<TranscriptLine>,
@@ -137,7 +140,7 @@ pub struct Current {
 }
 
 /// A revivable allowance's counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllowanceState {
     /// The configured limit.
     pub original: u64,
@@ -148,7 +151,7 @@ pub struct AllowanceState {
 }
 
 /// The no-advance guard's tracker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoAdvance {
     /// The item being tracked.
     pub item: Option<ItemKey>,
@@ -159,12 +162,12 @@ pub struct NoAdvance {
 }
 
 /// The state of one cast: a fold of its events.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CastState {
     /// The cast.
     pub cast: CastId,
-    /// The frozen loadout.
-    #[serde(skip)]
+    /// The frozen loadout (not in the state's JSON; a snapshot carries it beside the state).
+    #[serde(skip, default = "empty_loadout")]
     pub loadout: Arc<Loadout>,
     /// Its hash.
     pub loadout_hash: Digest,

@@ -34,7 +34,7 @@ use std::thread::JoinHandle;
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::log::{CastHead, EventLog, ForkPoint, LogError};
+use crate::log::{CastHead, EventLog, ForkPoint, LogError, Snapshot};
 use crate::record::{Pending, Recorded};
 use writer::Command;
 
@@ -442,6 +442,53 @@ impl EventLog for SqliteLog {
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
         self.read_with(|conn| read_blob(conn, hash))
     }
+
+    /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.
+    fn put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
+        let name = snapshot_name(snapshot.seq);
+        self.put_checkpoint(
+            cast,
+            &name,
+            (
+                snapshot.version,
+                snapshot.seq,
+                snapshot.hash,
+                snapshot.bytes,
+            ),
+        )
+    }
+
+    fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {
+        self.read_with(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT version, seq, hash, bytes FROM checkpoints
+                     WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2
+                     ORDER BY name DESC LIMIT 1",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![cast.as_str(), snapshot_name(at_most)], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, Vec<u8>>(2)?,
+                            r.get::<_, Vec<u8>>(3)?,
+                        ))
+                    })
+                    .optional()
+                })
+                .map_err(|e| map_err("reading a snapshot", &e))?;
+            // A row that does not decode is no snapshot (the caller folds from the start).
+            Ok(row.and_then(|(version, seq, hash, bytes)| {
+                Some(Snapshot {
+                    version: u32::try_from(version).ok()?,
+                    seq: Seq(u64::try_from(seq).ok()?),
+                    hash: Digest(<[u8; 32]>::try_from(hash.as_slice()).ok()?),
+                    bytes,
+                })
+            }))
+        })
+    }
 }
 
 /// A blob's bytes, reassembled from its chunks when it was stored chunked (schema v4).
@@ -486,6 +533,10 @@ fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogErr
         }
     }
     Ok(Some(out))
+}
+
+fn snapshot_name(seq: Seq) -> String {
+    format!("state@{:020}", seq.get())
 }
 
 fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {

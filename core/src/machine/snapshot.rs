@@ -1,0 +1,66 @@
+//! Snapshots of a cast's state, so time travel need not fold from the first event.
+//!
+//! A snapshot is the [`CastState`] after the event at its `head` seq, with the frozen loadout
+//! beside it and the number of agent answers the events up to there hold, as JSON (the state
+//! holds `serde_json::Value`s). It is a cache, never the truth: whoever loads one checks that
+//! the log's chain hash at that seq is the one the snapshot was taken at, and a snapshot whose
+//! [`VERSION`] differs, or that does not decode, is ignored and the cast folded from the start.
+
+use serde::{Deserialize, Serialize};
+
+use super::CastState;
+use crate::loadout::{Budget, Limits, Loadout};
+
+/// The snapshot format; bump it whenever [`CastState`] changes shape.
+pub const VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Out<'a> {
+    answers: u64,
+    loadout: &'a Loadout,
+    state: &'a CastState,
+}
+
+#[derive(Deserialize)]
+struct In {
+    answers: u64,
+    loadout: Loadout,
+    state: CastState,
+}
+
+impl CastState {
+    /// The snapshot bytes of this state, `answers` being the agent answers its events hold.
+    pub fn snapshot(&self, answers: u64) -> Vec<u8> {
+        serde_json::to_vec(&Out {
+            answers,
+            loadout: &self.loadout,
+            state: self,
+        })
+        .unwrap_or_default()
+    }
+
+    /// The state (and answer count) a snapshot holds, or why it cannot be read.
+    pub fn restore(bytes: &[u8]) -> Result<(CastState, u64), String> {
+        let snapshot: In = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let mut state = snapshot.state;
+        state.loadout = std::sync::Arc::new(snapshot.loadout);
+        Ok((state, snapshot.answers))
+    }
+}
+
+/// The placeholder loadout of a state being decoded, replaced by [`CastState::restore`].
+pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
+    std::sync::Arc::new(Loadout {
+        name: String::new(),
+        entry: crate::id::SocketId::new(""),
+        sockets: Default::default(),
+        loops: Vec::new(),
+        limits: Limits {
+            max_no_advance_cycles: 0,
+        },
+        budget: Budget {
+            max_tokens: 0,
+            warn_at_percent: 0.0,
+        },
+    })
+}

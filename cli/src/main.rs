@@ -20,7 +20,17 @@ use error::CliError;
 const DEFAULT_DB: &str = "castlog.db";
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // `--help` and `--version` print and succeed; anything else is a usage error, the
+            // user's to fix (exit 1, like every other bad input).
+            let code = if err.use_stderr() { error::USER } else { 0 };
+            // If the terminal is gone there is nobody left to tell.
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

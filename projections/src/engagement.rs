@@ -318,6 +318,9 @@ impl EngagementReport {
             "unknown" => {
                 "COMMUNITY ENGAGEMENT — A SEND WAS ATTEMPTED, ITS OUTCOME IS UNKNOWN".into()
             }
+            // A run with --post that sent nothing is not a dry run: it was refused or found
+            // nothing to send.
+            _ if self.post => "COMMUNITY ENGAGEMENT — POSTING RUN, NOTHING SENT".into(),
             _ => "COMMUNITY ENGAGEMENT — DRY RUN (no messages sent)".into(),
         };
         let mut out = vec![rule.clone(), title, rule.clone()];
@@ -428,5 +431,37 @@ impl EngagementReport {
         });
         out.push(rule);
         out.join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header says what the run was: a dry run, a posting run that sent nothing (refused,
+    /// or nothing to send), a send, or a send of unknown outcome.
+    #[test]
+    fn the_title_names_a_posting_run_that_sent_nothing() {
+        let title = |post: bool, send: &str| {
+            let report = EngagementReport {
+                post,
+                send: send.into(),
+                ..EngagementReport::default()
+            };
+            report
+                .render(1)
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(title(false, "dry_run").contains("DRY RUN"));
+        for send in ["refused", "none"] {
+            let posting = title(true, send);
+            assert!(posting.contains("POSTING RUN, NOTHING SENT"), "{posting}");
+            assert!(!posting.contains("DRY RUN"), "{posting}");
+        }
+        assert!(title(true, "staged").contains("SENT (staged as"));
+        assert!(title(true, "unknown").contains("OUTCOME IS UNKNOWN"));
     }
 }

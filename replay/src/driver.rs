@@ -55,6 +55,19 @@ pub enum DriveError {
         /// Why.
         message: String,
     },
+    /// The cast is a record of another kind (an engage run, a destination's claim ledger),
+    /// which the cast machine does not fold.
+    #[error(
+        "{cast} is not a workflow cast (its first event is {kind}): `castlog show {cast}` prints its events{hint}"
+    )]
+    NotACast {
+        /// The cast.
+        cast: CastId,
+        /// Its first event's kind.
+        kind: String,
+        /// Where to look instead.
+        hint: &'static str,
+    },
     /// The agent answered something that does not fit.
     #[error("{0}")]
     Agent(String),
@@ -247,6 +260,18 @@ pub fn fold_until(
                         return ControlFlow::Break(());
                     }
                 }
+            }
+            (None, Event::EngagementStarted(_) | Event::DayClaimed(_)) => {
+                failure = Some(DriveError::NotACast {
+                    cast: cast.clone(),
+                    kind: record.kind.clone(),
+                    hint: if record.kind == "engagement_started" {
+                        " and its report; `castlog claims` lists its claim"
+                    } else {
+                        "; `castlog claims` lists the claims it records"
+                    },
+                });
+                return ControlFlow::Break(());
             }
             (None, _) => {
                 failure = Some(DriveError::Fold {

@@ -38,9 +38,15 @@ pub fn from_spec(spec: &str, cwd: &Path, timeout: Duration) -> Result<Box<dyn Fe
         if dir.trim().is_empty() {
             return Err("file: needs a directory, e.g. --fetcher file:sources".into());
         }
-        return Ok(Box::new(FileFetcher {
-            dir: cwd.join(dir.trim()),
-        }));
+        let dir = cwd.join(dir.trim());
+        // A mistyped directory would read as "every message was deleted".
+        if !dir.is_dir() {
+            return Err(format!(
+                "file: {} is not a directory (the fetcher reads one JSON file per message id from it)",
+                dir.display()
+            ));
+        }
+        return Ok(Box::new(FileFetcher { dir }));
     }
     Err(format!(
         "unknown fetcher spec {spec:?}: use cmd:PROGRAM ARGS... or file:DIR"

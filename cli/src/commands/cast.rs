@@ -108,7 +108,9 @@ fn agent_spec(
                 "recorded: needs the cast to answer from, e.g. recorded:cast-2025-01-01T10-00-00",
             ));
         }
-        let log = log.ok_or_else(|| CliError::internal("recorded: needs the database"))?;
+        let log = log.ok_or_else(|| CliError::user(
+            "recorded: answers from a cast in the database; this command has none to read (use it with run, resume, refine, recast)",
+        ))?;
         let source = super::inspect::head_of(log, source.trim())?.cast;
         let mut agent = RecordedAgent::from_log(log, &source)?;
         if let Some(cast) = cast {
@@ -201,15 +203,7 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     };
     let clock = SystemClock;
     let cast = match &args.cast {
-        Some(id) => {
-            let id = CastId::new(id.as_str());
-            if log.head(&id)?.is_some() {
-                return Err(CliError::user(format!(
-                    "cast {id} already exists; pick another --cast"
-                )));
-            }
-            id
-        }
+        Some(id) => super::chosen_cast(&log, id)?,
         None => new_cast_id(&log, &clock)?,
     };
     let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();

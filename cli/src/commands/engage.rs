@@ -9,8 +9,8 @@ use castlog_core::engage::schedule;
 use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
+use castlog_events::LogError;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, LogError};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::engage::{Roles, engage};
 use castlog_replay::fetcher;
@@ -70,14 +70,11 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
         .now_ms
         .and_then(|n| u64::try_from(n).ok())
         .unwrap_or_else(|| clock.now_ms());
-    let chosen = args.cast.as_ref().map(|id| CastId::new(id.as_str()));
-    if let Some(id) = &chosen
-        && log.head(id)?.is_some()
-    {
-        return Err(CliError::user(format!(
-            "cast {id} already exists; pick another --cast"
-        )));
-    }
+    let chosen = args
+        .cast
+        .as_ref()
+        .map(|id| super::chosen_cast(&log, id))
+        .transpose()?;
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
         .trim_end_matches('Z')

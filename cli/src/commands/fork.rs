@@ -44,15 +44,7 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         }
     };
     let child = match &args.child {
-        Some(id) => {
-            let id = CastId::new(id.as_str());
-            if log.head(&id)?.is_some() {
-                return Err(CliError::user(format!(
-                    "cast {id} already exists; pick another --cast"
-                )));
-            }
-            id
-        }
+        Some(id) => super::chosen_cast(&log, id)?,
         None => {
             let mut n = 1;
             loop {

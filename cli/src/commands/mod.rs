@@ -15,11 +15,32 @@ pub mod verify;
 
 use std::path::Path;
 
-use castlog_events::SqliteLog;
+use castlog_core::id::CastId;
+use castlog_events::{EventLog, SqliteLog};
 
 use crate::error::CliError;
 
 /// Opens the database at `path`.
 pub fn open(path: &Path) -> Result<SqliteLog, CliError> {
     Ok(SqliteLog::open(path)?)
+}
+
+/// A cast id a person chose with `--cast`: not empty, not a destination ledger's (`claims:`),
+/// and not taken.
+pub fn chosen_cast(log: &SqliteLog, id: &str) -> Result<CastId, CliError> {
+    if id.trim().is_empty() {
+        return Err(CliError::user("--cast must not be empty"));
+    }
+    let cast = CastId::new(id);
+    if castlog_replay::ledger::is_ledger_chain(&cast) {
+        return Err(CliError::user(format!(
+            "cast ids starting with `claims:` name the destinations' claim ledgers; pick another --cast than {id:?}"
+        )));
+    }
+    if log.head(&cast)?.is_some() {
+        return Err(CliError::user(format!(
+            "cast {id} already exists; pick another --cast"
+        )));
+    }
+    Ok(cast)
 }

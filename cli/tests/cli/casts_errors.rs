@@ -198,3 +198,92 @@ fn a_failing_utility_fails_the_cast_with_the_reason(
     );
     assert_verified(&sandbox);
 }
+
+/// A usage error (unknown flag, missing value, conflicting flags) is bad input: exit 1 with
+/// the parser's explanation; `--help` and `--version` succeed.
+#[test]
+fn usage_errors_exit_1_and_help_exits_0() {
+    let sandbox = Sandbox::new();
+    for args in [
+        vec!["run", "--no-such-flag"],
+        vec!["casts", "extra", "words"],
+        vec!["claims", "resolve", "clm-x", "--staged", "1", "--abandoned"],
+        vec!["no-such-command"],
+    ] {
+        let run = sandbox.run(&args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("Usage"), "{args:?}: {}", run.stderr);
+    }
+    for args in [vec!["--help"], vec!["run", "--help"], vec!["--version"]] {
+        let run = sandbox.run(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert!(!run.stdout.is_empty());
+    }
+}
+
+/// An engage run and a destination's claim ledger are recorded as casts but are not workflow
+/// casts: `state`, `resume` and `recast` say so and where to look (exit 1), not that the log
+/// is damaged.
+#[test]
+fn an_engage_cast_is_named_as_not_a_workflow_cast() {
+    let sandbox = Sandbox::new();
+    let input = fixture("engage/input.json");
+    let run = crate::engage::engage(&sandbox, &input, &["--cast", "ec"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for args in [
+        vec!["state", "ec"],
+        vec!["resume", "ec", "--agent", "scripted:/dev/null"],
+        vec!["recast", "ec", "--at", "1", "--agent", "scripted:/dev/null"],
+    ] {
+        let out = sandbox.run(&args);
+        assert_user_error(
+            &out,
+            &[
+                "ec is not a workflow cast",
+                "engagement_started",
+                "castlog show ec",
+            ],
+        );
+    }
+}
+
+/// `--cast` may not name a destination's claim ledger (`claims:…`), be empty, or be taken.
+#[test]
+fn a_chosen_cast_id_is_checked() {
+    let sandbox = Sandbox::new();
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let loadout = fixture("loadouts/build-loop.json");
+    let run = |cast: &str| {
+        sandbox.run(&[
+            "run", &loadout, "--task", TASK, "--cast", cast, "--agent", &script,
+        ])
+    };
+    assert_user_error(&run("claims:999"), &["claims:", "claim ledgers"]);
+    assert_user_error(&run(" "), &["--cast must not be empty"]);
+    assert_eq!(run("mine").code, 0);
+    assert_user_error(&run("mine"), &["cast mine already exists"]);
+    let input = fixture("engage/input.json");
+    let engaged = crate::engage::engage(&sandbox, &input, &["--cast", "claims:999"]);
+    assert_user_error(&engaged, &["claims:", "claim ledgers"]);
+    let recast = sandbox.run(&[
+        "recast", "mine", "--at", "2", "--agent", &script, "--cast", "claims:x",
+    ]);
+    assert_user_error(&recast, &["claims:", "claim ledgers"]);
+}
+
+/// A `file:` fetcher naming no directory is refused before anything is recorded (it would
+/// otherwise report every source message as deleted).
+#[test]
+fn a_fetcher_directory_that_is_not_there_is_named() {
+    let sandbox = Sandbox::new();
+    let input = fixture("engage/input.json");
+    let run = crate::engage::engage(&sandbox, &input, &["--fetcher", "file:/no/such/dir"]);
+    assert_user_error(&run, &["/no/such/dir is not a directory"]);
+    let casts = sandbox.run(&["casts", "--json"]);
+    let listed = if casts.code == 0 {
+        casts.json()["casts"].as_array().map_or(0, Vec::len)
+    } else {
+        0
+    };
+    assert_eq!(listed, 0, "nothing is recorded: {}", casts.stdout);
+}

@@ -116,7 +116,8 @@ fn bad_schedule_arguments_are_named() {
         run.stderr
     );
     let run = sandbox.run(&["engage-schedule", "--seed", "s", "--days", "0"]);
-    assert_eq!(run.code, 2, "clap names the range: {}", run.stderr);
+    assert_eq!(run.code, 1, "a usage error is the user's: {}", run.stderr);
+    assert!(run.stderr.contains("--days"), "{}", run.stderr);
     let input = crate::common::fixture("engage/input.json");
     let run = engage(&sandbox, &input, &["--schedule", ""]);
     assert_eq!(run.code, 1);

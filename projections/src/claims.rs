@@ -42,7 +42,8 @@ pub struct ClaimsLedger {
 
 impl Projection for ClaimsLedger {
     const NAME: &'static str = "claims";
-    const VERSION: u32 = 1;
+    // 2: a resolution clears the reason the claim was pending.
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, record: &Recorded) {
         if !KINDS.contains(&record.kind.as_str()) {
@@ -87,6 +88,8 @@ impl Projection for ClaimsLedger {
             },
             Event::PostResolved(e) => match self.step(&e.claim, Transition::of(&e.resolution)) {
                 Ok(c) => {
+                    // Why it was pending no longer describes it.
+                    c.reason = None;
                     if let Resolution::Staged { message_id } = &e.resolution {
                         c.message_id = Some(message_id.clone());
                     }
@@ -277,5 +280,43 @@ mod tests {
         );
         assert!(ledger.find("c").unwrap_err().contains("names 4 claims"));
         assert_eq!(ledger.find("c3").unwrap().claim.as_str(), "c3");
+    }
+
+    /// A resolved claim no longer carries the reason it was pending.
+    #[test]
+    fn a_resolution_clears_the_pending_reason() {
+        let log = InMemoryLog::new();
+        let events = [
+            claimed("c1", "staging", "2026-01-01", false),
+            Event::from(castlog_core::event::PostOutcomeUnknown {
+                claim: ClaimId::new("c1"),
+                reason: "send_outcome_unknown: the sender exited with code 1".into(),
+            }),
+        ];
+        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(5, e)).collect();
+        let cast = CastId::new("a");
+        log.append(&cast, Seq(1), &pending).unwrap();
+        let ledger = ClaimsLedger::load(&log).unwrap();
+        let c1 = ledger.get(&ClaimId::new("c1")).unwrap();
+        assert!(
+            c1.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("send_outcome_unknown")
+        );
+        let resolved = Event::from(PostResolved {
+            claim: ClaimId::new("c1"),
+            resolution: Resolution::Staged {
+                message_id: "m1".into(),
+            },
+        });
+        log.append(&cast, Seq(3), &[Pending::new(6, &resolved)])
+            .unwrap();
+        let ledger = ClaimsLedger::load(&log).unwrap();
+        let c1 = ledger.get(&ClaimId::new("c1")).unwrap();
+        assert_eq!(
+            (c1.status, c1.reason.as_deref(), c1.message_id.as_deref()),
+            (ClaimStatus::Staged, None, Some("m1"))
+        );
     }
 }

@@ -16,8 +16,22 @@ struct Reason {
     key: String,
 }
 
-fn collapse(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// `text` with every run of whitespace made one space and the ends trimmed; borrowed when it
+/// is already so (plain ASCII with single spaces, the common case).
+fn collapse(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let plain = text.is_ascii()
+        && !bytes.first().is_some_and(u8::is_ascii_whitespace)
+        && !bytes.last().is_some_and(u8::is_ascii_whitespace)
+        && !bytes
+            .iter()
+            .any(|b| b.is_ascii_whitespace() && *b != b' ' || *b == 0x0b)
+        && !text.contains("  ");
+    if plain {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
 }
 
 /// The longest of the first eight words of `text` (the first such on a tie). If a text
@@ -31,7 +45,7 @@ fn key_word(text: &str) -> &str {
 
 impl Reason {
     fn new(reason: &str) -> Self {
-        let collapsed = collapse(reason.trim_end_matches('…'));
+        let collapsed = collapse(reason.trim_end_matches('…')).into_owned();
         let key = key_word(&collapsed).to_owned();
         Self { collapsed, key }
     }
@@ -46,9 +60,9 @@ impl Reason {
         let text = collapse(text);
         let reason = &self.collapsed;
         if text.len() < 20 || reason.len() < 20 {
-            return text == *reason;
+            return *text == **reason;
         }
-        text.contains(reason.as_str()) || reason.contains(&text)
+        text.contains(reason.as_str()) || reason.contains(&*text)
     }
 }
 
@@ -434,12 +448,39 @@ mod tests {
 
     /// The reference behaviour both fast paths must keep.
     fn overlaps_slowly(text: &str, reason: &str) -> bool {
-        let text = collapse(text);
-        let reason = collapse(reason.trim_end_matches('…'));
+        let slow = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = slow(text);
+        let reason = slow(reason.trim_end_matches('…'));
         if text.len() < 20 || reason.len() < 20 {
             return text == reason;
         }
         text.contains(&reason) || reason.contains(&text)
+    }
+
+    #[test]
+    fn collapse_borrows_only_text_that_is_already_collapsed() {
+        for text in [
+            "",
+            " ",
+            "plain words here",
+            " lead",
+            "trail ",
+            "two  spaces",
+            "tab\there",
+            "new\nline",
+            "vertical\u{b}tab",
+            "non\u{a0}breaking",
+            "é accents é",
+        ] {
+            let slow = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let fast = collapse(text);
+            assert_eq!(fast, slow, "{text:?}");
+            assert_eq!(
+                matches!(fast, std::borrow::Cow::Borrowed(_)),
+                slow == text && text.is_ascii(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

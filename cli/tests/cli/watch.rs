@@ -36,16 +36,7 @@ fn ctrl_c_records_an_abort_and_resume_continues() {
     let sandbox = Sandbox::new();
     let spec = agent(&sandbox, "time.sleep(0.4) if n == 3 else None");
     let child = sandbox
-        .command_on(&sandbox.db())
-        .args([
-            "run",
-            &fixture("loadouts/build-loop.json"),
-            "--task",
-            "greet",
-            "--cast",
-            "c",
-        ])
-        .args(["--agent", &spec, "--json"])
+        .build_loop("c", &spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -155,19 +146,11 @@ fn the_progress_line_stays_off_stdout_and_off_a_pipe() {
 /// must end well before the agent's 30 s sleep, awaiting the agent after a timed-out turn.
 fn run_into_the_timeout(sandbox: &Sandbox, cast: &str, spec: &str) {
     let started = std::time::Instant::now();
-    let run = sandbox.run(&[
-        "--agent-timeout",
-        "1",
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        "greet",
-        "--cast",
-        cast,
-        "--agent",
-        spec,
-        "--json",
-    ]);
+    let run = sandbox.finish(
+        sandbox
+            .build_loop(cast, spec)
+            .args(["--agent-timeout", "1"]),
+    );
     let took = started.elapsed();
     assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
     assert_eq!(run.json()["status"], "awaiting_agent", "{}", run.stdout);

@@ -16,7 +16,8 @@ mod it {
     mod import;
     // Two writers racing for the same cast: every seq taken once, every loser told why.
     mod race;
-    // SQLite files: opening foreign or newer files, the append-only triggers, reopening.
+    // SQLite files: opening foreign or newer files, openers racing on a new file, the
+    // append-only triggers, reopening.
     mod schema;
     // A damaged SQLite file, made in code; `verify` must name the exact cast and seq.
     mod corruption;

@@ -12,7 +12,8 @@
 //!   origin `script`).
 //! - `cmd:PROGRAM ARGS…`: spawned without a shell; the prompt on stdin, flattened to text (see
 //!   [`flatten`]) or, with `--agent-format json`, as JSON messages; the reply is stdout; a
-//!   non-zero exit or a timeout is an interruption carrying stderr.
+//!   non-zero exit or a timeout is an interruption carrying stderr. At the timeout the program
+//!   and every process it started are killed (see [`process`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -295,7 +296,7 @@ impl Agent for CommandAgent {
         } else {
             flatten(request.messages)
         };
-        match process::run(&self.argv, &self.cwd, input.as_bytes(), self.timeout) {
+        match process::run(&self.argv, &self.cwd, &[], input.as_bytes(), self.timeout) {
             Err(message) => AgentTurn::Failed {
                 class: FailureClass::Interruption,
                 message,
@@ -342,5 +343,35 @@ mod tests {
         assert!(matches!(err, AgentError::BadLine { line: 2, .. }));
         assert!(parse_script("not json", "s").is_err());
         assert!(parse_script("{\"error\":\"weird\"}", "s").is_err());
+    }
+
+    // A shell script's `sleep` is a grandchild holding stdout open: the timeout must stop it too.
+    #[test]
+    fn a_command_agent_times_out_with_the_children_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = CommandAgent::new(
+            vec!["sh".into(), "-c".into(), "sleep 30; echo late".into()],
+            dir.path().to_path_buf(),
+            Duration::from_secs(1),
+        );
+        let messages = [Message {
+            role: castlog_core::prompt::Role::User,
+            content: "hello".into(),
+        }];
+        let request = TurnRequest {
+            messages: &messages,
+            refinement: false,
+            model: None,
+            thinking: None,
+        };
+        let started = std::time::Instant::now();
+        let turn = agent.turn(&request);
+        let took = started.elapsed();
+        let AgentTurn::Failed { class, message } = turn else {
+            panic!("a timeout is a failure: {turn:?}");
+        };
+        assert_eq!(class, FailureClass::Interruption);
+        assert!(message.contains("timed out after 1s"), "{message}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
     }
 }

@@ -64,7 +64,7 @@ pub struct CommandFetcher {
 impl Fetcher for CommandFetcher {
     fn fetch(&mut self, channel_id: &str, message_id: &str) -> Fetched {
         let input = json!({ "channel_id": channel_id, "message_id": message_id }).to_string();
-        match process::run(&self.argv, &self.cwd, input.as_bytes(), self.timeout) {
+        match process::run(&self.argv, &self.cwd, &[], input.as_bytes(), self.timeout) {
             Err(message) => Fetched::Failed(message),
             Ok(done) if done.timed_out => Fetched::Failed(format!(
                 "the fetcher did not answer within {:?} and was killed",
@@ -154,5 +154,25 @@ mod tests {
             matches!(garbage.fetch("c", "1"), Fetched::Unreadable(m) if m.contains("not JSON"))
         );
         assert!(from_spec("http:x", dir.path(), Duration::from_secs(1)).is_err());
+    }
+
+    // The review's case: a fetcher script whose `sleep` outlives the killed shell.
+    #[test]
+    fn a_hanging_fetcher_script_is_stopped_at_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("hang.sh"),
+            "#!/bin/sh\nsleep 30\necho late\n",
+        )
+        .unwrap();
+        let mut hang = from_spec("cmd:sh hang.sh", dir.path(), Duration::from_millis(300)).unwrap();
+        let started = std::time::Instant::now();
+        let fetched = hang.fetch("c", "1");
+        let took = started.elapsed();
+        assert!(
+            matches!(&fetched, Fetched::Failed(m) if m.contains("did not answer within 300ms")),
+            "{fetched:?}"
+        );
+        assert!(took < Duration::from_secs(10), "took {took:?}");
     }
 }

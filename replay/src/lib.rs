@@ -13,7 +13,8 @@
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
 //! - [`redecide`]: replay a log through the machine and report the first divergence.
 //! - [`recast`]: forking a cast at a decision boundary, and a cast's full history.
-//! - [`process`]: spawning a child without a shell, with a timeout and capped output.
+//! - [`process`]: spawning a child without a shell in its own process group, with a timeout
+//!   that kills the group, and capped output.
 //! - [`clock`]: the system clock.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,12 +1,35 @@
 //! Running a child process without a shell: stdin in, capped stdout and stderr out, a timeout.
+//!
+//! Every `cmd:` program (agents, fetchers, senders, utility sockets) is run by [`run`], so they
+//! share one answer to "when is it over":
+//! - The program starts in a process group of its own (its pid is the group id). A shell
+//!   script's `sleep` is a grandchild that holds stdout and stderr open after the shell itself
+//!   is gone, so killing only the direct child does not end the run; killing the group does.
+//! - The timeout bounds the whole run: the program has exited *and* both pipes are closed. A
+//!   child that exits while a grandchild keeps its stdout open has not finished.
+//! - At the timeout the group gets SIGKILL (through the `kill` program, since the crates use no
+//!   `unsafe`; the direct child alone if that fails). The group id cannot have been reused
+//!   then: the child is not yet reaped, or a member still holds a pipe, and a group id stays
+//!   taken while the group has a member.
+//! - After a kill, the output readers get [`KILL_GRACE`] to see their pipes close; a reader
+//!   still blocked then (a process that left the group keeps the pipe) is abandoned with its
+//!   output, so no run waits on a pipe forever. The stdin feeder is never waited for.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Each captured stream keeps at most this many bytes.
 pub const OUTPUT_CAP: usize = 1 << 20;
+
+/// After a kill, how long the output readers may take to reach the end of their pipes.
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// How often a running child is looked at.
+const POLL: Duration = Duration::from_millis(5);
 
 /// How a process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,10 +65,18 @@ fn capture(mut stream: impl Read) -> (Vec<u8>, bool) {
     (kept, truncated)
 }
 
-/// Runs `argv` in `cwd` with `input` on stdin. Spawn failures are reported as `Err`.
+type Reader = JoinHandle<(Vec<u8>, bool)>;
+
+fn reader(stream: Option<impl Read + Send + 'static>) -> Reader {
+    std::thread::spawn(move || stream.map(capture).unwrap_or_default())
+}
+
+/// Runs `argv` in `cwd` with `env` added to the environment and `input` on stdin, for at most
+/// `timeout` (see the module documentation). Spawn failures are reported as `Err`.
 pub fn run(
     argv: &[String],
     cwd: &Path,
+    env: &[(String, String)],
     input: &[u8],
     timeout: Duration,
 ) -> Result<Finished, String> {
@@ -55,40 +86,53 @@ pub fn run(
     let mut child = Command::new(program)
         .args(args)
         .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    let stdin = child.stdin.take();
-    let input = input.to_vec();
-    // Feed stdin on its own thread so a child that does not read cannot block us.
-    let feeder = std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
+    // Feed stdin on its own thread so a child that does not read cannot block us. It ends when
+    // the input is written or the last reader of the pipe is gone.
+    if let Some(mut stdin) = child.stdin.take() {
+        let input = input.to_vec();
+        std::thread::spawn(move || {
             let _ = stdin.write_all(&input);
-        }
-    });
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || stdout.map(capture).unwrap_or_default());
-    let err_reader = std::thread::spawn(move || stderr.map(capture).unwrap_or_default());
+        });
+    }
+    let out_reader = reader(child.stdout.take());
+    let err_reader = reader(child.stderr.take());
     let started = Instant::now();
+    let mut status: Option<ExitStatus> = None;
     let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => {
-                timed_out = true;
-                let _ = child.kill();
-                break child.wait().ok();
+    loop {
+        if status.is_none() {
+            match child.try_wait() {
+                Ok(done) => status = done,
+                // The child cannot be watched any more: stop it like a timeout would.
+                Err(_) => break,
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
         }
-    };
-    let _ = feeder.join();
-    let (out, out_cut) = out_reader.join().unwrap_or_default();
-    let (err, err_cut) = err_reader.join().unwrap_or_default();
+        if status.is_some() && out_reader.is_finished() && err_reader.is_finished() {
+            break;
+        }
+        if started.elapsed() >= timeout {
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let over = status.is_some() && out_reader.is_finished() && err_reader.is_finished();
+    if !over {
+        kill_group(&mut child);
+        if status.is_none() {
+            status = child.wait().ok();
+        }
+    }
+    let grace_ends = Instant::now() + KILL_GRACE;
+    let (out, out_cut) = collect(out_reader, grace_ends);
+    let (err, err_cut) = collect(err_reader, grace_ends);
     Ok(Finished {
         code: if timed_out {
             None
@@ -100,4 +144,88 @@ pub fn run(
         stderr: String::from_utf8_lossy(&err).into_owned(),
         truncated: out_cut || err_cut,
     })
+}
+
+/// Sends SIGKILL to the child's process group, or to the child alone when the group cannot be
+/// signalled (no `kill` program, or the group is already empty).
+fn kill_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    let signalled = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !signalled {
+        let _ = child.kill();
+    }
+}
+
+/// What a reader captured, waiting for it until `by` at the latest; a reader still blocked
+/// then is abandoned and counts as having captured nothing.
+fn collect(reader: Reader, by: Instant) -> (Vec<u8>, bool) {
+    while !reader.is_finished() && Instant::now() < by {
+        std::thread::sleep(POLL);
+    }
+    if reader.is_finished() {
+        reader.join().unwrap_or_default()
+    } else {
+        (Vec::new(), false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[test]
+    fn a_run_captures_output_exit_code_and_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("CASTLOG_TEST".to_owned(), "seen".to_owned())];
+        let done = run(
+            &sh("cat; echo \" $CASTLOG_TEST\"; echo oops >&2; exit 3"),
+            dir.path(),
+            &env,
+            b"in",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(done.code, Some(3));
+        assert!(!done.timed_out);
+        assert_eq!(done.stdout, "in seen\n");
+        assert_eq!(done.stderr, "oops\n");
+        assert!(run(&[], dir.path(), &[], b"", Duration::from_secs(1)).is_err());
+        assert!(
+            run(
+                &["/nonexistent/x".into()],
+                dir.path(),
+                &[],
+                b"",
+                Duration::from_secs(1)
+            )
+            .is_err()
+        );
+    }
+
+    // The timeout must stop what the program started, not only the program: here the shell
+    // waits on a `sleep` that holds the pipes, then the shell is gone and a background `sleep`
+    // still holds them.
+    #[test]
+    fn a_timeout_stops_the_grandchildren_holding_the_pipes() {
+        let dir = tempfile::tempdir().unwrap();
+        for script in ["sleep 30; echo late", "sleep 30 & echo early"] {
+            let started = Instant::now();
+            let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(1)).unwrap();
+            let took = started.elapsed();
+            assert!(done.timed_out, "{script}: {done:?}");
+            assert_eq!(done.code, None, "{script}");
+            assert!(!done.stdout.contains("late"), "{script}: {done:?}");
+            assert!(took < Duration::from_secs(10), "{script} took {took:?}");
+        }
+    }
 }

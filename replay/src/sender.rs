@@ -20,7 +20,8 @@
 //!   trimmed stdout. The environment carries `CASTLOG_CLAIM`, `CASTLOG_DESTINATION`,
 //!   `CASTLOG_CAST`, one `CASTLOG_<FIELD>` per extra field that is a string, number or bool
 //!   (e.g. `CASTLOG_REPLY_TO_MESSAGE_ID`, `CASTLOG_CAN_REPLY_IN_PLACE=true`), and
-//!   `CASTLOG_ENVELOPE`, the envelope as JSON without the body.
+//!   `CASTLOG_ENVELOPE`, the envelope as JSON without the body. At the timeout the program and
+//!   every process it started are killed, and the send is unknown.
 //! - `file:DIR`: writes the body to `DIR/<claim id>` (created if needed, never overwritten) and
 //!   the envelope to `DIR/<claim id>.json`, and returns the body's file name as the id; for
 //!   local use and tests.
@@ -29,12 +30,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use castlog_core::id::{CastId, ClaimId};
 use castlog_core::input::SendOutcome;
 use serde_json::{Map, Value, json};
+
+use crate::process;
 
 /// How long a `cmd:` sender may run.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -181,88 +183,57 @@ fn excerpt(text: &str) -> String {
 
 impl Sender for CommandSender {
     fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
-        let Some((program, args)) = self.argv.split_first() else {
+        let Some(program) = self.argv.first() else {
             return SendOutcome::Refused {
                 reason: "sender_unavailable: the sender command is empty".into(),
             };
         };
-        let child = Command::new(program)
-            .args(args)
-            .current_dir(&self.cwd)
-            .env("CASTLOG_CLAIM", post.claim.as_str())
-            .env("CASTLOG_DESTINATION", post.destination)
-            .env("CASTLOG_CAST", post.cast.as_str())
-            .envs(post.environment())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match child {
-            Ok(child) => child,
+        let mut env = vec![
+            ("CASTLOG_CLAIM".to_owned(), post.claim.as_str().to_owned()),
+            (
+                "CASTLOG_DESTINATION".to_owned(),
+                post.destination.to_owned(),
+            ),
+            ("CASTLOG_CAST".to_owned(), post.cast.as_str().to_owned()),
+        ];
+        env.extend(post.environment());
+        let done = match process::run(
+            &self.argv,
+            &self.cwd,
+            &env,
+            post.body.as_bytes(),
+            self.timeout,
+        ) {
+            Ok(done) => done,
             // Nothing ran, so nothing was sent: a definite refusal.
-            Err(e) => {
+            Err(message) => {
                 return SendOutcome::Refused {
-                    reason: format!("sender_unavailable: cannot start {program}: {e}"),
+                    reason: format!("sender_unavailable: {message}"),
                 };
             }
         };
-        if let Some(mut stdin) = child.stdin.take() {
-            let body = post.body.as_bytes().to_vec();
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&body);
-            });
-        }
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let read = |s: Option<Box<dyn std::io::Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut out = Vec::new();
-                if let Some(mut s) = s {
-                    let _ = s.read_to_end(&mut out);
-                }
-                out
-            })
-        };
-        let out = read(stdout.map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
-        let err = read(stderr.map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if started.elapsed() >= self.timeout => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                Err(_) => break None,
-            }
-        };
-        let stdout = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
-        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
-        let Some(status) = status else {
+        if done.timed_out {
             return SendOutcome::Unknown {
                 reason: format!(
                     "send_outcome_unknown: the sender {program} did not finish within {:?} and was killed",
                     self.timeout
                 ),
             };
-        };
-        if !status.success() {
-            let said = match excerpt(&stderr) {
+        }
+        if done.code != Some(0) {
+            let said = match excerpt(&done.stderr) {
                 e if e.is_empty() => " (nothing on stderr)".to_owned(),
                 e => format!(": {e}"),
             };
             return SendOutcome::Unknown {
                 reason: format!(
                     "send_outcome_unknown: the sender {program} exited with {}{said}",
-                    status
-                        .code()
+                    done.code
                         .map_or_else(|| "a signal".to_owned(), |c| format!("code {c}")),
                 ),
             };
         }
-        let id = stdout.trim();
+        let id = done.stdout.trim();
         if id.is_empty() {
             return SendOutcome::Unknown {
                 reason: format!(
@@ -461,6 +432,8 @@ impl Sender for WebhookSender {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     fn post<'a>(claim: &'a ClaimId, cast: &'a CastId, extra: &'a Value) -> Outbound<'a> {
@@ -585,15 +558,24 @@ mod tests {
             missing.send(&post(&claim, &cast, &extra)),
             SendOutcome::Refused { .. }
         ));
+        // A timeout stops the program and what it started (here a `sleep` that would hold
+        // stdout open after the shell is killed), and the send is unknown: it may have gone out.
         let mut slow = CommandSender::new(
-            vec!["sleep".into(), "5".into()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "cat > /dev/null; sleep 30; echo late".into(),
+            ],
             dir.path().to_path_buf(),
-            Duration::from_millis(200),
+            Duration::from_secs(1),
         );
+        let started = Instant::now();
         let SendOutcome::Unknown { reason } = slow.send(&post(&claim, &cast, &extra)) else {
             panic!("a timeout is unknown");
         };
-        assert!(reason.contains("did not finish"), "{reason}");
+        let took = started.elapsed();
+        assert!(reason.contains("did not finish within 1s"), "{reason}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
     }
 
     #[test]

@@ -81,7 +81,13 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path) -> Finished {
         Exec::Command { argv } => {
             let mut line = serde_json::to_vec(input).unwrap_or_default();
             line.push(b'\n');
-            match process::run(argv, cwd, &line, Duration::from_millis(spec.timeout_ms)) {
+            match process::run(
+                argv,
+                cwd,
+                &[],
+                &line,
+                Duration::from_millis(spec.timeout_ms),
+            ) {
                 Ok(done) => done,
                 Err(message) => failed(message),
             }

@@ -90,6 +90,25 @@ impl Sandbox {
         (calls, format!("cmd:sh {script}"))
     }
 
+    /// `castlog run` of the build-loop fixture's `greet` task as cast `cast` with the agent
+    /// `spec` (JSON output), against the sandbox database, to run or spawn.
+    pub fn build_loop(&self, cast: &str, spec: &str) -> Command {
+        let mut cmd = self.command_on(&self.db());
+        cmd.args([
+            "run",
+            &fixture("loadouts/build-loop.json"),
+            "--task",
+            "greet",
+        ])
+        .args(["--cast", cast, "--agent", spec, "--json"]);
+        cmd
+    }
+
+    /// Runs a command built by this sandbox to the end.
+    pub fn finish(&self, cmd: &mut Command) -> Run {
+        to_run(&cmd.output().unwrap())
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)
@@ -97,7 +116,7 @@ impl Sandbox {
 
     /// Runs castlog with `args` against another database file.
     pub fn run_on(&self, db: &Path, args: &[&str]) -> Run {
-        to_run(&self.command_on(db).args(args).output().unwrap())
+        self.finish(self.command_on(db).args(args))
     }
 
     /// Appends `events` steering events to `cast` through `bench append`.

@@ -225,11 +225,20 @@ fn a_hanging_or_babbling_fetcher_is_a_named_live_source_rejection() {
     let mut input = engage_fixture();
     input["settings"]["fetch_timeout_ms"] = json!(300);
     let path = sandbox.write("input.json", &input.to_string());
+    // A script's `sleep` outlives the killed shell and holds its stdout: it is stopped too.
+    sandbox.write("hang.sh", "#!/bin/sh\nsleep 30\n");
     for (fetcher, reason) in [
         ("cmd:sleep 30", "source_unreachable"),
+        ("cmd:sh hang.sh", "source_unreachable"),
         ("cmd:echo garbage", "source_response_unreadable"),
     ] {
+        let started = std::time::Instant::now();
         let run = engage(&sandbox, &path, &["--fetcher", fetcher]);
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{fetcher} took {took:?}"
+        );
         assert_eq!(run.code, 0, "{}", run.stderr);
         let report = run.json();
         assert!(

@@ -1,8 +1,10 @@
 //! `casts`, `show`, `verify`, `export`, `import` against real database files.
 
+use std::process::Stdio;
+
 use rstest::rstest;
 
-use crate::common::Sandbox;
+use crate::common::{Sandbox, fixture};
 
 fn raw(sandbox: &Sandbox) -> rusqlite::Connection {
     rusqlite::Connection::open(sandbox.db()).unwrap()
@@ -240,6 +242,32 @@ fn a_damaged_database_file_is_an_error_not_a_panic() {
     );
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
     assert!(!run.stderr.is_empty() || !run.stdout.is_empty());
+}
+
+// Regression: castlog processes started together on a database that did not exist yet each
+// applied the schema, and all but one failed with "table casts already exists".
+#[test]
+fn processes_started_together_on_a_new_database_all_run() {
+    let sandbox = Sandbox::new();
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            sandbox
+                .build_loop(&format!("c{i}"), &script)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "process {i}: {stderr}");
+    }
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    assert_eq!(casts["casts"].as_array().unwrap().len(), 8, "{casts}");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
 #[test]

@@ -36,16 +36,7 @@ fn ctrl_c_records_an_abort_and_resume_continues() {
     let sandbox = Sandbox::new();
     let spec = agent(&sandbox, "time.sleep(0.4) if n == 3 else None");
     let child = sandbox
-        .command_on(&sandbox.db())
-        .args([
-            "run",
-            &fixture("loadouts/build-loop.json"),
-            "--task",
-            "greet",
-            "--cast",
-            "c",
-        ])
-        .args(["--agent", &spec, "--json"])
+        .build_loop("c", &spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -151,31 +142,19 @@ fn the_progress_line_stays_off_stdout_and_off_a_pipe() {
     assert!(!run.stderr.contains("attempt"), "{}", run.stderr);
 }
 
-#[test]
-fn a_hanging_command_agent_is_killed_at_the_timeout() {
-    let sandbox = Sandbox::new();
-    let spec = agent(&sandbox, "time.sleep(30) if n == 2 else None");
+/// Runs the build loop as cast `cast` with the agent `spec` under `--agent-timeout 1`: the run
+/// must end well before the agent's 30 s sleep, awaiting the agent after a timed-out turn.
+fn run_into_the_timeout(sandbox: &Sandbox, cast: &str, spec: &str) {
     let started = std::time::Instant::now();
-    let run = sandbox.run(&[
-        "--agent-timeout",
-        "1",
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        "greet",
-        "--cast",
-        "h",
-        "--agent",
-        &spec,
-        "--json",
-    ]);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(25),
-        "the agent was not killed"
+    let run = sandbox.finish(
+        sandbox
+            .build_loop(cast, spec)
+            .args(["--agent-timeout", "1"]),
     );
-    let report = run.json();
-    assert_eq!(report["status"], "awaiting_agent", "{}", run.stdout);
-    let shown = sandbox.run(&["show", "h", "--json"]).json();
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    assert_eq!(run.json()["status"], "awaiting_agent", "{}", run.stdout);
+    let shown = sandbox.run(&["show", cast, "--json"]).json();
     let failed = shown["events"]
         .as_array()
         .unwrap()
@@ -183,12 +162,24 @@ fn a_hanging_command_agent_is_killed_at_the_timeout() {
         .find(|e| e["kind"] == "agent_failed")
         .unwrap();
     assert_eq!(failed["payload"]["class"], "interruption");
-    assert!(
-        failed["payload"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("timed out")
-    );
+    let message = failed["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("timed out after 1s"), "{message}");
+}
+
+// A shell script's `sleep` is a grandchild that keeps stdout open after the shell is killed:
+// the timeout must stop it as well, not wait for it.
+#[test]
+fn a_shell_script_agent_is_killed_with_its_children_at_the_timeout() {
+    let sandbox = Sandbox::new();
+    let script = sandbox.write("slow.sh", "cat > /dev/null\nsleep 30\necho late\n");
+    run_into_the_timeout(&sandbox, "s", &format!("cmd:sh {script}"));
+}
+
+#[test]
+fn a_hanging_command_agent_is_killed_at_the_timeout() {
+    let sandbox = Sandbox::new();
+    let spec = agent(&sandbox, "time.sleep(30) if n == 2 else None");
+    run_into_the_timeout(&sandbox, "h", &spec);
     // The cast resumes from there. A script is consumed by the answers the log holds (one
     // reply and the timeout so far), so the resuming script starts with two placeholders.
     let lines = crate::common::fixture_lines("scripts/build-loop.jsonl");

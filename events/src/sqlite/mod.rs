@@ -14,7 +14,9 @@
 //!
 //! # Schema
 //! DDL lives in `schema/v*.sql`; `PRAGMA user_version` records the version applied. A fresh
-//! file gets every script in order; a file with a newer version is refused.
+//! file gets every script in order, in one `BEGIN IMMEDIATE` transaction that re-reads the
+//! version under the write lock, so openers racing on a new file apply each script once; a
+//! file with a newer version is refused.
 //!
 //! # Durability
 //! [`Durability::Full`] (the default) sets `synchronous=FULL`: a commit is fsynced before the
@@ -30,9 +32,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use castlog_core::id::{CastId, Digest, Seq};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use crate::log::{CastHead, EventLog, ForkPoint, LogError, Snapshot};
 use crate::record::{Pending, Recorded};
@@ -99,12 +102,15 @@ impl SqliteLog {
             message,
         };
         check_magic(&path).map_err(&open_err)?;
-        let writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
+        let mut writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
         // Look before touching: a foreign file is refused before WAL mode (a persistent change)
         // is switched on.
         let version = schema_version(&writer_conn, &shown)?;
         configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
-        migrate(&writer_conn, &shown, version)?;
+        // Versions only grow, so a file seen at the current one needs no lock to stay there.
+        if version < SCHEMA_VERSION {
+            migrate(&mut writer_conn, &shown)?;
+        }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -225,12 +231,15 @@ impl Drop for SqliteLog {
 /// Idle reader connections kept open.
 const READER_POOL: usize = 4;
 
+/// How long a connection waits for another one's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     Ok(conn)
 }
 
@@ -257,11 +266,8 @@ fn check_magic(path: &Path) -> Result<(), String> {
 }
 
 fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::ExecuteReturnedResults);
-    }
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    switch_to_wal(conn)?;
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
@@ -270,16 +276,45 @@ fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> 
     Ok(())
 }
 
+/// Puts the file in WAL mode (a no-op when it already is).
+///
+/// The first switch of a new file needs it to itself for a moment: while another opener reads
+/// it, the switch fails at once with SQLITE_BUSY, without calling the busy handler, so it is
+/// tried again until [`BUSY_TIMEOUT`].
+fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(_) => return Err(rusqlite::Error::ExecuteReturnedResults),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The file's schema version, refusing files that are not (or not yet) castlog databases.
 fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogError> {
     let open_err = |message: String| LogError::Open {
         path: shown.to_owned(),
         message,
     };
-    conn.busy_timeout(std::time::Duration::from_secs(10))
+    conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_err(e.to_string()))?;
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
+    // One statement, so the version and the table count come from one snapshot: read apart,
+    // another opener's schema could commit between them and look like a foreign file.
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_master)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .map_err(|e| open_err(e.to_string()))?;
     if version > SCHEMA_VERSION {
         return Err(LogError::SchemaTooNew {
@@ -288,37 +323,58 @@ fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogError> {
             supported: SCHEMA_VERSION,
         });
     }
-    if version == 0 {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(|e| open_err(e.to_string()))?;
-        if tables > 0 {
-            return Err(open_err(
-                "this SQLite file has tables but no castlog schema version; it is not a castlog database".into(),
-            ));
-        }
+    if version == 0 && tables > 0 {
+        return Err(open_err(
+            "this SQLite file has tables but no castlog schema version; it is not a castlog database".into(),
+        ));
     }
     Ok(version)
 }
 
-/// Applies the schema scripts newer than `version`.
-fn migrate(conn: &Connection, shown: &str, version: i64) -> Result<(), LogError> {
+/// Brings the file to [`SCHEMA_VERSION`] in one write transaction.
+///
+/// Openers of a new file race: each read `user_version` 0 before holding any lock. `BEGIN
+/// IMMEDIATE` takes the write lock (the busy timeout makes the other openers wait for it), and
+/// the version is read again under that lock, so the first opener applies every missing script
+/// and the ones after it find nothing to do. The scripts and the new `user_version` commit
+/// together, so no opener ever sees tables without their version; a failed script rolls the
+/// whole upgrade back when the transaction drops.
+fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
     let open_err = |message: String| LogError::Open {
         path: shown.to_owned(),
         message,
     };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| {
+            open_err(format!(
+                "taking the write lock to apply the schema: {}",
+                without_sql(&e)
+            ))
+        })?;
+    let version = schema_version(&tx, shown)?;
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {next};\nCOMMIT;"
-        ))
-        .map_err(|e| {
-            // Leave no half-applied schema behind.
-            drop(conn.execute_batch("ROLLBACK"));
-            open_err(format!("applying schema version {next}: {e}"))
-        })?;
+        tx.execute_batch(script)
+            .and_then(|()| tx.pragma_update(None, "user_version", next))
+            .map_err(|e| {
+                open_err(format!(
+                    "applying schema version {next}: {}",
+                    without_sql(&e)
+                ))
+            })?;
     }
-    Ok(())
+    tx.commit()
+        .map_err(|e| open_err(format!("committing the schema: {}", without_sql(&e))))
+}
+
+/// A SQLite error without the SQL text it may quote: for a schema script that is the whole
+/// script, which buries the message.
+fn without_sql(err: &rusqlite::Error) -> String {
+    match err {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Maps a SQLite error, telling a damaged file apart from other failures.

@@ -1,12 +1,17 @@
 //! SQLite files: what `SqliteLog::open` accepts and refuses, the append-only triggers, and
 //! records surviving a reopen.
 
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::thread;
+
 use castlog_core::id::Seq;
 use castlog_events::sqlite::SCHEMA_VERSION;
 use castlog_events::verify::verify_cast;
 use castlog_events::{EventLog, LogError, SqliteLog};
 use rstest::rstest;
 use rusqlite::Connection;
+use tempfile::TempDir;
 
 use super::backend::{open_sqlite, scratch};
 use super::sample;
@@ -14,6 +19,14 @@ use super::sample;
 fn user_version(conn: &Connection) -> i64 {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap()
+}
+
+/// Prepares a new file with `sql` and returns it with the error `SqliteLog::open` gives on it.
+fn refused_after(sql: &str) -> (TempDir, PathBuf, LogError) {
+    let (dir, path) = scratch();
+    Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+    let err = SqliteLog::open(&path).unwrap_err();
+    (dir, path, err)
 }
 
 #[test]
@@ -26,6 +39,58 @@ fn a_new_file_gets_the_current_schema() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
+}
+
+// Regression: several processes opening a database that does not exist yet each read
+// `user_version` 0 and applied `v1.sql`; all but one failed with "table casts already exists".
+// A few rounds, since one round may happen not to interleave.
+#[test]
+fn a_new_file_opened_by_many_at_once_gets_the_schema_once() {
+    const OPENERS: usize = 8;
+    for round in 0..5 {
+        let (_dir, path) = scratch();
+        let start = Barrier::new(OPENERS);
+        let opened: Vec<Result<SqliteLog, LogError>> = thread::scope(|s| {
+            let openers: Vec<_> = (0..OPENERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        SqliteLog::open(&path)
+                    })
+                })
+                .collect();
+            openers.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        for (i, log) in opened.iter().enumerate() {
+            if let Err(err) = log {
+                panic!("round {round}, opener {i}: {err}");
+            }
+        }
+        // Every opener can use the log it got.
+        for (i, log) in opened.iter().flatten().enumerate() {
+            sample::seed(log, &sample::cast(&format!("c{i}")), 1);
+        }
+        drop(opened);
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(user_version(&conn), SCHEMA_VERSION, "round {round}");
+    }
+}
+
+// A schema script that fails is named by its version; the error does not carry the script.
+#[test]
+fn a_failing_schema_script_is_named_without_its_sql() {
+    let (_dir, path, err) = refused_after("CREATE TABLE checkpoints (x); PRAGMA user_version = 1;");
+    let LogError::Open { message, .. } = &err else {
+        panic!("expected an open error, got {err:?}");
+    };
+    assert!(
+        message.starts_with("applying schema version 2: table checkpoints already exists"),
+        "{message}"
+    );
+    assert!(!message.contains("CREATE"), "{message}");
+    assert!(message.len() < 200, "{message}");
+    // Nothing of the failed upgrade stays behind.
+    assert_eq!(user_version(&Connection::open(&path).unwrap()), 1);
 }
 
 #[test]
@@ -102,12 +167,7 @@ fn a_foreign_sqlite_file_is_refused_as_an_open_error() {
 
 #[test]
 fn a_file_from_a_newer_castlog_is_refused() {
-    let (_dir, path) = scratch();
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch("PRAGMA user_version = 99;")
-        .unwrap();
-    let err = SqliteLog::open(&path).unwrap_err();
+    let (_dir, path, err) = refused_after("PRAGMA user_version = 99;");
     match err {
         LogError::SchemaTooNew {
             path: shown,

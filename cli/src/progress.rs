@@ -44,6 +44,10 @@ pub fn interrupt_flag() -> Arc<AtomicBool> {
                         "castlog: interrupted; recording an abort after the current step (Ctrl-C again to quit now)",
                     );
                     if tokio::signal::ctrl_c().await.is_ok() {
+                        // Programs run in process groups of their own, out of the terminal's
+                        // reach: stop them before leaving (the log keeps the prompt as sent and
+                        // unanswered; `resume` sends it again).
+                        castlog_replay::process::kill_running();
                         std::process::exit(130);
                     }
                 }

@@ -71,6 +71,24 @@ fn reader(stream: Option<impl Read + Send + 'static>) -> Reader {
     std::thread::spawn(move || stream.map(capture).unwrap_or_default())
 }
 
+/// The process groups of the programs running now, so a process that is about to exit can
+/// stop them first ([`kill_running`]).
+static RUNNING: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Kills the process group of every program [`run`] is running now (a second Ctrl-C quits at
+/// once; its programs must not outlive it, as they are not in the terminal's process group).
+pub fn kill_running() {
+    for group in running().drain(..) {
+        let _ = signal_group(group);
+    }
+}
+
 /// Runs `argv` in `cwd` with `env` added to the environment and `input` on stdin, for at most
 /// `timeout` (see the module documentation). Spawn failures are reported as `Err`.
 pub fn run(
@@ -103,6 +121,7 @@ pub fn run(
     }
     let out_reader = reader(child.stdout.take());
     let err_reader = reader(child.stderr.take());
+    running().push(child.id());
     let started = Instant::now();
     let mut status: Option<ExitStatus> = None;
     let mut timed_out = false;
@@ -130,6 +149,7 @@ pub fn run(
             status = child.wait().ok();
         }
     }
+    running().retain(|group| *group != child.id());
     let grace_ends = Instant::now() + KILL_GRACE;
     let (out, out_cut) = collect(out_reader, grace_ends);
     let (err, err_cut) = collect(err_reader, grace_ends);
@@ -149,17 +169,20 @@ pub fn run(
 /// Sends SIGKILL to the child's process group, or to the child alone when the group cannot be
 /// signalled (no `kill` program, or the group is already empty).
 fn kill_group(child: &mut Child) {
-    let group = format!("-{}", child.id());
-    let signalled = Command::new("kill")
-        .args(["-KILL", "--", &group])
+    if !signal_group(child.id()) {
+        let _ = child.kill();
+    }
+}
+
+/// SIGKILL to process group `group`; whether it was delivered.
+fn signal_group(group: u32) -> bool {
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{group}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if !signalled {
-        let _ = child.kill();
-    }
+        .is_ok_and(|s| s.success())
 }
 
 /// What a reader captured, waiting for it until `by` at the latest; a reader still blocked

@@ -195,3 +195,64 @@ fn a_hanging_command_agent_is_killed_at_the_timeout() {
     ]);
     assert_eq!(resumed.json()["status"], "completed", "{}", resumed.stderr);
 }
+
+/// A second Ctrl-C quits at once (130) and takes the running agent program, children and
+/// all, with it (it runs in a process group of its own, out of the terminal's reach); the log
+/// keeps the prompt as sent and unanswered, so `resume` can send it again.
+#[test]
+fn a_second_ctrl_c_quits_and_stops_the_running_program() {
+    let sandbox = Sandbox::new();
+    let pid_file = sandbox.path("sleeper.pid");
+    let script = sandbox.write(
+        "slow.sh",
+        &format!("sleep 30 &\necho $! > {}\nwait\n", pid_file.display()),
+    );
+    let mut child = sandbox
+        .build_loop("q", &format!("cmd:sh {script}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let sleeper = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file)
+            && !pid.trim().is_empty()
+        {
+            break pid.trim().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let interrupt = || {
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    interrupt();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    interrupt();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let alive = || {
+        std::process::Command::new("kill")
+            .args(["-0", &sleeper])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's child {sleeper} outlived castlog"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let state = sandbox.run(&["state", "q", "--json"]).json();
+    assert_eq!(state["status"], "awaiting_agent", "{state}");
+}

@@ -152,6 +152,20 @@ fn post_needs_a_sender_and_a_bad_sender_is_named() {
     }
 }
 
+/// Claim before send: when a post socket's sender runs, its claim is already committed to
+/// the database as pending (another process reading the same file sees it).
+#[test]
+fn a_post_socket_claim_is_durable_and_pending_when_the_sender_runs() {
+    let sandbox = Sandbox::new();
+    let (witness, sender) = sandbox.witnessing_sender();
+    let run = run_post(&sandbox, "seen", &["--post", "--sender", &sender]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "completed");
+    let claim = witness.assert_claimed_before_sent();
+    let state = sandbox.run(&["state", "seen", "--json"]).json();
+    assert_eq!(state["data"]["posted_as"], format!("msg-{claim}"));
+}
+
 #[test]
 fn a_second_post_the_same_day_is_refused_by_name() {
     let sandbox = Sandbox::new();

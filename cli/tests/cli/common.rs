@@ -90,6 +90,20 @@ impl Sandbox {
         (calls, format!("cmd:sh {script}"))
     }
 
+    /// A `cmd:` sender that, when called, first asks `castlog claims --pending --json` on the
+    /// sandbox database what is pending (kept in the returned file), then answers with a
+    /// message id. Its calls are counted like [`Sandbox::counting_sender`]'s.
+    pub fn witnessing_sender(&self) -> (SenderWitness, String) {
+        let seen = self.path("pending-at-send.json");
+        let (calls, spec) = self.counting_sender(&format!(
+            "{} --db {} claims --pending --json > {}\necho \"msg-$CASTLOG_CLAIM\"",
+            castlog_bin(),
+            self.db().display(),
+            seen.display()
+        ));
+        (SenderWitness { calls, seen }, spec)
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)
@@ -116,6 +130,34 @@ impl Sandbox {
             "--json",
         ]);
         assert_eq!(run.code, 0, "bench append failed: {}", run.stderr);
+    }
+}
+
+/// What a [`Sandbox::witnessing_sender`] saw.
+pub struct SenderWitness {
+    calls: PathBuf,
+    seen: PathBuf,
+}
+
+impl SenderWitness {
+    /// Asserts the sender ran exactly once and that, when it ran, its own claim was already
+    /// in the database as pending (claimed before sent); returns the claim's id.
+    pub fn assert_claimed_before_sent(&self) -> String {
+        let calls = std::fs::read_to_string(&self.calls).expect("the sender was never called");
+        let claims: Vec<&str> = calls.lines().collect();
+        assert_eq!(claims.len(), 1, "the sender ran {} times", claims.len());
+        let seen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.seen).unwrap())
+                .expect("the sender's `claims --pending --json` printed no JSON");
+        let pending = seen["claims"].as_array().unwrap();
+        assert!(
+            pending
+                .iter()
+                .any(|c| c["claim"] == claims[0] && c["status"] == "pending"),
+            "claim {} was not pending in the database when its sender ran: {seen}",
+            claims[0]
+        );
+        claims[0].to_owned()
     }
 }
 

@@ -276,6 +276,24 @@ fn a_failing_sender_keeps_the_report_and_a_pending_claim() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
+/// Claim before send: when the sender runs, its claim is already committed to the database
+/// as pending (another process reading the same file sees it).
+#[test]
+fn the_claim_is_durable_and_pending_when_the_sender_runs() {
+    let sandbox = Sandbox::new();
+    let (witness, sender) = sandbox.witnessing_sender();
+    let run = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--post", "--sender", &sender],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let claim = witness.assert_claimed_before_sent();
+    let report = run.json();
+    assert_eq!(report["send"], "staged");
+    assert_eq!(report["claim"]["message_id"], format!("msg-{claim}"));
+}
+
 fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {
     report["rejections"]
         .as_array()

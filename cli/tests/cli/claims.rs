@@ -26,22 +26,27 @@ fn script() -> String {
     format!("scripted:{}", fixture("scripts/post.jsonl"))
 }
 
-fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
-    let config = config();
-    let script = script();
-    let mut args = vec![
-        "run",
-        config.as_str(),
-        "--task",
-        "release 1.2",
-        "--cast",
-        cast,
-        "--agent",
-        script.as_str(),
-        "--json",
+/// The arguments that run the post loadout as `cast` answered by `agent`, then `extra`.
+fn post_args(cast: &str, agent: &str, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        config(),
+        "--task".into(),
+        "release 1.2".into(),
+        "--cast".into(),
+        cast.into(),
+        "--agent".into(),
+        agent.into(),
+        "--json".into(),
     ];
-    args.extend_from_slice(extra);
-    sandbox.run(&args)
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
+    let args = post_args(cast, &script(), extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    sandbox.run(&refs)
 }
 
 /// Runs the post loadout as `cast` with `--post --sender SENDER` and returns its claim's id.
@@ -184,6 +189,72 @@ fn a_second_post_the_same_day_is_refused_by_name() {
             .starts_with("day_already_claimed"),
         "{all:?}"
     );
+}
+
+/// Several runs of the post loadout race for the same destination and day with a slow
+/// sender: exactly one sends, every other claim is refused with `day_already_claimed`.
+#[test]
+fn runs_racing_to_post_the_same_day_send_once() {
+    const RUNS: usize = 4;
+    let sandbox = Sandbox::new();
+    let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
+    // The agent holds every run at its first answer until all are there, so that they reach
+    // the post socket together.
+    let gate = sandbox.gate();
+    let agent = sandbox.write(
+        "gated-agent.sh",
+        &format!(
+            r#"case "$(cat)" in
+  *"one-line announcement"*)
+{}
+    echo "Release 1.2 is out: faster builds." ;;
+  *) echo '{{"satisfied": true}}' ;;
+esac
+"#,
+            gate.wait()
+        ),
+    );
+    let agent = format!("cmd:sh {agent}");
+    let children: Vec<std::process::Child> = (0..RUNS)
+        .map(|i| {
+            sandbox
+                .command_on(&sandbox.db())
+                .args(post_args(
+                    &format!("racer-{i}"),
+                    &agent,
+                    &["--post", "--sender", &sender],
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    gate.open_when(&sandbox, RUNS);
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    let all = claims(&sandbox, false);
+    assert_eq!(all.len(), RUNS, "{all:?}");
+    let staged = all.iter().filter(|c| c["status"] == "staged").count();
+    assert_eq!(staged, 1, "{all:?}");
+    for refused in all.iter().filter(|c| c["status"] != "staged") {
+        assert_eq!(refused["status"], "refused", "{all:?}");
+        assert!(
+            refused["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("day_already_claimed"),
+            "{all:?}"
+        );
+    }
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
 #[test]

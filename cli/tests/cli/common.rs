@@ -104,6 +104,18 @@ impl Sandbox {
         (SenderWitness { calls, seen }, spec)
     }
 
+    /// A closed [`Gate`]; the database is created now, so that the runs meeting there open
+    /// the same schema.
+    pub fn gate(&self) -> Gate {
+        let arrived = self.path("arrived");
+        std::fs::create_dir(&arrived).unwrap();
+        self.append("warmup", 1);
+        Gate {
+            arrived,
+            go: self.path("go"),
+        }
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)
@@ -130,6 +142,41 @@ impl Sandbox {
             "--json",
         ]);
         assert_eq!(run.code, 0, "bench append failed: {}", run.stderr);
+    }
+}
+
+/// Holds racing castlog runs at one `cmd:` agent turn until all of them are there, then lets
+/// them go together.
+pub struct Gate {
+    arrived: PathBuf,
+    go: PathBuf,
+}
+
+impl Gate {
+    /// Shell text for a `cmd:` agent script: wait at the gate.
+    pub fn wait(&self) -> String {
+        format!(
+            "touch {}/$$\nwhile [ ! -e {} ]; do sleep 0.001; done\n",
+            self.arrived.display(),
+            self.go.display()
+        )
+    }
+
+    /// Waits until `runs` runs wait at the gate, then opens it. Before that it creates a long
+    /// cast: being newer than the runs' casts, it is read last by every ledger check they make
+    /// next, so their checks overlap and only the compare-and-set on the destination's ledger
+    /// chain can keep a day for one of them.
+    pub fn open_when(&self, sandbox: &Sandbox, runs: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::fs::read_dir(&self.arrived).unwrap().count() < runs {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the runs never reached the gate"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        sandbox.append("long", 5000);
+        std::fs::write(&self.go, "").unwrap();
     }
 }
 

@@ -121,13 +121,20 @@ fn two_runs_racing_for_one_day_get_one_winner() {
     second["results"] = json!([second["results"][1].clone()]);
     let a = sandbox.write("a.json", &first.to_string());
     let b = sandbox.write("b.json", &second.to_string());
-    let other_question = sandbox.write(
-        "drafter-b.jsonl",
-        &format!(
-            "{}\n",
-            json!({"reply": json!({"question": "Did the glycinate switch settle the cramps?"}).to_string()})
-        ),
-    );
+    // Each drafter waits at a gate until both runs are there, so that they reach the poster
+    // together.
+    let gate = sandbox.gate();
+    let drafter = |name: &str, question: &str| {
+        let script = sandbox.write(
+            name,
+            &format!(
+                "cat > /dev/null\n{}echo '{}'\n",
+                gate.wait(),
+                json!({ "question": question })
+            ),
+        );
+        format!("cmd:sh {script}")
+    };
     let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
     let spawn = |input: &str, drafter: &str| {
         let mut roles = roles();
@@ -143,10 +150,21 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             .spawn()
             .unwrap()
     };
-    // Create the database first so both runs open the same schema.
-    sandbox.append("warmup", 1);
-    let one = spawn(&a, &format!("scripted:{}", fixture("engage/drafter.jsonl")));
-    let two = spawn(&b, &format!("scripted:{other_question}"));
+    let one = spawn(
+        &a,
+        &drafter(
+            "drafter-a.sh",
+            "How has the ss31 been treating your sleep so far?",
+        ),
+    );
+    let two = spawn(
+        &b,
+        &drafter(
+            "drafter-b.sh",
+            "Did the glycinate switch settle the cramps?",
+        ),
+    );
+    gate.open_when(&sandbox, 2);
     let one = one.wait_with_output().unwrap();
     let two = two.wait_with_output().unwrap();
     assert!(

@@ -294,6 +294,25 @@ fn a_failed_sender_leaves_the_claim_pending_until_a_person_resolves_it() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
+/// A person's decline (of a staged post) or abandon (of a pending one) frees the claim's day:
+/// another cast posts to the same destination the same day.
+#[test]
+fn a_declined_or_abandoned_post_frees_its_day() {
+    for (sender, resolution) in [("file:outbox", "declined"), ("cmd:false", "abandoned")] {
+        let sandbox = Sandbox::new();
+        let claim = post_and_claim(&sandbox, "first", sender);
+        let flag = format!("--{resolution}");
+        let resolved = sandbox.run(&["claims", "resolve", &claim, &flag, "--json"]);
+        assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+        assert_eq!(resolved.json()["status"], resolution);
+        let next = post_and_claim(&sandbox, "next", "file:outbox");
+        let all = claims(&sandbox, false);
+        let row = all.iter().find(|c| c["claim"] == next.as_str()).unwrap();
+        assert_eq!(row["status"], "staged", "{resolution}: {all:?}");
+        assert_eq!(row["destination"], "staging");
+    }
+}
+
 /// A run killed after `post_claimed` and before its sender returns: the claim stays pending,
 /// `resume` does not call the sender again, `claims --pending` shows it, `claims resolve`
 /// closes it and the cast goes on.

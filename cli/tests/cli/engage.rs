@@ -110,17 +110,26 @@ fn the_fixture_dry_run_reports_a_question_and_sends_nothing() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
+/// The question drafted for the second member of [`two_members`].
+const SECOND_QUESTION: &str = "Did the glycinate switch settle the cramps?";
+
+/// The fixture's input split in two, one member each (t1, then t2): two runs that share only
+/// the destination and the day.
+fn two_members(sandbox: &Sandbox) -> (String, String) {
+    let [a, b] = [0, 1].map(|i| {
+        let mut input = engage_fixture();
+        input["results"] = json!([input["results"][i].clone()]);
+        sandbox.write(&format!("member-{i}.json"), &input.to_string())
+    });
+    (a, b)
+}
+
 /// Two runs for different members race for the same destination and day with a slow sender:
 /// exactly one is staged, the other is refused by the day claim, and the sender runs once.
 #[test]
 fn two_runs_racing_for_one_day_get_one_winner() {
     let sandbox = Sandbox::new();
-    let mut first = engage_fixture();
-    first["results"] = json!([first["results"][0].clone()]);
-    let mut second = engage_fixture();
-    second["results"] = json!([second["results"][1].clone()]);
-    let a = sandbox.write("a.json", &first.to_string());
-    let b = sandbox.write("b.json", &second.to_string());
+    let (a, b) = two_members(&sandbox);
     // Each drafter waits at a gate until both runs are there, so that they reach the poster
     // together.
     let gate = sandbox.gate();
@@ -157,13 +166,7 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             "How has the ss31 been treating your sleep so far?",
         ),
     );
-    let two = spawn(
-        &b,
-        &drafter(
-            "drafter-b.sh",
-            "Did the glycinate switch settle the cramps?",
-        ),
-    );
+    let two = spawn(&b, &drafter("drafter-b.sh", SECOND_QUESTION));
     gate.open_when(&sandbox, 2);
     let one = one.wait_with_output().unwrap();
     let two = two.wait_with_output().unwrap();
@@ -310,6 +313,49 @@ fn the_claim_is_durable_and_pending_when_the_sender_runs() {
     let report = run.json();
     assert_eq!(report["send"], "staged");
     assert_eq!(report["claim"]["message_id"], format!("msg-{claim}"));
+}
+
+/// A person's decline (of a staged post) or abandon (of a pending one) frees the claim's day:
+/// another member's run the same day posts to the same destination.
+#[test]
+fn a_declined_or_abandoned_claim_frees_its_day() {
+    for (sender, resolution) in [("file:outbox", "declined"), ("cmd:false", "abandoned")] {
+        let sandbox = Sandbox::new();
+        let (a, b) = two_members(&sandbox);
+        let first = engage(&sandbox, &a, &["--post", "--sender", sender]);
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        let claim = first.json()["claim"]["claim"].as_str().unwrap().to_owned();
+        let flag = format!("--{resolution}");
+        let resolved = sandbox.run(&["claims", "resolve", &claim, &flag, "--json"]);
+        assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+        assert_eq!(resolved.json()["status"], resolution);
+
+        let drafter = sandbox.write(
+            "drafter-b.jsonl",
+            &format!(
+                "{}\n",
+                json!({"reply": json!({"question": SECOND_QUESTION}).to_string()})
+            ),
+        );
+        let second = engage(
+            &sandbox,
+            &b,
+            &[
+                "--drafter",
+                &format!("scripted:{drafter}"),
+                "--post",
+                "--sender",
+                "file:outbox",
+            ],
+        );
+        assert_eq!(second.code, 0, "{}", second.stderr);
+        let report = second.json();
+        assert_eq!(report["send"], "staged", "{resolution}: {report}");
+        assert_eq!(
+            report["claim"]["destination"],
+            first.json()["claim"]["destination"]
+        );
+    }
 }
 
 fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {

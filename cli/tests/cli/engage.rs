@@ -358,6 +358,36 @@ fn a_declined_or_abandoned_claim_frees_its_day() {
     }
 }
 
+/// An allowlist that names no single post channel (none, or several and not the source's)
+/// leaves the poster no destination: the run is refused `no_destination` and, even with
+/// `--post`, no sender runs and no claim holds a day.
+#[test]
+fn without_a_single_post_channel_the_run_is_refused_no_destination() {
+    for channels in [json!([]), json!(["998", "999"])] {
+        let sandbox = Sandbox::new();
+        let mut input = engage_fixture();
+        input["allowlist"]["post_channel_ids"] = channels.clone();
+        let path = sandbox.write("input.json", &input.to_string());
+        let (calls, sender) = sandbox.counting_sender("echo m-1");
+        let run = engage(&sandbox, &path, &["--post", "--sender", &sender]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let report = run.json();
+        assert!(
+            report["refused"]
+                .as_str()
+                .unwrap()
+                .starts_with("no_destination"),
+            "{channels}: {report}"
+        );
+        assert!(!report["question"].as_str().unwrap().is_empty(), "{report}");
+        assert_eq!(report["sent"], false);
+        assert!(!calls.exists(), "{channels}: the sender ran");
+        for claim in claims(&sandbox) {
+            assert_eq!(claim["status"], "refused", "{claim}");
+        }
+    }
+}
+
 fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {
     report["rejections"]
         .as_array()

@@ -390,6 +390,17 @@ mod tests {
     use super::*;
     use crate::id::Digest;
 
+    const EVERY_STATUS: [ClaimStatus; 8] = [
+        ClaimStatus::Pending,
+        ClaimStatus::Staged,
+        ClaimStatus::Refused,
+        ClaimStatus::Abandoned,
+        ClaimStatus::Approved,
+        ClaimStatus::Posted,
+        ClaimStatus::Declined,
+        ClaimStatus::DryRun,
+    ];
+
     #[test]
     fn transitions_follow_the_table() {
         use ClaimStatus as S;
@@ -407,16 +418,7 @@ mod tests {
         for (from, step, to) in legal {
             assert_eq!(next(&c, from, step), Ok(to));
         }
-        let statuses = [
-            S::Pending,
-            S::Staged,
-            S::Refused,
-            S::Abandoned,
-            S::Approved,
-            S::Posted,
-            S::Declined,
-            S::DryRun,
-        ];
+        let statuses = EVERY_STATUS;
         let steps = [
             T::Staged,
             T::Refused,
@@ -438,6 +440,15 @@ mod tests {
             }
         }
         assert_eq!(refused, statuses.len() * steps.len() - legal.len());
+    }
+
+    #[test]
+    fn pending_and_sent_claims_hold_their_day_and_nothing_else_does() {
+        use ClaimStatus as S;
+        let holding = [S::Pending, S::Staged, S::Approved, S::Posted];
+        for status in EVERY_STATUS {
+            assert_eq!(status.holds_day(), holding.contains(&status), "{status}");
+        }
     }
 
     #[test]

@@ -26,22 +26,27 @@ fn script() -> String {
     format!("scripted:{}", fixture("scripts/post.jsonl"))
 }
 
-fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
-    let config = config();
-    let script = script();
-    let mut args = vec![
-        "run",
-        config.as_str(),
-        "--task",
-        "release 1.2",
-        "--cast",
-        cast,
-        "--agent",
-        script.as_str(),
-        "--json",
+/// The arguments that run the post loadout as `cast` answered by `agent`, then `extra`.
+fn post_args(cast: &str, agent: &str, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        config(),
+        "--task".into(),
+        "release 1.2".into(),
+        "--cast".into(),
+        cast.into(),
+        "--agent".into(),
+        agent.into(),
+        "--json".into(),
     ];
-    args.extend_from_slice(extra);
-    sandbox.run(&args)
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args
+}
+
+fn run_post(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
+    let args = post_args(cast, &script(), extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    sandbox.run(&refs)
 }
 
 /// Runs the post loadout as `cast` with `--post --sender SENDER` and returns its claim's id.
@@ -152,6 +157,20 @@ fn post_needs_a_sender_and_a_bad_sender_is_named() {
     }
 }
 
+/// Claim before send: when a post socket's sender runs, its claim is already committed to
+/// the database as pending (another process reading the same file sees it).
+#[test]
+fn a_post_socket_claim_is_durable_and_pending_when_the_sender_runs() {
+    let sandbox = Sandbox::new();
+    let (witness, sender) = sandbox.witnessing_sender();
+    let run = run_post(&sandbox, "seen", &["--post", "--sender", &sender]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "completed");
+    let claim = witness.assert_claimed_before_sent();
+    let state = sandbox.run(&["state", "seen", "--json"]).json();
+    assert_eq!(state["data"]["posted_as"], format!("msg-{claim}"));
+}
+
 #[test]
 fn a_second_post_the_same_day_is_refused_by_name() {
     let sandbox = Sandbox::new();
@@ -170,6 +189,72 @@ fn a_second_post_the_same_day_is_refused_by_name() {
             .starts_with("day_already_claimed"),
         "{all:?}"
     );
+}
+
+/// Several runs of the post loadout race for the same destination and day with a slow
+/// sender: exactly one sends, every other claim is refused with `day_already_claimed`.
+#[test]
+fn runs_racing_to_post_the_same_day_send_once() {
+    const RUNS: usize = 4;
+    let sandbox = Sandbox::new();
+    let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
+    // The agent holds every run at its first answer until all are there, so that they reach
+    // the post socket together.
+    let gate = sandbox.gate();
+    let agent = sandbox.write(
+        "gated-agent.sh",
+        &format!(
+            r#"case "$(cat)" in
+  *"one-line announcement"*)
+{}
+    echo "Release 1.2 is out: faster builds." ;;
+  *) echo '{{"satisfied": true}}' ;;
+esac
+"#,
+            gate.wait()
+        ),
+    );
+    let agent = format!("cmd:sh {agent}");
+    let children: Vec<std::process::Child> = (0..RUNS)
+        .map(|i| {
+            sandbox
+                .command_on(&sandbox.db())
+                .args(post_args(
+                    &format!("racer-{i}"),
+                    &agent,
+                    &["--post", "--sender", &sender],
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    gate.open_when(&sandbox, RUNS);
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    let all = claims(&sandbox, false);
+    assert_eq!(all.len(), RUNS, "{all:?}");
+    let staged = all.iter().filter(|c| c["status"] == "staged").count();
+    assert_eq!(staged, 1, "{all:?}");
+    for refused in all.iter().filter(|c| c["status"] != "staged") {
+        assert_eq!(refused["status"], "refused", "{all:?}");
+        assert!(
+            refused["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("day_already_claimed"),
+            "{all:?}"
+        );
+    }
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
 #[test]
@@ -207,6 +292,25 @@ fn a_failed_sender_leaves_the_claim_pending_until_a_person_resolves_it() {
     assert_eq!(next.code, 0, "{}", next.stderr);
     assert_eq!(outbox_files(&sandbox), 1);
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+/// A person's decline (of a staged post) or abandon (of a pending one) frees the claim's day:
+/// another cast posts to the same destination the same day.
+#[test]
+fn a_declined_or_abandoned_post_frees_its_day() {
+    for (sender, resolution) in [("file:outbox", "declined"), ("cmd:false", "abandoned")] {
+        let sandbox = Sandbox::new();
+        let claim = post_and_claim(&sandbox, "first", sender);
+        let flag = format!("--{resolution}");
+        let resolved = sandbox.run(&["claims", "resolve", &claim, &flag, "--json"]);
+        assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+        assert_eq!(resolved.json()["status"], resolution);
+        let next = post_and_claim(&sandbox, "next", "file:outbox");
+        let all = claims(&sandbox, false);
+        let row = all.iter().find(|c| c["claim"] == next.as_str()).unwrap();
+        assert_eq!(row["status"], "staged", "{resolution}: {all:?}");
+        assert_eq!(row["destination"], "staging");
+    }
 }
 
 /// A run killed after `post_claimed` and before its sender returns: the claim stays pending,

@@ -109,6 +109,32 @@ impl Sandbox {
         to_run(&cmd.output().unwrap())
     }
 
+    /// A `cmd:` sender that, when called, first asks `castlog claims --pending --json` on the
+    /// sandbox database what is pending (kept in the returned file), then answers with a
+    /// message id. Its calls are counted like [`Sandbox::counting_sender`]'s.
+    pub fn witnessing_sender(&self) -> (SenderWitness, String) {
+        let seen = self.path("pending-at-send.json");
+        let (calls, spec) = self.counting_sender(&format!(
+            "{} --db {} claims --pending --json > {}\necho \"msg-$CASTLOG_CLAIM\"",
+            castlog_bin(),
+            self.db().display(),
+            seen.display()
+        ));
+        (SenderWitness { calls, seen }, spec)
+    }
+
+    /// A closed [`Gate`]; the database is created now, so that the runs meeting there open
+    /// the same schema.
+    pub fn gate(&self) -> Gate {
+        let arrived = self.path("arrived");
+        std::fs::create_dir(&arrived).unwrap();
+        self.append("warmup", 1);
+        Gate {
+            arrived,
+            go: self.path("go"),
+        }
+    }
+
     /// Runs castlog with `args` against the sandbox database.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_on(&self.db(), args)
@@ -135,6 +161,69 @@ impl Sandbox {
             "--json",
         ]);
         assert_eq!(run.code, 0, "bench append failed: {}", run.stderr);
+    }
+}
+
+/// Holds racing castlog runs at one `cmd:` agent turn until all of them are there, then lets
+/// them go together.
+pub struct Gate {
+    arrived: PathBuf,
+    go: PathBuf,
+}
+
+impl Gate {
+    /// Shell text for a `cmd:` agent script: wait at the gate.
+    pub fn wait(&self) -> String {
+        format!(
+            "touch {}/$$\nwhile [ ! -e {} ]; do sleep 0.001; done\n",
+            self.arrived.display(),
+            self.go.display()
+        )
+    }
+
+    /// Waits until `runs` runs wait at the gate, then opens it. Before that it creates a long
+    /// cast: being newer than the runs' casts, it is read last by every ledger check they make
+    /// next, so their checks overlap and only the compare-and-set on the destination's ledger
+    /// chain can keep a day for one of them.
+    pub fn open_when(&self, sandbox: &Sandbox, runs: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::fs::read_dir(&self.arrived).unwrap().count() < runs {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the runs never reached the gate"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        sandbox.append("long", 5000);
+        std::fs::write(&self.go, "").unwrap();
+    }
+}
+
+/// What a [`Sandbox::witnessing_sender`] saw.
+pub struct SenderWitness {
+    calls: PathBuf,
+    seen: PathBuf,
+}
+
+impl SenderWitness {
+    /// Asserts the sender ran exactly once and that, when it ran, its own claim was already
+    /// in the database as pending (claimed before sent); returns the claim's id.
+    pub fn assert_claimed_before_sent(&self) -> String {
+        let calls = std::fs::read_to_string(&self.calls).expect("the sender was never called");
+        let claims: Vec<&str> = calls.lines().collect();
+        assert_eq!(claims.len(), 1, "the sender ran {} times", claims.len());
+        let seen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.seen).unwrap())
+                .expect("the sender's `claims --pending --json` printed no JSON");
+        let pending = seen["claims"].as_array().unwrap();
+        assert!(
+            pending
+                .iter()
+                .any(|c| c["claim"] == claims[0] && c["status"] == "pending"),
+            "claim {} was not pending in the database when its sender ran: {seen}",
+            claims[0]
+        );
+        claims[0].to_owned()
     }
 }
 

@@ -110,24 +110,40 @@ fn the_fixture_dry_run_reports_a_question_and_sends_nothing() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
+/// The question drafted for the second member of [`two_members`].
+const SECOND_QUESTION: &str = "Did the glycinate switch settle the cramps?";
+
+/// The fixture's input split in two, one member each (t1, then t2): two runs that share only
+/// the destination and the day.
+fn two_members(sandbox: &Sandbox) -> (String, String) {
+    let [a, b] = [0, 1].map(|i| {
+        let mut input = engage_fixture();
+        input["results"] = json!([input["results"][i].clone()]);
+        sandbox.write(&format!("member-{i}.json"), &input.to_string())
+    });
+    (a, b)
+}
+
 /// Two runs for different members race for the same destination and day with a slow sender:
 /// exactly one is staged, the other is refused by the day claim, and the sender runs once.
 #[test]
 fn two_runs_racing_for_one_day_get_one_winner() {
     let sandbox = Sandbox::new();
-    let mut first = engage_fixture();
-    first["results"] = json!([first["results"][0].clone()]);
-    let mut second = engage_fixture();
-    second["results"] = json!([second["results"][1].clone()]);
-    let a = sandbox.write("a.json", &first.to_string());
-    let b = sandbox.write("b.json", &second.to_string());
-    let other_question = sandbox.write(
-        "drafter-b.jsonl",
-        &format!(
-            "{}\n",
-            json!({"reply": json!({"question": "Did the glycinate switch settle the cramps?"}).to_string()})
-        ),
-    );
+    let (a, b) = two_members(&sandbox);
+    // Each drafter waits at a gate until both runs are there, so that they reach the poster
+    // together.
+    let gate = sandbox.gate();
+    let drafter = |name: &str, question: &str| {
+        let script = sandbox.write(
+            name,
+            &format!(
+                "cat > /dev/null\n{}echo '{}'\n",
+                gate.wait(),
+                json!({ "question": question })
+            ),
+        );
+        format!("cmd:sh {script}")
+    };
     let (calls, sender) = sandbox.counting_sender("sleep 1\necho \"msg-$CASTLOG_CLAIM\"");
     let spawn = |input: &str, drafter: &str| {
         let mut roles = roles();
@@ -143,10 +159,15 @@ fn two_runs_racing_for_one_day_get_one_winner() {
             .spawn()
             .unwrap()
     };
-    // Create the database first so both runs open the same schema.
-    sandbox.append("warmup", 1);
-    let one = spawn(&a, &format!("scripted:{}", fixture("engage/drafter.jsonl")));
-    let two = spawn(&b, &format!("scripted:{other_question}"));
+    let one = spawn(
+        &a,
+        &drafter(
+            "drafter-a.sh",
+            "How has the ss31 been treating your sleep so far?",
+        ),
+    );
+    let two = spawn(&b, &drafter("drafter-b.sh", SECOND_QUESTION));
+    gate.open_when(&sandbox, 2);
     let one = one.wait_with_output().unwrap();
     let two = two.wait_with_output().unwrap();
     assert!(
@@ -283,6 +304,97 @@ fn a_failing_sender_keeps_the_report_and_a_pending_claim() {
     assert_eq!(again.code, 1);
     assert!(again.stderr.contains("is abandoned"), "{}", again.stderr);
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+}
+
+/// Claim before send: when the sender runs, its claim is already committed to the database
+/// as pending (another process reading the same file sees it).
+#[test]
+fn the_claim_is_durable_and_pending_when_the_sender_runs() {
+    let sandbox = Sandbox::new();
+    let (witness, sender) = sandbox.witnessing_sender();
+    let run = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &["--post", "--sender", &sender],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let claim = witness.assert_claimed_before_sent();
+    let report = run.json();
+    assert_eq!(report["send"], "staged");
+    assert_eq!(report["claim"]["message_id"], format!("msg-{claim}"));
+}
+
+/// A person's decline (of a staged post) or abandon (of a pending one) frees the claim's day:
+/// another member's run the same day posts to the same destination.
+#[test]
+fn a_declined_or_abandoned_claim_frees_its_day() {
+    for (sender, resolution) in [("file:outbox", "declined"), ("cmd:false", "abandoned")] {
+        let sandbox = Sandbox::new();
+        let (a, b) = two_members(&sandbox);
+        let first = engage(&sandbox, &a, &["--post", "--sender", sender]);
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        let claim = first.json()["claim"]["claim"].as_str().unwrap().to_owned();
+        let flag = format!("--{resolution}");
+        let resolved = sandbox.run(&["claims", "resolve", &claim, &flag, "--json"]);
+        assert_eq!(resolved.code, 0, "{}", resolved.stderr);
+        assert_eq!(resolved.json()["status"], resolution);
+
+        let drafter = sandbox.write(
+            "drafter-b.jsonl",
+            &format!(
+                "{}\n",
+                json!({"reply": json!({"question": SECOND_QUESTION}).to_string()})
+            ),
+        );
+        let second = engage(
+            &sandbox,
+            &b,
+            &[
+                "--drafter",
+                &format!("scripted:{drafter}"),
+                "--post",
+                "--sender",
+                "file:outbox",
+            ],
+        );
+        assert_eq!(second.code, 0, "{}", second.stderr);
+        let report = second.json();
+        assert_eq!(report["send"], "staged", "{resolution}: {report}");
+        assert_eq!(
+            report["claim"]["destination"],
+            first.json()["claim"]["destination"]
+        );
+    }
+}
+
+/// An allowlist that names no single post channel (none, or several and not the source's)
+/// leaves the poster no destination: the run is refused `no_destination` and, even with
+/// `--post`, no sender runs and no claim holds a day.
+#[test]
+fn without_a_single_post_channel_the_run_is_refused_no_destination() {
+    for channels in [json!([]), json!(["998", "999"])] {
+        let sandbox = Sandbox::new();
+        let mut input = engage_fixture();
+        input["allowlist"]["post_channel_ids"] = channels.clone();
+        let path = sandbox.write("input.json", &input.to_string());
+        let (calls, sender) = sandbox.counting_sender("echo m-1");
+        let run = engage(&sandbox, &path, &["--post", "--sender", &sender]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let report = run.json();
+        assert!(
+            report["refused"]
+                .as_str()
+                .unwrap()
+                .starts_with("no_destination"),
+            "{channels}: {report}"
+        );
+        assert!(!report["question"].as_str().unwrap().is_empty(), "{report}");
+        assert_eq!(report["sent"], false);
+        assert!(!calls.exists(), "{channels}: the sender ran");
+        for claim in claims(&sandbox) {
+            assert_eq!(claim["status"], "refused", "{claim}");
+        }
+    }
 }
 
 fn rejection_examples(report: &Value, stage: &str, reason: &str) -> Vec<Value> {

@@ -9,6 +9,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_replay::agent::ScriptedAgent;
 use castlog_replay::driver::{Driver, fold};
+use castlog_replay::sender::Sender;
 use rstest::rstest;
 
 pub fn fixture(path: &str) -> PathBuf {
@@ -25,6 +26,18 @@ pub fn run(
     script: &str,
     cast: &str,
 ) -> Status {
+    run_with(log, config, loadout, script, cast, None)
+}
+
+/// [`run`] on any log, posting through `sender` when there is one (`--post`).
+pub fn run_with(
+    log: &(impl EventLog + ?Sized),
+    config: &str,
+    loadout: Option<&str>,
+    script: &str,
+    cast: &str,
+    sender: Option<Box<dyn Sender>>,
+) -> Status {
     let text = std::fs::read_to_string(fixture(config)).unwrap();
     let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
     let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
@@ -39,6 +52,9 @@ pub fn run(
     let clock = FixedClock::stepping(1_800_000_000_000, 7);
     let dir = tempfile::tempdir().unwrap();
     let mut driver = Driver::start(log, &clock, started, dir.path()).unwrap();
+    if let Some(sender) = sender {
+        driver.post_with(sender);
+    }
     let mut agent = ScriptedAgent::open(&fixture(script), 0).unwrap();
     driver.drive(&mut agent).unwrap().status
 }

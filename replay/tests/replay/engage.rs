@@ -21,6 +21,8 @@ use castlog_replay::fetcher::Fetcher;
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
 
+use crate::race::{RivalLog, assert_lost_to_the_rival};
+
 const NOW: i64 = 1_781_103_600_000; // 2026-06-10T15:00:00Z
 const DAY: i64 = 86_400_000;
 
@@ -208,6 +210,14 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// One member starting ss31 three days ago (a timed candidate) and a drafter that
+    /// answers `draft`.
+    fn ss31(draft: &'a str) -> Self {
+        let mut run = Run::new(vec![person("t1", 42, 3, "Adding ss31 (5mg) for 4 weeks.")]);
+        run.drafts = vec![Ok(draft)];
+        run
+    }
+
     fn answer(mut self, turn: &str, fetched: Fetched) -> Self {
         let p = self.people.iter().find(|p| p.turn == turn).unwrap();
         self.fetched.insert(message_id(p), fetched);
@@ -217,7 +227,7 @@ impl<'a> Run<'a> {
     /// Runs on `log` as `cast`; returns the report, the trace and what was sent.
     fn on(
         self,
-        log: &InMemoryLog,
+        log: &(impl EventLog + ?Sized),
         cast: &str,
     ) -> (EngagementReport, Vec<String>, Vec<(String, String)>) {
         let trace: Trace = Rc::default();
@@ -278,8 +288,7 @@ fn count(report: &EngagementReport, stage: &str, reason: &str) -> usize {
 fn item_1_a_dry_run_proposes_a_question_and_sends_nothing() {
     let log = InMemoryLog::new();
     let q = question("How is the ss31 treating your sleep?");
-    let mut run = Run::new(vec![person("t1", 42, 3, "Adding ss31 (5mg) for 4 weeks.")]);
-    run.drafts = vec![Ok(&q)];
+    let run = Run::ss31(&q);
     let (report, trace, _) = run.on(&log, "dry");
     assert_eq!(report.refused, "dry_run");
     assert_eq!(report.outcome, "timed");
@@ -447,8 +456,7 @@ fn item_14_the_hook_is_detected_once_and_carried_to_the_drafter() {
 fn fix_an_unfaithful_timed_draft_is_never_selected() {
     let log = InMemoryLog::new();
     let q = question("How did the 10mg dose work out?");
-    let mut run = Run::new(vec![person("t1", 42, 3, "Adding ss31 (5mg) for 4 weeks.")]);
-    run.drafts = vec![Ok(&q)];
+    let mut run = Run::ss31(&q);
     run.verdicts = vec![Ok(r#"{"asserts": true, "reason": "invents a 10mg dose"}"#)];
     let (report, _, _) = run.on(&log, "unfaithful");
     assert_eq!(report.outcome, "skip");
@@ -565,8 +573,7 @@ fn items_4_5_22_a_second_run_the_same_day_posts_nothing() {
 fn items_26_27_and_fixes_a_failed_send_keeps_the_report_and_the_day() {
     let log = InMemoryLog::new();
     let q = question("How is the ss31 treating your sleep?");
-    let mut run = Run::new(vec![person("t1", 42, 3, "Adding ss31 (5mg) for 4 weeks.")]);
-    run.drafts = vec![Ok(&q)];
+    let mut run = Run::ss31(&q);
     run.send = Some(SendOutcome::Unknown {
         reason: "send_outcome_unknown: the sender exited with code 1".into(),
     });
@@ -612,4 +619,26 @@ fn items_26_27_and_fixes_a_failed_send_keeps_the_report_and_the_day() {
     let (report, _, sent) = run.on(&log, "retry");
     assert!(sent.is_empty());
     assert!(report.refused.starts_with("day_already_claimed"));
+}
+
+/// Two runs racing for one day: the other run claims the day after this run's ledger check
+/// and before its own claim; the compare-and-set on the ledger chain refuses this run, and its
+/// sender never runs.
+#[test]
+fn a_run_that_loses_the_day_race_is_refused_without_sending() {
+    let log = RivalLog::against("late");
+    let q = question("How is the ss31 treating your sleep?");
+    let mut run = Run::ss31(&q);
+    run.send = Some(SendOutcome::Staged {
+        message_id: "m-1".into(),
+    });
+    let (report, _, sent) = run.on(&log, "late");
+    assert!(sent.is_empty(), "the sender ran: {sent:?}");
+    assert!(
+        report.refused.starts_with("day_already_claimed"),
+        "{}",
+        report.refused
+    );
+    assert_eq!(report.send, "refused");
+    assert_lost_to_the_rival(&log, "late");
 }

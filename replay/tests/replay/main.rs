@@ -7,6 +7,8 @@ mod drive;
 mod engage;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
+/// Two runs racing for one day, made deterministic: the compare-and-set at each call site.
+mod race;
 /// The `recorded:` agent (cassette): re-runs, occurrences, misses, fallback, resume.
 mod recorded;
 /// Re-deciding a log: exact reproduction, and the first divergence named by seq.

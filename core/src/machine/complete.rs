@@ -331,7 +331,8 @@ impl Decider<'_, '_> {
                     .get(&advance.cursor)
                     .copied()
                     .unwrap_or(0);
-                let len = match path::resolve(&scope, &advance.items) {
+                // Borrowed: only the length is needed, and the list can be long.
+                let len = match path::resolve_ref(&scope, &advance.items) {
                     Some(Value::Array(items)) => items.len() as u64,
                     _ => 0,
                 };

@@ -129,6 +129,10 @@ pub enum Input {
         /// Claims of other steps that hold a day of this socket's destination.
         #[serde(default)]
         held: Vec<HeldDay>,
+        /// A claim of this same step and destination that went out (or may have) in a cast
+        /// this one was recast from, after the fork point: the step is not sent again.
+        #[serde(default)]
+        sent_before: Option<ClaimId>,
     },
     /// What the sender said about a claimed post.
     PostOutcome {

@@ -103,7 +103,10 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
         Event::PostClaimed(e) if awaiting_post(state) => Input::StartPost {
             dry_run: e.dry_run,
             held: Vec::new(),
+            sent_before: None,
         },
+        // A refusal naming a holder and a day answered a held day; one naming a claim and no
+        // day answered a claim of an earlier run in the lineage.
         Event::PostRefused(e) if awaiting_post(state) => Input::StartPost {
             dry_run: e.dry_run,
             held: match (&e.held_by, &e.day) {
@@ -112,6 +115,10 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
                     day: day.clone(),
                 }],
                 _ => Vec::new(),
+            },
+            sent_before: match (&e.held_by, &e.day) {
+                (Some(claim), None) => Some(claim.clone()),
+                _ => None,
             },
         },
         Event::PostStaged(e) => Input::PostOutcome {

@@ -461,8 +461,43 @@ fn a_recast_of_a_staged_post_never_posts_again() {
         refused[0]["reason"]
             .as_str()
             .unwrap()
-            .starts_with("day_already_claimed")
+            .starts_with("sent_by_an_earlier_run"),
+        "{refused:?}"
     );
+
+    // Not the day rule: with the post socket's zone moved ahead (most hours another calendar day,
+    // a day nobody holds), the step that went out in the parent is still not sent again.
+    let mut moved: Value =
+        serde_json::from_str(&std::fs::read_to_string(config()).unwrap()).unwrap();
+    moved["materia"]["Announce"]["zone"] = "+14:00".into();
+    let moved = sandbox.write("moved.json", &moved.to_string());
+    let later = sandbox.run(&[
+        "recast",
+        "parent",
+        "--at",
+        "Socket-1:1",
+        "--cast",
+        "later",
+        "--config",
+        &moved,
+        "--agent",
+        &script(),
+        "--post",
+        "--sender",
+        "file:outbox",
+        "--json",
+    ]);
+    assert_eq!(later.code, 0, "{}", later.stderr);
+    assert_eq!(outbox_files(&sandbox), 1, "the step was sent again");
+    let refused: Vec<Value> = claims(&sandbox, false)
+        .into_iter()
+        .filter(|c| c["cast"] == "later")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let reason = refused[0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("sent_by_an_earlier_run"), "{reason}");
+    assert!(reason.contains("clm-"), "{reason}");
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
 #[test]

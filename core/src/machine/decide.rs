@@ -553,7 +553,11 @@ impl CastState {
                 status,
                 message_id,
             } => d.adopt_resolution(claim, *status, message_id.as_deref())?,
-            Input::StartPost { dry_run, held } => d.start_post(*dry_run, held)?,
+            Input::StartPost {
+                dry_run,
+                held,
+                sent_before,
+            } => d.start_post(*dry_run, held, sent_before.as_ref())?,
             Input::PostOutcome { claim, outcome } => d.post_outcome(claim, outcome)?,
         }
         Ok(d.out)

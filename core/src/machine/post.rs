@@ -202,8 +202,14 @@ impl Decider<'_, '_> {
         self.complete(&current.socket, &text, Some(outcome));
     }
 
-    /// `StartPost`: claim, or refuse when the day is held or the body is empty.
-    pub fn start_post(&mut self, dry_run: bool, held: &[HeldDay]) -> Result<(), Rejection> {
+    /// `StartPost`: claim, or refuse when the step went out in an earlier run of this cast's
+    /// lineage, when the day is held, or when the body is empty.
+    pub fn start_post(
+        &mut self,
+        dry_run: bool,
+        held: &[HeldDay],
+        sent_before: Option<&ClaimId>,
+    ) -> Result<(), Rejection> {
         let state = &self.state;
         if state.status.is_stopped()
             || state.current.as_ref().map(|c| c.phase) != Some(Phase::AwaitingPost)
@@ -242,6 +248,25 @@ impl Decider<'_, '_> {
             attempt: Some(attempt),
             dry_run,
         };
+        if let Some(earlier) = sent_before {
+            // Recorded with no day: a re-decide tells this refusal from a held day by that.
+            let reason = format!(
+                "sent_by_an_earlier_run: {step} already sent to {} as claim {earlier} in a cast this one was recast from",
+                spec.destination
+            );
+            self.emit(PostRefused {
+                day: None,
+                ..refuse(reason.clone(), Some(earlier.clone()))
+            });
+            self.complete_post(json!({
+                "satisfied": false,
+                "claim": claim,
+                "status": "refused",
+                "destination": spec.destination,
+                "context": reason,
+            }));
+            return Ok(());
+        }
         if let Some(holder) = holder {
             let reason = claims::day_taken_reason(&holder, &spec.destination, &day);
             self.emit(refuse(reason.clone(), Some(holder)));

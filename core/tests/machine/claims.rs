@@ -53,6 +53,7 @@ fn start(dry_run: bool) -> Input {
     Input::StartPost {
         dry_run,
         held: Vec::new(),
+        sent_before: None,
     }
 }
 
@@ -260,6 +261,7 @@ fn a_day_held_by_another_claim_is_refused_before_claiming() {
                 day: "2023-11-14".into(),
             },
         ],
+        sent_before: None,
     });
     assert!(of!(events, PostClaimed).is_empty(), "nothing is claimed");
     let refused = of!(events, PostRefused);
@@ -267,6 +269,30 @@ fn a_day_held_by_another_claim_is_refused_before_claiming() {
     assert!(refused[0].reason.starts_with("day_already_claimed"));
     assert_eq!(of!(events, SocketCompleted)[0].satisfied, Some(false));
     assert_eq!(cast.status(), Status::Completed);
+}
+
+/// A step a cast earlier in the lineage sent (after the fork point, so not inherited) is not
+/// sent again, whatever the day: refused by name, naming that claim, with no day recorded
+/// (which is how a re-decide tells this refusal from a held day).
+#[test]
+fn a_step_an_earlier_run_sent_is_refused_before_claiming() {
+    let mut cast = at_post("Announcement: {{state.announcement}}");
+    let events = cast.when(Input::StartPost {
+        dry_run: false,
+        held: Vec::new(),
+        sent_before: Some(ClaimId::new("clm-parent")),
+    });
+    assert!(of!(events, PostClaimed).is_empty(), "nothing is claimed");
+    let refused = of!(events, PostRefused);
+    assert_eq!(refused[0].held_by, Some(ClaimId::new("clm-parent")));
+    assert_eq!(refused[0].day, None);
+    assert!(
+        refused[0].reason.starts_with("sent_by_an_earlier_run")
+            && refused[0].reason.contains("clm-parent"),
+        "{}",
+        refused[0].reason
+    );
+    assert_eq!(of!(events, SocketCompleted)[0].satisfied, Some(false));
 }
 
 #[test]

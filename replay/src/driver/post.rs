@@ -34,7 +34,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
 
     /// A post socket waits: check the ledger, claim (or be refused), and send once.
     pub(super) fn start_post(&mut self) -> Result<(), DriveError> {
-        let Some((_, spec)) = self.state.post_step() else {
+        let Some((step, spec)) = self.state.post_step() else {
             return Err(DriveError::Agent(
                 "a post is awaited but the socket is not a post".into(),
             ));
@@ -47,8 +47,13 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 day: c.day.clone(),
             })
             .collect();
+        let sent_before = self.sent_before(&ledger, &step, &spec.destination)?;
         let dry_run = self.sender.is_none();
-        self.apply(&Input::StartPost { dry_run, held })?;
+        self.apply(&Input::StartPost {
+            dry_run,
+            held,
+            sent_before,
+        })?;
         let claim = self
             .state
             .current
@@ -61,6 +66,38 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             self.apply(&Input::PostOutcome { claim, outcome })?;
         }
         Ok(())
+    }
+
+    /// A claim of `step` to `destination` that went out (or may have) in a cast this one was
+    /// recast from, after the fork point (claims from before it are inherited and handled by
+    /// the machine): a recast that runs the step anew does not send it again.
+    fn sent_before(
+        &self,
+        ledger: &ClaimsLedger,
+        step: &str,
+        destination: &str,
+    ) -> Result<Option<castlog_core::id::ClaimId>, DriveError> {
+        let mut ancestors = Vec::new();
+        let mut cast = self.state.cast.clone();
+        while let Some(parent) = self.log.head(&cast)?.and_then(|h| h.parent) {
+            // A corrupt fork loop cannot make this spin: a cast is visited once.
+            if ancestors.contains(&parent.cast) {
+                break;
+            }
+            ancestors.push(parent.cast.clone());
+            cast = parent.cast;
+        }
+        Ok(ledger
+            .claims()
+            .find(|c| {
+                ancestors.contains(&c.cast)
+                    && c.step == step
+                    && c.destination == destination
+                    && !c.dry_run
+                    && c.holds_day()
+                    && !self.state.claims.contains_key(&c.claim)
+            })
+            .map(|c| c.claim.clone()))
     }
 
     /// Takes the claim's day and calls the sender, once.

@@ -395,6 +395,27 @@ fn a_crash_between_claim_and_send_is_resolved_by_a_person() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
 
+/// A recast of `parent` from before its post socket, posting to `file:outbox`.
+fn recast_early(sandbox: &Sandbox, cast: &str, extra: &[&str]) -> Run {
+    let script = script();
+    let mut args = vec![
+        "recast",
+        "parent",
+        "--at",
+        "Socket-1:1",
+        "--cast",
+        cast,
+        "--agent",
+        &script,
+        "--post",
+        "--sender",
+        "file:outbox",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    sandbox.run(&args)
+}
+
 #[test]
 fn a_recast_of_a_staged_post_never_posts_again() {
     let sandbox = Sandbox::new();
@@ -434,20 +455,7 @@ fn a_recast_of_a_staged_post_never_posts_again() {
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 
     // A recast from before the claim meets the parent's claim in the ledger: refused by name.
-    let early = sandbox.run(&[
-        "recast",
-        "parent",
-        "--at",
-        "Socket-1:1",
-        "--cast",
-        "early",
-        "--agent",
-        &script(),
-        "--post",
-        "--sender",
-        "file:outbox",
-        "--json",
-    ]);
+    let early = recast_early(&sandbox, "early", &[]);
     assert_eq!(early.code, 0, "{}", early.stderr);
     assert_eq!(early.json()["status"], "completed");
     assert_eq!(outbox_files(&sandbox), 1);
@@ -471,22 +479,7 @@ fn a_recast_of_a_staged_post_never_posts_again() {
         serde_json::from_str(&std::fs::read_to_string(config()).unwrap()).unwrap();
     moved["materia"]["Announce"]["zone"] = "+14:00".into();
     let moved = sandbox.write("moved.json", &moved.to_string());
-    let later = sandbox.run(&[
-        "recast",
-        "parent",
-        "--at",
-        "Socket-1:1",
-        "--cast",
-        "later",
-        "--config",
-        &moved,
-        "--agent",
-        &script(),
-        "--post",
-        "--sender",
-        "file:outbox",
-        "--json",
-    ]);
+    let later = recast_early(&sandbox, "later", &["--config", &moved]);
     assert_eq!(later.code, 0, "{}", later.stderr);
     assert_eq!(outbox_files(&sandbox), 1, "the step was sent again");
     let refused: Vec<Value> = claims(&sandbox, false)

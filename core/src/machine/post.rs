@@ -202,6 +202,19 @@ impl Decider<'_, '_> {
         self.complete(&current.socket, &text, Some(outcome));
     }
 
+    /// Records a refusal made before claiming and completes the visit as not satisfied.
+    fn refuse_post(&mut self, refusal: PostRefused) {
+        let outcome = json!({
+            "satisfied": false,
+            "claim": refusal.claim,
+            "status": "refused",
+            "destination": refusal.destination,
+            "context": refusal.reason,
+        });
+        self.emit(refusal);
+        self.complete_post(outcome);
+    }
+
     /// `StartPost`: claim, or refuse when the step went out in an earlier run of this cast's
     /// lineage, when the day is held, or when the body is empty.
     pub fn start_post(
@@ -254,29 +267,15 @@ impl Decider<'_, '_> {
                 "sent_by_an_earlier_run: {step} already sent to {} as claim {earlier} in a cast this one was recast from",
                 spec.destination
             );
-            self.emit(PostRefused {
+            self.refuse_post(PostRefused {
                 day: None,
-                ..refuse(reason.clone(), Some(earlier.clone()))
+                ..refuse(reason, Some(earlier.clone()))
             });
-            self.complete_post(json!({
-                "satisfied": false,
-                "claim": claim,
-                "status": "refused",
-                "destination": spec.destination,
-                "context": reason,
-            }));
             return Ok(());
         }
         if let Some(holder) = holder {
             let reason = claims::day_taken_reason(&holder, &spec.destination, &day);
-            self.emit(refuse(reason.clone(), Some(holder)));
-            self.complete_post(json!({
-                "satisfied": false,
-                "claim": claim,
-                "status": "refused",
-                "destination": spec.destination,
-                "context": reason,
-            }));
+            self.refuse_post(refuse(reason, Some(holder)));
             return Ok(());
         }
         if body.trim().is_empty() {
@@ -284,14 +283,7 @@ impl Decider<'_, '_> {
                 "empty_body: the post body {:?} rendered empty; nothing to send",
                 spec.body
             );
-            self.emit(refuse(reason.clone(), None));
-            self.complete_post(json!({
-                "satisfied": false,
-                "claim": claim,
-                "status": "refused",
-                "destination": spec.destination,
-                "context": reason,
-            }));
+            self.refuse_post(refuse(reason, None));
             return Ok(());
         }
         let digest = self.blob(body.into_bytes());

@@ -142,11 +142,11 @@ fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>
         }
     }
     let any_ok = done.iter().any(Done::is_ok);
-    let all_ok = done.iter().all(Done::is_ok);
     let committed = if any_ok { tx.commit() } else { tx.rollback() };
-    // Chunk ids learnt in this transaction are trusted only once all of its writes are known
-    // to be committed (a rolled-back insert's id may be given to another chunk later).
-    if all_ok && committed.is_ok() {
+    // Chunk ids learnt in this transaction are trusted once it is committed (a command whose
+    // savepoint was rolled back has forgotten its own already, see `run_one`); a rolled-back
+    // insert's id may be given to another chunk later.
+    if any_ok && committed.is_ok() {
         chunks.commit();
     } else {
         chunks.rollback();
@@ -179,15 +179,21 @@ fn run_one(tx: &mut rusqlite::Transaction<'_>, chunks: &mut ChunkIndex, command:
         Ok(sp) => sp,
         Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
     };
+    let mark = chunks.mark();
     let done = execute(&savepoint, chunks, command);
     if !done.is_ok() {
-        // Dropping a savepoint rolls back to it and releases it.
+        // Dropping a savepoint rolls back to it and releases it; the chunk rows it inserted
+        // are gone, so their ids must not be reused by the commands after it.
         drop(savepoint);
+        chunks.forget_since(mark);
         return done;
     }
     match savepoint.commit() {
         Ok(()) => done,
-        Err(err) => done.fail(&map_err("closing a savepoint", &err)),
+        Err(err) => {
+            chunks.forget_since(mark);
+            done.fail(&map_err("closing a savepoint", &err))
+        }
     }
 }
 
@@ -455,6 +461,9 @@ pub(crate) struct ChunkIndex {
     known: HashMap<Digest, i64>,
     /// Learnt in the open transaction.
     staged: HashMap<Digest, i64>,
+    /// `staged`'s keys in the order learnt, so a command's own can be forgotten when its
+    /// savepoint is rolled back (their row ids are handed out again).
+    order: Vec<Digest>,
 }
 
 impl ChunkIndex {
@@ -467,15 +476,34 @@ impl ChunkIndex {
             .copied()
     }
 
+    fn stage(&mut self, hash: Digest, id: i64) {
+        self.staged.insert(hash, id);
+        self.order.push(hash);
+    }
+
+    /// Where the next command starts learning.
+    fn mark(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Forgets what was learnt since `mark` (that command's savepoint was rolled back).
+    fn forget_since(&mut self, mark: usize) {
+        for hash in self.order.drain(mark..) {
+            self.staged.remove(&hash);
+        }
+    }
+
     fn commit(&mut self) {
         if self.known.len() + self.staged.len() > Self::LIMIT {
             self.known.clear();
         }
         self.known.extend(self.staged.drain());
+        self.order.clear();
     }
 
     fn rollback(&mut self) {
         self.staged.clear();
+        self.order.clear();
     }
 }
 
@@ -511,7 +539,7 @@ fn put_blob(conn: &Connection, chunks: &mut ChunkIndex, bytes: &[u8]) -> Result<
                     .execute(params![key.0.as_slice(), piece])
                     .map_err(store)?;
                 let id = conn.last_insert_rowid();
-                chunks.staged.insert(key, id);
+                chunks.stage(key, id);
                 id
             }
         };

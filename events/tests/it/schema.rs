@@ -316,3 +316,72 @@ fn chunks_of_a_rolled_back_append_are_not_reused() {
     assert_eq!(log.put_blob(&first).unwrap(), hash);
     assert_eq!(log.get_blob(&hash).unwrap(), Some(first));
 }
+
+/// In a group commit, a command that fails after storing chunks is rolled back to its
+/// savepoint; a later command of the same group must not reuse the row ids of those chunks
+/// (they are gone, and handed out again): its blob reads back byte for byte.
+#[test]
+fn a_failed_command_in_a_group_leaves_no_chunk_ids_behind() {
+    use std::time::Duration;
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let text = |seed: u64, len: usize| -> Vec<u8> {
+        let mut s = seed;
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                b"abcdefghij klmnopqrst uvwxyz\n"[(s >> 59) as usize % 29]
+            })
+            .collect()
+    };
+    let first = sample::cast("first");
+    log.append(&first, Seq(1), &sample::batch(0, 1)).unwrap();
+    for round in 0..6u64 {
+        let shared = text(round + 100, 3000);
+        let later = [shared.clone(), text(round + 10_000, 3000)].concat();
+        // A long command keeps the writer busy, so the two after it are one group.
+        let heavy: Vec<Vec<u8>> = (0..60)
+            .map(|k| text(round * 1000 + k + 50_000, 20_000))
+            .collect();
+        let (failed, stored) = std::thread::scope(|s| {
+            let log = &log;
+            let first = &first;
+            s.spawn(move || {
+                let cast = sample::cast(&format!("heavy{round}"));
+                log.append_with_blobs(&cast, Seq(1), &heavy, &sample::batch(0, 1))
+                    .unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            let shared = &shared;
+            let failing = s.spawn(move || {
+                log.append_with_blobs(
+                    first,
+                    Seq(99),
+                    std::slice::from_ref(shared),
+                    &sample::batch(1, 1),
+                )
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            let later = &later;
+            let storing = s.spawn(move || {
+                let cast = sample::cast(&format!("later{round}"));
+                log.append_with_blobs(
+                    &cast,
+                    Seq(1),
+                    std::slice::from_ref(later),
+                    &sample::batch(0, 1),
+                )
+            });
+            (failing.join().unwrap(), storing.join().unwrap())
+        });
+        assert!(
+            matches!(failed, Err(LogError::Conflict { .. })),
+            "{failed:?}"
+        );
+        stored.unwrap();
+        let hash = castlog_events::chain::blob_hash(&later);
+        assert_eq!(log.get_blob(&hash).unwrap(), Some(later), "round {round}");
+    }
+}

@@ -37,6 +37,12 @@ pub enum PromptError {
         /// Its blob.
         hash: String,
     },
+    /// A stored rendered prompt (from an older castlog) does not match its address.
+    #[error("the stored prompt blob {hash} does not match its content")]
+    Damaged {
+        /// The blob.
+        hash: String,
+    },
     /// A stored rendered prompt does not decode.
     #[error("the prompt blob {hash} does not decode: {reason}")]
     Undecodable {
@@ -104,6 +110,12 @@ pub fn messages<L: EventLog + ?Sized>(
     placements: &[Placement],
 ) -> Result<Vec<Message>, PromptError> {
     if let Some(stored) = log.get_blob(prompt_hash)? {
+        // A blob stored by an older castlog: used only if it is what the digest names.
+        if blob_hash(&stored) != *prompt_hash {
+            return Err(PromptError::Damaged {
+                hash: prompt_hash.short(),
+            });
+        }
         return serde_json::from_slice(&stored).map_err(|e| PromptError::Undecodable {
             hash: prompt_hash.short(),
             reason: e.to_string(),

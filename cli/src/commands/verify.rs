@@ -93,12 +93,17 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
 fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliError> {
     let mut refs = Vec::new();
     let mut prompts = Vec::new();
+    let mut stored_by_older = Vec::new();
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
         if let Ok(event) = record.event() {
             for hash in event.blob_refs() {
                 refs.push((record.seq, hash));
             }
             if let Event::PromptDispatched(e) = event {
+                // The system fold is named by digest; an older castlog also stored it.
+                if let Some(system) = e.system_hash {
+                    stored_by_older.push((record.seq, system));
+                }
                 prompts.push((record.seq, e.prompt_hash, e.placements));
             }
         }
@@ -113,6 +118,16 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
             message,
         });
     };
+    for (seq, hash) in stored_by_older {
+        if let Some(bytes) = log.get_blob(&hash)?
+            && blob_hash(&bytes) != hash
+        {
+            problem(
+                seq,
+                format!("blob {} does not match its content", hash.short()),
+            );
+        }
+    }
     let mut damaged = std::collections::BTreeSet::new();
     for (seq, hash) in refs {
         let message = match log.get_blob(&hash) {

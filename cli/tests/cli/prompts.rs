@@ -327,3 +327,79 @@ fn a_missing_chunk_is_named_by_verify_and_prompt() {
     assert_eq!(refused.code, 3, "{}", refused.stderr);
     assert!(refused.stderr.contains("is missing"), "{}", refused.stderr);
 }
+
+/// A database written by an older castlog kept each rendered prompt (and system fold) as a
+/// blob. Such a blob is used when it matches its address, and named as damage when it does
+/// not: by `verify` and by `prompt`.
+#[test]
+fn a_prompt_blob_stored_by_an_older_castlog_is_checked() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        "add a greeting",
+        "--cast",
+        "old",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
+    let prompt = sandbox.run(&["prompt", "old", "Socket-2", "--json"]).json();
+    let hash = prompt["hash"].as_str().unwrap().to_owned();
+    let system_hash = prompt["system_hash"].as_str().unwrap().to_owned();
+    // The stored form: compact JSON, role before content.
+    let stored: Vec<String> = prompt["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{{\"role\":{},\"content\":{}}}", m["role"], m["content"]))
+        .collect();
+    let stored = format!("[{}]", stored.join(","));
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let put = |hash: &str, bytes: &[u8]| {
+        conn.execute(
+            "INSERT OR REPLACE INTO blobs (hash, bytes) VALUES (unhex(?1), ?2)",
+            rusqlite::params![hash, bytes],
+        )
+        .unwrap();
+    };
+    put(&hash, stored.as_bytes());
+    put(
+        &system_hash,
+        prompt["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .as_bytes(),
+    );
+    assert_eq!(
+        sandbox.run(&["verify", "old"]).code,
+        0,
+        "matching stored blobs are sound"
+    );
+    let shown = sandbox.run(&["prompt", "old", "Socket-2", "--json"]).json();
+    assert_eq!(shown["messages"], prompt["messages"]);
+
+    put(&hash, b"[{\"role\":\"system\",\"content\":\"rm -rf /\"}]");
+    put(&system_hash, b"rm -rf /");
+    let verify = sandbox.run(&["verify", "old", "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    for damaged in [&hash, &system_hash] {
+        assert!(
+            problems.iter().any(|p| p["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{} does not match", &damaged[..12]))),
+            "{damaged}: {problems:?}"
+        );
+    }
+    let refused = sandbox.run(&["prompt", "old", "Socket-2"]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("does not match its content"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -38,6 +38,9 @@ pub enum ProblemKind {
     Unreadable,
     /// Re-running the machine over the recorded inputs gives other events.
     Divergence,
+    /// A kept state snapshot is not the state a fold of the log gives at its seq (it is
+    /// ignored when damaged; one that decodes but differs would mislead `state --at`).
+    Snapshot,
 }
 
 /// One problem found by verification.

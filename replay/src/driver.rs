@@ -25,6 +25,10 @@ use crate::agent::{Agent, AgentTurn, TurnRequest};
 use crate::utility;
 
 mod post;
+mod snapshot;
+
+use snapshot::restored;
+pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 
 /// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
 pub const TRANSIENT_LIMIT: u32 = 3;
@@ -155,50 +159,6 @@ pub fn fold(
     fold_until(log, cast, Seq(u64::MAX))
 }
 
-/// A snapshot of the state is kept every this many events (`put_snapshot`), so folding to
-/// any seq reads at most this many events past the nearest one.
-pub const SNAPSHOT_EVERY: u64 = 2048;
-
-/// The latest usable snapshot of `cast` at or before `until`, with the answers its events
-/// hold: only one taken at the log's own chain hash for its seq, in this build's format, that
-/// decodes. Anything else is ignored (with a warning) and the cast folded from the start.
-fn restored(
-    log: &(impl EventLog + ?Sized),
-    cast: &CastId,
-    until: Seq,
-) -> Option<(CastState, usize)> {
-    let snapshot = match log.snapshot(cast, until) {
-        Ok(found) => found?,
-        Err(err) => {
-            tracing::warn!(%cast, %err, "snapshot not readable; folding from the start");
-            return None;
-        }
-    };
-    let seq = snapshot.seq;
-    if snapshot.version != castlog_core::machine::snapshot::VERSION {
-        tracing::warn!(%cast, %seq, "snapshot of another format ignored");
-        return None;
-    }
-    let at = log.read(cast, seq, Some(seq)).ok()?.pop()?;
-    if at.seq != seq || at.hash != snapshot.hash {
-        tracing::warn!(%cast, %seq, "snapshot does not match the log at its seq; ignored");
-        return None;
-    }
-    match CastState::restore(&snapshot.bytes) {
-        Ok((state, answers)) if state.head == seq && state.cast == *cast => {
-            Some((state, usize::try_from(answers).unwrap_or(usize::MAX)))
-        }
-        Ok(_) => {
-            tracing::warn!(%cast, %seq, "snapshot of another point ignored");
-            None
-        }
-        Err(err) => {
-            tracing::warn!(%cast, %seq, %err, "snapshot does not decode; ignored");
-            None
-        }
-    }
-}
-
 /// Folds a cast's events up to and including `until` (time travel by seq), starting from the
 /// latest snapshot at or before `until` when there is a usable one.
 pub fn fold_until(
@@ -206,7 +166,31 @@ pub fn fold_until(
     cast: &CastId,
     until: Seq,
 ) -> Result<(CastState, usize), DriveError> {
-    let (mut state, mut used, from) = match restored(log, cast, until) {
+    fold_with(log, cast, until, true, &mut |_, _| {})
+}
+
+/// [`fold_until`] from the first event, trusting no snapshot (what `verify` checks against).
+pub fn fold_until_fresh(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Result<(CastState, usize), DriveError> {
+    fold_with(log, cast, until, false, &mut |_, _| {})
+}
+
+pub(super) fn fold_with(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+    snapshots: bool,
+    visit: &mut dyn FnMut(&CastState, usize),
+) -> Result<(CastState, usize), DriveError> {
+    let restored = if snapshots {
+        restored(log, cast, until)
+    } else {
+        None
+    };
+    let (mut state, mut used, from) = match restored {
         Some((state, used)) => {
             let from = state.head.next();
             (Some(state), used, from)
@@ -245,14 +229,20 @@ pub fn fold_until(
             (None, Event::CastForked(forked)) => {
                 // A recast: the parent's state at the fork point, then the child's own events.
                 // The parent's answers were consumed by the parent's agent, not the child's.
-                let parent =
-                    fold_until(log, &forked.parent, forked.parent_seq).and_then(|(parent, _)| {
-                        CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
-                            cast: cast.clone(),
-                            seq: record.seq,
-                            message,
-                        })
-                    });
+                let parent = fold_with(
+                    log,
+                    &forked.parent,
+                    forked.parent_seq,
+                    snapshots,
+                    &mut |_, _| {},
+                )
+                .and_then(|(parent, _)| {
+                    CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
+                        cast: cast.clone(),
+                        seq: record.seq,
+                        message,
+                    })
+                });
                 match parent {
                     Ok(s) => state = Some(s),
                     Err(err) => {
@@ -285,6 +275,9 @@ pub fn fold_until(
                 return ControlFlow::Break(());
             }
             (Some(s), event) => s.evolve(event),
+        }
+        if let Some(s) = &state {
+            visit(s, used);
         }
         ControlFlow::Continue(())
     });
@@ -463,12 +456,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// Keeps a snapshot of the state just appended (a cache: failing to keep one is only
     /// logged).
     fn keep_snapshot(&self, seq: Seq, hash: castlog_core::id::Digest) {
-        let snapshot = castlog_events::Snapshot {
-            version: castlog_core::machine::snapshot::VERSION,
-            seq,
-            hash,
-            bytes: self.state.snapshot(self.answers_used as u64),
-        };
+        let snapshot = sealed_snapshot(&self.state, self.answers_used, seq, hash);
         if let Err(err) = self.log.put_snapshot(&self.state.cast, snapshot) {
             tracing::warn!(cast = %self.state.cast, %seq, %err, "snapshot not kept");
         }

@@ -192,7 +192,8 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
         Some(Event::CastForked(_)) => {
             // A recast starts from its parent's state at the fork point; its own decisions
             // are re-decided from there.
-            match crate::driver::fold_until(log, cast, Seq::FIRST) {
+            // From the first event: a re-decide trusts no snapshot.
+            match crate::driver::fold_until_fresh(log, cast, Seq::FIRST) {
                 Ok((state, _)) => {
                     prev = records[0].hash;
                     (state, 1)

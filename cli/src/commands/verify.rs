@@ -9,6 +9,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
 use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
+use castlog_replay::driver::DriveError;
 use castlog_replay::redecide::redecide;
 use serde::Serialize;
 
@@ -44,6 +45,23 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
         let intact = verified.problems.is_empty();
         report.problems.extend(verified.problems);
         report.problems.extend(check_blobs(&log, head)?);
+        // Snapshots are checked against a fold from the first event (they are only caches).
+        if intact {
+            for (seq, message) in castlog_replay::driver::check_snapshots(&log, &head.cast)
+                .or_else(|e| match e {
+                    DriveError::Log(log) => Err(CliError::from(log)),
+                    // A cast the machine does not fold keeps no snapshots.
+                    _ => Ok(Vec::new()),
+                })?
+            {
+                report.problems.push(Problem {
+                    cast: head.cast.clone(),
+                    seq,
+                    kind: ProblemKind::Snapshot,
+                    message,
+                });
+            }
+        }
         // Re-decide only an intact chain: a damaged one is already reported at its seq.
         if intact && let Some(d) = redecide(&log, &head.cast)? {
             report.problems.push(Problem {

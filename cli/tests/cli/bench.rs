@@ -144,6 +144,11 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
             .collect()
     };
     let from_snapshots = states(&sandbox);
+    assert_eq!(
+        sandbox.run(&["verify", &cast]).code,
+        0,
+        "kept snapshots match the fold"
+    );
     conn.execute(
         "UPDATE checkpoints SET bytes = CAST('{\"damaged\": true}' AS BLOB) WHERE name LIKE 'state@%'",
         [],
@@ -154,6 +159,17 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
         from_snapshots,
         "a damaged snapshot changed the state"
     );
+    let verify = sandbox.run(&["verify", &cast, "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    assert!(
+        problems.iter().any(|p| p["kind"] == "snapshot"
+            && p["message"]
+                .as_str()
+                .unwrap()
+                .contains("does not match its seal")),
+        "{problems:?}"
+    );
     conn.execute("DELETE FROM checkpoints WHERE name LIKE 'state@%'", [])
         .unwrap();
     assert_eq!(
@@ -161,4 +177,5 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
         from_snapshots,
         "a snapshot changed the state"
     );
+    assert_eq!(sandbox.run(&["verify", &cast]).code, 0);
 }

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::CastState;
 use crate::loadout::{Budget, Limits, Loadout};
 
-/// The snapshot format; bump it whenever [`CastState`] changes shape.
-pub const VERSION: u32 = 1;
+/// The snapshot format; bump it whenever [`CastState`] changes shape (2: sealed by the
+/// driver, see `castlog_replay::driver`).
+pub const VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Out<'a> {

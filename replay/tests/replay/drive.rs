@@ -121,3 +121,63 @@ fn the_same_script_gives_the_same_chain() {
     );
     assert_eq!(a.head(&cast).unwrap(), b.head(&cast).unwrap());
 }
+
+/// A kept snapshot is a cache: `fold_until` trusts a sealed one (that is what makes time
+/// travel fast), so `check_snapshots` (run by `verify`) compares every one with a fold from the
+/// first event and names one that differs, and `fold_until_fresh` never reads them.
+#[test]
+fn a_snapshot_that_is_not_the_fold_is_named() {
+    use castlog_replay::driver::{check_snapshots, fold_until, fold_until_fresh, sealed_snapshot};
+    let dir = tempfile::tempdir().unwrap();
+    let log = castlog_events::SqliteLog::open(dir.path().join("x.db")).unwrap();
+    let status = run_with(
+        &log,
+        "loadouts/build-loop.json",
+        None,
+        "scripts/build-loop.jsonl",
+        "snap",
+        None,
+    );
+    assert_eq!(status, Status::Completed);
+    let cast = CastId::new("snap");
+    let at = Seq(10);
+    let hash = log.read(&cast, at, Some(at)).unwrap()[0].hash;
+    let (good, used) = fold_until_fresh(&log, &cast, at).unwrap();
+    log.put_snapshot(&cast, sealed_snapshot(&good, used, at, hash))
+        .unwrap();
+    assert!(check_snapshots(&log, &cast).unwrap().is_empty());
+
+    let mut wrong = good.clone();
+    wrong.request = "something else".into();
+    log.put_snapshot(&cast, sealed_snapshot(&wrong, used, at, hash))
+        .unwrap();
+    let problems = check_snapshots(&log, &cast).unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].0, at);
+    assert!(
+        problems[0].1.contains("is not the state the log folds to"),
+        "{problems:?}"
+    );
+    assert_eq!(
+        fold_until(&log, &cast, Seq(12)).unwrap().0.request,
+        "something else"
+    );
+    assert_eq!(
+        fold_until_fresh(&log, &cast, Seq(12)).unwrap().0.request,
+        good.request
+    );
+
+    // Moved to another seq, the seal breaks: ignored on use, named by the check.
+    let mut moved = sealed_snapshot(&good, used, at, hash);
+    moved.seq = Seq(11);
+    moved.hash = log.read(&cast, Seq(11), Some(Seq(11))).unwrap()[0].hash;
+    log.put_snapshot(&cast, moved).unwrap();
+    let problems = check_snapshots(&log, &cast).unwrap();
+    assert!(
+        problems
+            .iter()
+            .any(|(seq, m)| *seq == Seq(11) && m.contains("does not match its seal")),
+        "{problems:?}"
+    );
+    assert_eq!(fold_until(&log, &cast, Seq(11)).unwrap().0.head, Seq(11));
+}

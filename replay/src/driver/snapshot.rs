@@ -1,0 +1,140 @@
+//! State snapshots: how the driver seals the ones it keeps, which one a fold may start from,
+//! and the check `verify` runs (every kept snapshot against a fold from the first event).
+
+use castlog_core::id::{CastId, Seq};
+use castlog_core::machine::CastState;
+use castlog_events::EventLog;
+use castlog_events::chain::blob_hash;
+
+use super::{DriveError, fold_with};
+
+/// A snapshot of the state is kept every this many events (`put_snapshot`), so folding to
+/// any seq reads at most this many events past the nearest one.
+pub const SNAPSHOT_EVERY: u64 = 2048;
+
+/// The seal of a snapshot: blake3 over a fixed tag, the cast, the seq, the chain hash there and
+/// the state's bytes, so a snapshot damaged or moved to another cast or seq is not used.
+fn seal(cast: &CastId, seq: Seq, hash: &castlog_core::id::Digest, json: &[u8]) -> [u8; 32] {
+    let mut sealed = Vec::with_capacity(json.len() + cast.as_str().len() + 64);
+    sealed.extend_from_slice(b"castlog state snapshot\0");
+    sealed.extend_from_slice(cast.as_str().as_bytes());
+    sealed.push(0);
+    sealed.extend_from_slice(&seq.get().to_be_bytes());
+    sealed.extend_from_slice(&hash.0);
+    sealed.extend_from_slice(json);
+    blob_hash(&sealed).0
+}
+
+/// The snapshot the driver keeps of `state` (after the event at `seq`, whose chain hash is
+/// `hash`, with `answers` agent answers folded): the state's bytes behind their seal.
+pub fn sealed_snapshot(
+    state: &CastState,
+    answers: usize,
+    seq: Seq,
+    hash: castlog_core::id::Digest,
+) -> castlog_events::Snapshot {
+    let json = state.snapshot(answers as u64);
+    let mut bytes = seal(&state.cast, seq, &hash, &json).to_vec();
+    bytes.extend_from_slice(&json);
+    castlog_events::Snapshot {
+        version: castlog_core::machine::snapshot::VERSION,
+        seq,
+        hash,
+        bytes,
+    }
+}
+
+/// A snapshot's state bytes, if its seal holds (stored as seal ++ state).
+fn unsealed<'s>(cast: &CastId, snapshot: &'s castlog_events::Snapshot) -> Option<&'s [u8]> {
+    let (stored, json) = snapshot.bytes.split_at_checked(32)?;
+    (stored == seal(cast, snapshot.seq, &snapshot.hash, json)).then_some(json)
+}
+
+/// The latest usable snapshot of `cast` at or before `until`, with the answers its events
+/// hold: only one taken at the log's own chain hash for its seq, in this build's format, that
+/// decodes. Anything else is ignored (with a warning) and the cast folded from the start.
+pub(super) fn restored(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Option<(CastState, usize)> {
+    let snapshot = match log.snapshot(cast, until) {
+        Ok(found) => found?,
+        Err(err) => {
+            tracing::warn!(%cast, %err, "snapshot not readable; folding from the start");
+            return None;
+        }
+    };
+    let seq = snapshot.seq;
+    if snapshot.version != castlog_core::machine::snapshot::VERSION {
+        tracing::warn!(%cast, %seq, "snapshot of another format ignored");
+        return None;
+    }
+    let Some(json) = unsealed(cast, &snapshot) else {
+        tracing::warn!(%cast, %seq, "snapshot does not match its seal; ignored");
+        return None;
+    };
+    let at = log.read(cast, seq, Some(seq)).ok()?.pop()?;
+    if at.seq != seq || at.hash != snapshot.hash {
+        tracing::warn!(%cast, %seq, "snapshot does not match the log at its seq; ignored");
+        return None;
+    }
+    match CastState::restore(json) {
+        Ok((state, answers)) if state.head == seq && state.cast == *cast => {
+            Some((state, usize::try_from(answers).unwrap_or(usize::MAX)))
+        }
+        Ok(_) => {
+            tracing::warn!(%cast, %seq, "snapshot of another point ignored");
+            None
+        }
+        Err(err) => {
+            tracing::warn!(%cast, %seq, %err, "snapshot does not decode; ignored");
+            None
+        }
+    }
+}
+
+/// Every kept snapshot of `cast` that is not the state a fresh fold gives at its seq, as
+/// `(seq, what is wrong)`: one fold from the first event, compared at each snapshot's seq.
+pub fn check_snapshots(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+) -> Result<Vec<(Seq, String)>, DriveError> {
+    let mut kept = Vec::new();
+    let mut below = Seq(u64::MAX);
+    while let Some(snapshot) = log.snapshot(cast, below)? {
+        below = Seq(snapshot.seq.get().saturating_sub(1));
+        let seq = snapshot.seq;
+        kept.push(snapshot);
+        if seq.get() <= 1 {
+            break;
+        }
+    }
+    let mut problems = Vec::new();
+    let Some(last) = kept.first().map(|s| s.seq) else {
+        return Ok(problems);
+    };
+    fold_with(log, cast, last, false, &mut |state, used| {
+        let Some(snapshot) = kept.iter().find(|s| s.seq == state.head) else {
+            return;
+        };
+        let wrong = if snapshot.version != castlog_core::machine::snapshot::VERSION {
+            None // Another build's format: ignored on use, not damage.
+        } else {
+            match unsealed(cast, snapshot) {
+                None => Some("does not match its seal (damaged; it is ignored)".to_owned()),
+                Some(json) if json != state.snapshot(used as u64).as_slice() => {
+                    Some("is not the state the log folds to there".to_owned())
+                }
+                Some(_) => None,
+            }
+        };
+        if let Some(wrong) = wrong {
+            problems.push((
+                state.head,
+                format!("the state snapshot at seq {} {wrong}", state.head),
+            ));
+        }
+    })?;
+    Ok(problems)
+}

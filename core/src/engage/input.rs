@@ -319,6 +319,20 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
             }
             map
         }
+        // A map by turn id: each record is read on its own, so an error names its key.
+        Some(Value::Object(records)) => records
+            .iter()
+            .map(|(turn, record)| {
+                serde_json::from_value(record.clone())
+                    .map(|record| (turn.clone(), record))
+                    .map_err(|e| {
+                        bad(
+                            format!("sources.{turn}"),
+                            format!("not a source record: {e}"),
+                        )
+                    })
+            })
+            .collect::<Result<BTreeMap<_, _>, _>>()?,
         _ => field(&root, "sources")?.unwrap_or_default(),
     };
     let mut later_texts = BTreeMap::new();
@@ -459,6 +473,9 @@ mod tests {
         let err =
             parse(r#"{"results": [], "allowlist": {}, "settings": {"nope": 1}}"#).unwrap_err();
         assert_eq!(err.path, "settings");
+        let err = parse(r#"{"results": [], "allowlist": {}, "sources": {"t1": 5}}"#).unwrap_err();
+        assert_eq!(err.path, "sources.t1");
+        assert!(err.reason.contains("not a source record"), "{}", err.reason);
         let ok =
             parse(r#"{"results": [], "allowlist": {}, "now": "2026-01-01T00:00:00Z"}"#).unwrap();
         assert_eq!(ok.settings, Settings::default());

@@ -400,6 +400,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
     let log = SqliteLog::open_with(&path, durability)?;
+    log.prepare_for_steps();
     let (cast, agent, t0, end) = run_synth(
         &log,
         &clock,
@@ -419,6 +420,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
     // Phase 2: time travel on a fresh connection.
     let log = SqliteLog::open_with(&path, durability)?;
+    log.prepare_for_steps();
     let head = log
         .head(&cast)?
         .ok_or_else(|| CliError::internal("the synthetic cast vanished"))?;
@@ -510,6 +512,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
     let log = SqliteLog::open_with(&path, durability(args.durability))?;
+    log.prepare_for_steps();
     let (cast, _, _, _) = run_synth(
         &log,
         &clock,

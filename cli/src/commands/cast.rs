@@ -197,6 +197,7 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
         Some(agent(&args.agent, 0, None, None)?)
     };
     let log = super::open(db)?;
+    log.prepare_for_steps();
     let mut agent = match early {
         Some(agent) => agent,
         None => agent(&args.agent, 0, Some(&log), None)?,
@@ -259,6 +260,7 @@ fn feed(
 ) -> Result<(), CliError> {
     let sender = sender(posting)?;
     let log = super::open(db)?;
+    log.prepare_for_steps();
     let clock = SystemClock;
     let cast = CastId::new(cast);
     let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;

@@ -26,6 +26,7 @@ pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> 
 /// `castlog recast`.
 pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
+    log.prepare_for_steps();
     let parent = super::inspect::head_of(&log, &args.cast)?.cast;
     let at = resolve_at(&log, &parent, &args.at)?;
     let loadout = match &args.config {

@@ -83,6 +83,8 @@ pub struct SqliteLog {
     /// Idle read-only connections. A connection is used by one read at a time (taken out of the
     /// pool for the duration), so its statement cache is never shared.
     readers: Mutex<Vec<Connection>>,
+    /// How hard commits hold on to their bytes.
+    durability: Durability,
 }
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -122,6 +124,7 @@ impl SqliteLog {
             writer: Some(tx),
             thread: Some(thread),
             readers: Mutex::new(vec![reader]),
+            durability,
         })
     }
 
@@ -173,6 +176,29 @@ impl SqliteLog {
 pub type StoredCheckpoint = (u32, Seq, Digest, Vec<u8>);
 
 impl SqliteLog {
+    /// Prepares for a run of many commits (a cast being driven): with an fsync per commit,
+    /// a WAL file shorter than its working size is grown to it once (about 4 MB, 10–20 ms),
+    /// since SQLite removes the WAL when the last connection closes and every process would
+    /// otherwise start by growing it again. Nothing is written to the database.
+    pub fn prepare_for_steps(&self) {
+        if self.durability != Durability::Full {
+            return;
+        }
+        let mut wal = self.path.as_os_str().to_owned();
+        wal.push("-wal");
+        let grown = std::fs::metadata(&wal).is_ok_and(|m| m.len() >= WAL_PREGROW_BYTES);
+        if grown {
+            return;
+        }
+        if let Ok(conn) = Connection::open(&self.path)
+            && conn
+                .busy_timeout(std::time::Duration::from_secs(10))
+                .is_ok()
+        {
+            grow_wal(&conn, &self.path);
+        }
+    }
+
     /// The checkpoint of projection `name` for `cast`, if one is stored and readable.
     pub fn checkpoint(
         &self,
@@ -590,6 +616,40 @@ fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogErr
     }
     Ok(Some(out))
 }
+
+/// Grows the WAL file to its working size: a transaction writes [`WAL_PREGROW_PAGES`] pages
+/// with a tiny page cache (so SQLite spills them into the WAL) and is rolled back, which leaves
+/// the file that long and the database untouched, and the file is synced. Commits then
+/// overwrite allocated blocks instead of growing the file, whose fsync would also have to
+/// write its new size (measured on ext4: about a third less time per step for the first
+/// thousand pages). Best effort: any failure leaves a working log.
+fn grow_wal(conn: &Connection, path: &Path) {
+    let grow = || -> rusqlite::Result<()> {
+        conn.execute_batch(
+            "PRAGMA cache_size = 8; BEGIN IMMEDIATE; CREATE TABLE castlog_wal_pregrow (b BLOB);",
+        )?;
+        let page = vec![0u8; 4000];
+        let mut insert = conn.prepare("INSERT INTO castlog_wal_pregrow (b) VALUES (?1)")?;
+        for _ in 0..WAL_PREGROW_PAGES {
+            insert.execute([&page])?;
+        }
+        Ok(())
+    };
+    let _ = grow();
+    let _ = conn.execute_batch("ROLLBACK; PRAGMA cache_size = -2000;");
+    // The spilled pages are written once now, not by the first commit's fsync.
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&wal) {
+        let _ = file.sync_all();
+    }
+}
+
+/// Pages the WAL is grown to (SQLite checkpoints it at 1,000 pages by default).
+const WAL_PREGROW_PAGES: usize = 1000;
+
+/// The WAL length below which [`SqliteLog::prepare_for_steps`] grows it (most of the above).
+const WAL_PREGROW_BYTES: u64 = 3_000_000;
 
 fn snapshot_name(seq: Seq) -> String {
     format!("state@{:020}", seq.get())

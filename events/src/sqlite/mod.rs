@@ -139,7 +139,7 @@ impl SqliteLog {
             || LogError::storage("talking to the writer thread", "the writer thread stopped");
         let writer = self.writer.as_ref().ok_or_else(gone)?;
         writer.send(make(reply)).map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
+        writer::poll_then_wait(&answer).ok_or_else(gone)?
     }
 
     fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {

@@ -103,7 +103,7 @@ impl Done {
 /// Serves commands until every sender is dropped.
 pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
     let mut chunks = ChunkIndex::default();
-    while let Ok(first) = commands.recv() {
+    while let Some(first) = poll_then_wait(commands) {
         let mut group = vec![first];
         while group.len() < GROUP_LIMIT {
             match commands.try_recv() {
@@ -114,6 +114,29 @@ pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
         let results = run_group(&mut conn, &mut chunks, group);
         for done in results {
             done.send();
+        }
+    }
+}
+
+/// How long a waiting side polls before it sleeps (see [`poll_then_wait`]).
+pub(crate) const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// The next message on `rx`: polled for a short while (a driven cast sends its next decision
+/// within a fraction of a millisecond, and a commit takes about as long; waking a thread that
+/// went to sleep costs tens of microseconds on a virtual machine), then waited for; `None`
+/// once every sender is gone.
+pub(crate) fn poll_then_wait<T>(rx: &Receiver<T>) -> Option<T> {
+    let polled_until = std::time::Instant::now() + POLL_BEFORE_SLEEP;
+    loop {
+        match rx.try_recv() {
+            Ok(message) => return Some(message),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty)
+                if std::time::Instant::now() < polled_until =>
+            {
+                std::thread::yield_now();
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => return rx.recv().ok(),
         }
     }
 }

@@ -107,6 +107,17 @@ impl CastState {
         })
     }
 
+    /// What templates (materia prompts, post bodies) read of this state.
+    pub(crate) fn template_scope(&self) -> crate::template::TemplateScope<'_> {
+        crate::template::TemplateScope {
+            request: &self.request,
+            data: &self.data,
+            last_json: self.last_json.as_ref(),
+            last_output: self.last_output.as_deref(),
+            cursors: &self.cursors,
+        }
+    }
+
     fn scope(&self) -> Scope<'_> {
         Scope {
             output: None,

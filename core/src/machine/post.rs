@@ -26,7 +26,7 @@ use crate::id::ClaimId;
 use crate::input::{HeldDay, SendOutcome};
 use crate::loadout::{PostSpec, SocketKind};
 use crate::path::{self, Scope};
-use crate::template::{self, TemplateScope};
+use crate::template;
 
 impl CastState {
     /// The current visit's post step: `(step, spec)`, for a post socket.
@@ -60,13 +60,7 @@ impl CastState {
             };
             return template::show(path::resolve(&scope, source).as_ref());
         }
-        let scope = TemplateScope {
-            request: &self.request,
-            data: &self.data,
-            last_json: self.last_json.as_ref(),
-            last_output: self.last_output.as_deref(),
-            cursors: &self.cursors,
-        };
+        let scope = self.template_scope();
         template::render(&spec.body, &scope)
     }
 

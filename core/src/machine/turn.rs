@@ -6,7 +6,7 @@ use super::{CastState, Phase};
 use crate::handoff;
 use crate::loadout::{Parse, SocketKind};
 use crate::prompt::{ContextEntry, Role};
-use crate::template::{self, TemplateScope};
+use crate::template;
 
 /// A rework reason, prepared once per prompt for [`Reason::overlaps`].
 struct Reason {
@@ -129,13 +129,7 @@ impl CastState {
                 locked,
             });
         };
-        let scope = TemplateScope {
-            request: &self.request,
-            data: &self.data,
-            last_json: self.last_json.as_ref(),
-            last_output: self.last_output.as_deref(),
-            cursors: &self.cursors,
-        };
+        let scope = self.template_scope();
         let instructions = template::render(&agent.prompt, &scope);
         push(
             "materiaInstructions".into(),

@@ -206,21 +206,12 @@ impl SqliteLog {
         name: &str,
     ) -> Result<Option<StoredCheckpoint>, LogError> {
         self.read_with(|conn| {
-            let row = conn
-                .prepare_cached(
-                    "SELECT version, seq, hash, bytes FROM checkpoints WHERE cast_id = ?1 AND name = ?2",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_row(params![cast.as_str(), name], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Vec<u8>>(3)?))
-                    })
-                    .optional()
-                })
-                .map_err(|e| map_err("reading a checkpoint", &e))?;
-            Ok(row.and_then(|(version, seq, hash, bytes)| {
-                let hash = <[u8; 32]>::try_from(hash.as_slice()).ok()?;
-                Some((u32::try_from(version).ok()?, Seq(u64::try_from(seq).ok()?), Digest(hash), bytes))
-            }))
+            checkpoint_row(
+                conn,
+                "SELECT version, seq, hash, bytes FROM checkpoints WHERE cast_id = ?1 AND name = ?2",
+                params![cast.as_str(), name],
+                "reading a checkpoint",
+            )
         })
     }
 
@@ -541,36 +532,55 @@ impl EventLog for SqliteLog {
     }
 
     fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {
-        self.read_with(|conn| {
-            let row = conn
-                .prepare_cached(
-                    "SELECT version, seq, hash, bytes FROM checkpoints
-                     WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2
-                     ORDER BY name DESC LIMIT 1",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_row(params![cast.as_str(), snapshot_name(at_most)], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, Vec<u8>>(2)?,
-                            r.get::<_, Vec<u8>>(3)?,
-                        ))
-                    })
-                    .optional()
-                })
-                .map_err(|e| map_err("reading a snapshot", &e))?;
-            // A row that does not decode is no snapshot (the caller folds from the start).
-            Ok(row.and_then(|(version, seq, hash, bytes)| {
-                Some(Snapshot {
-                    version: u32::try_from(version).ok()?,
-                    seq: Seq(u64::try_from(seq).ok()?),
-                    hash: Digest(<[u8; 32]>::try_from(hash.as_slice()).ok()?),
-                    bytes,
-                })
-            }))
-        })
+        let row = self.read_with(|conn| {
+            checkpoint_row(
+                conn,
+                "SELECT version, seq, hash, bytes FROM checkpoints
+                 WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2
+                 ORDER BY name DESC LIMIT 1",
+                params![cast.as_str(), snapshot_name(at_most)],
+                "reading a snapshot",
+            )
+        })?;
+        Ok(row.map(|(version, seq, hash, bytes)| Snapshot {
+            version,
+            seq,
+            hash,
+            bytes,
+        }))
     }
+}
+
+/// The `(version, seq, hash, bytes)` row `sql` selects from the checkpoints table, if any; a
+/// row that does not decode is none (its reader folds from the start instead).
+fn checkpoint_row(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    context: &str,
+) -> Result<Option<StoredCheckpoint>, LogError> {
+    let row = conn
+        .prepare_cached(sql)
+        .and_then(|mut stmt| {
+            stmt.query_row(params, |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(|e| map_err(context, &e))?;
+    Ok(row.and_then(|(version, seq, hash, bytes)| {
+        Some((
+            u32::try_from(version).ok()?,
+            Seq(u64::try_from(seq).ok()?),
+            Digest(<[u8; 32]>::try_from(hash.as_slice()).ok()?),
+            bytes,
+        ))
+    }))
 }
 
 /// A blob's bytes, reassembled from its chunks when it was stored chunked (schema v4).

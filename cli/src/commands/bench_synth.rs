@@ -390,6 +390,30 @@ fn run_synth(
     Ok((cast, agent, t0, end))
 }
 
+/// The time to fold `cast` to the middle of its `head` seqs (`state --at`), and the last
+/// decision boundary at or before that middle (the first one if none is), where the benches
+/// fork.
+fn state_mid_and_fork_point(
+    log: &SqliteLog,
+    cast: &CastId,
+    head: Seq,
+) -> Result<(f64, Seq), CliError> {
+    let mid = Seq(head.get() / 2);
+    let timer = Instant::now();
+    let (state, _) = fold_until(log, cast, mid)?;
+    let state_mid_s = timer.elapsed().as_secs_f64();
+    drop(state);
+    let ends = decision_ends(log, cast)?;
+    let at = ends
+        .iter()
+        .rev()
+        .find(|s| **s <= mid)
+        .or(ends.first())
+        .copied()
+        .ok_or_else(|| CliError::internal("the synthetic cast has no decision boundary"))?;
+    Ok((state_mid_s, at))
+}
+
 /// `castlog bench synth`.
 pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     check(args)?;
@@ -442,23 +466,10 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         )));
     }
 
-    let mid = Seq(head.seq.get() / 2);
-    let timer = Instant::now();
-    let (state, _) = fold_until(&log, &cast, mid)?;
-    let state_mid_s = timer.elapsed().as_secs_f64();
-    drop(state);
-
     // Fork: recast at the last decision boundary at or before the middle seq (chosen before the
     // clock starts, as the peer picks its checkpoint from the history list), then drive the
     // child to the end with the same agent.
-    let ends = decision_ends(&log, &cast)?;
-    let at = ends
-        .iter()
-        .rev()
-        .find(|s| **s <= mid)
-        .or(ends.first())
-        .copied()
-        .ok_or_else(|| CliError::internal("the synthetic cast has no decision boundary"))?;
+    let (state_mid_s, at) = state_mid_and_fork_point(&log, &cast, head.seq)?;
     let plan = Recast {
         parent: cast.clone(),
         at,
@@ -547,19 +558,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         )));
     }
 
-    let mid = Seq(events / 2);
-    let timer = Instant::now();
-    let (state, _) = fold_until(&log, &cast, mid)?;
-    let state_mid_s = timer.elapsed().as_secs_f64();
-    drop(state);
-
-    let ends = decision_ends(&log, &cast)?;
-    let at = ends
-        .iter()
-        .rev()
-        .find(|s| **s <= mid)
-        .copied()
-        .ok_or_else(|| CliError::internal("the synthetic cast has no decision boundary"))?;
+    let (state_mid_s, at) = state_mid_and_fork_point(&log, &cast, head.seq)?;
     let child = CastId::new(format!("{cast}-fork"));
     let plan = Recast {
         parent: cast.clone(),

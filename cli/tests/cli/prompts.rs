@@ -225,17 +225,8 @@ fn asking_for_a_prompt_that_does_not_exist_is_a_user_error() {
 #[test]
 fn prompts_rebuild_from_entry_blobs_and_damage_is_named() {
     let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        "add a greeting",
-        "--cast",
-        "demo",
-        "--agent",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-        "--json",
-    ]);
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let run = sandbox.finish(&mut sandbox.build_loop("demo", &script));
     assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
     let prompt = sandbox
         .run(&["prompt", "demo", "Socket-2", "--json"])
@@ -334,17 +325,8 @@ fn a_missing_chunk_is_named_by_verify_and_prompt() {
 #[test]
 fn a_prompt_blob_stored_by_an_older_castlog_is_checked() {
     let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        "add a greeting",
-        "--cast",
-        "old",
-        "--agent",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-        "--json",
-    ]);
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let run = sandbox.finish(&mut sandbox.build_loop("old", &script));
     assert_eq!(run.json()["status"], "completed", "{}", run.stderr);
     let prompt = sandbox.run(&["prompt", "old", "Socket-2", "--json"]).json();
     let hash = prompt["hash"].as_str().unwrap().to_owned();

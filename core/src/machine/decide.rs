@@ -234,15 +234,12 @@ impl<'s, 'a> Decider<'s, 'a> {
         let rendered = prompt::render(&entries, policy, self.env.digest);
         // Each entry's body, once per decision; the placements already carry its digest.
         for (entry, placement) in entries.into_iter().zip(&rendered.placements) {
-            if !self
-                .out
-                .blobs
-                .iter()
-                .any(|b| b.as_slice() == entry.text.as_bytes())
-            {
-                debug_assert_eq!((self.env.digest)(entry.text.as_bytes()), placement.body);
-                self.out.blobs.push(entry.text.into_bytes());
+            if self.state.sent_bodies.contains(&placement.body) {
+                continue;
             }
+            debug_assert_eq!((self.env.digest)(entry.text.as_bytes()), placement.body);
+            self.state.sent_bodies.insert(placement.body);
+            self.out.blobs.push(entry.text.into_bytes());
         }
         // The rendered prompt and the system fold are named by their digests but not stored:
         // both are rebuilt from the placements and the entry blobs (`prompt::assemble`), so a

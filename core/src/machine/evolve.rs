@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{
-    AllowanceState, CastState, Current, NoAdvance, Phase, Status, TranscriptLine, item_key,
+    AllowanceState, CastState, Current, NoAdvance, Phase, SentBodies, Status, TranscriptLine,
+    item_key,
 };
 use crate::event::{CastStarted, Event, Target, Usage};
 use crate::id::{ItemKey, Seq, SocketId, Turn};
@@ -63,6 +64,7 @@ impl CastState {
             steering: Vec::new(),
             claims: Default::default(),
             head: Seq(1),
+            sent_bodies: SentBodies::default(),
         })
     }
 

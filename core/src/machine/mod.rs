@@ -225,6 +225,34 @@ pub struct CastState {
     pub claims: BTreeMap<ClaimId, Claim>,
     /// Events applied.
     pub head: Seq,
+    /// Entry bodies this state's decisions already handed over for storage (see
+    /// [`SentBodies`]).
+    #[serde(skip)]
+    pub sent_bodies: SentBodies,
+}
+
+/// The digests of the entry bodies earlier decisions of this state returned as blobs, so a
+/// body placed in every prompt (the request, a role's prompt, an output that stays in the
+/// transcript) is handed to the log once, not with every dispatch.
+///
+/// A cache, not state: it never changes an event, only which blobs a decision returns. It is
+/// neither serialized nor folded, so a state rebuilt from the log or a snapshot starts empty
+/// and hands each body over once more (the log stores a body once either way). It assumes what
+/// the driver does: a decision whose append failed is not followed by another one on the same
+/// state.
+#[derive(Debug, Clone, Default)]
+pub struct SentBodies(std::collections::HashSet<Digest>);
+
+impl SentBodies {
+    /// Whether the body with `digest` was handed over already.
+    pub fn contains(&self, digest: &Digest) -> bool {
+        self.0.contains(digest)
+    }
+
+    /// Notes that the body with `digest` was handed over.
+    pub fn insert(&mut self, digest: Digest) {
+        self.0.insert(digest);
+    }
 }
 
 /// How many recent dispatch keys a cast remembers.

@@ -4,12 +4,12 @@
 //! keys in the log where the reference keeps them in process memory).
 
 use castlog_core::event::SkipReason;
-use castlog_core::id::{DispatchKey, SocketId, Visit};
+use castlog_core::id::{Digest, DispatchKey, SocketId, Visit};
 use castlog_core::input::Input;
 use castlog_core::machine::{Phase, Status};
 use serde_json::json;
 
-use crate::harness::{Cast, build_loop, config, fold, given, kinds, plan};
+use crate::harness::{Cast, build_loop, config, digest, fold, given, kinds, plan};
 
 fn planned() -> (Cast, DispatchKey) {
     let mut cast = given(&build_loop());
@@ -146,4 +146,77 @@ fn revisits_get_fresh_keys() {
     assert!(keys.contains(&"cast-1:Socket-3:1:Socket-2:2"), "{keys:?}");
     let unique: std::collections::BTreeSet<_> = keys.iter().collect();
     assert_eq!(unique.len(), keys.len());
+}
+
+/// The digests a decision's prompt placed, and the digests of the blobs it handed over.
+fn placed_and_handed(decision: &castlog_core::machine::Decision) -> (Vec<Digest>, Vec<Digest>) {
+    let placed = of!(decision.events, PromptDispatched)
+        .iter()
+        .flat_map(|p| p.placements.iter().map(|placement| placement.body))
+        .collect();
+    let handed = decision.blobs.iter().map(|b| digest(b)).collect();
+    (placed, handed)
+}
+
+#[test]
+fn a_body_placed_in_every_prompt_is_handed_over_once_and_again_by_a_rebuilt_state() {
+    let (mut cast, key) = planned();
+    let env = crate::harness::env();
+    // A driven state: one decision after another on the same state.
+    let mut live = fold(&cast.log);
+    let first = live
+        .decide_mut(&Input::DispatchDue { key: key.clone() }, &env)
+        .unwrap();
+    let (placed_first, handed_first) = placed_and_handed(&first);
+    assert!(!placed_first.is_empty());
+    for body in &placed_first {
+        assert!(
+            handed_first.contains(body),
+            "the first prompt hands over every body"
+        );
+    }
+    cast.when(Input::DispatchDue { key });
+    cast.reply("Built A.");
+    let Some(next) = cast.state.scheduled.clone() else {
+        panic!("the eval prompt is scheduled");
+    };
+    live.decide_mut(
+        &Input::AgentReplied {
+            text: "Built A.".into(),
+            usage: None,
+        },
+        &env,
+    )
+    .unwrap();
+    let second = live
+        .decide_mut(&Input::DispatchDue { key: next.clone() }, &env)
+        .unwrap();
+    let (placed_second, handed_second) = placed_and_handed(&second);
+    let repeated: Vec<&Digest> = placed_second
+        .iter()
+        .filter(|b| placed_first.contains(b))
+        .collect();
+    assert!(
+        !repeated.is_empty(),
+        "the request is placed in both prompts"
+    );
+    for body in &placed_second {
+        assert_eq!(
+            handed_second.contains(body),
+            !placed_first.contains(body),
+            "a body is handed over by the first decision that places it, and only then"
+        );
+    }
+    // A state rebuilt from the log knows nothing of what was handed over: it hands every
+    // body over again, and decides the same events.
+    let rebuilt = fold(&cast.log);
+    let again = rebuilt
+        .decide(&Input::DispatchDue { key: next }, &env)
+        .unwrap();
+    let (placed_again, handed_again) = placed_and_handed(&again);
+    assert_eq!(placed_again, placed_second);
+    for body in &placed_again {
+        assert!(handed_again.contains(body));
+    }
+    assert_eq!(again.events, second.events);
 }

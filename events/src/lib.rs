@@ -5,7 +5,7 @@
 //! - [`record`]: the `Recorded` envelope and the `Pending` event before it is sealed.
 //! - [`log`]: the `EventLog` seam and its error enum.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
-//! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer thread, group commit).
+//! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
 //! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).

@@ -1,9 +1,10 @@
 //! `SqliteLog`: the durable [`EventLog`] on one SQLite file (bundled SQLite, WAL).
 //!
 //! # Connections
-//! - One writer connection, owned by one thread ([`writer`]), reached over a channel. Every
-//!   write (append, fork, import, blob) is a command; the thread batches queued commands into one
-//!   `BEGIN IMMEDIATE` transaction (group commit) and replies after `COMMIT`.
+//! - One writer connection ([`writer`]), used by one appender at a time. Every write (append,
+//!   fork, import, blob) is a command in a queue; the appender holding the writer's lock runs
+//!   every queued command in one `BEGIN IMMEDIATE` transaction (group commit) and answers each
+//!   after `COMMIT`. A lone appender writes on its own thread.
 //! - Reader connections in a small pool: a read takes an idle one (or opens one), uses it and
 //!   puts it back, so a scan visitor may itself read from the log without deadlock. WAL lets
 //!   readers see the last committed state while the writer writes.
@@ -29,9 +30,7 @@ mod writer;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use castlog_core::id::{CastId, Digest, Seq};
@@ -76,10 +75,8 @@ impl Durability {
 #[derive(Debug)]
 pub struct SqliteLog {
     path: PathBuf,
-    /// Commands to the writer thread. `None` only during drop.
-    writer: Option<Sender<Command>>,
-    /// The writer thread, joined on drop so every acknowledged write is finished.
-    thread: Option<JoinHandle<()>>,
+    /// The one connection that writes (see [`writer`]).
+    writer: writer::Writer,
     /// Idle read-only connections. A connection is used by one read at a time (taken out of the
     /// pool for the duration), so its statement cache is never shared.
     readers: Mutex<Vec<Connection>>,
@@ -114,15 +111,9 @@ impl SqliteLog {
             migrate(&mut writer_conn, &shown)?;
         }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
-        let (tx, rx) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("castlog-sqlite-writer".into())
-            .spawn(move || writer::serve(writer_conn, &rx))
-            .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
             path,
-            writer: Some(tx),
-            thread: Some(thread),
+            writer: writer::Writer::new(writer_conn),
             readers: Mutex::new(vec![reader]),
             durability,
         })
@@ -133,13 +124,15 @@ impl SqliteLog {
         &self.path
     }
 
+    /// How many write transactions this log has committed. Under concurrent appends it is
+    /// smaller than the number of appends: each transaction carries every append that queued
+    /// while the one before it was being committed (group commit).
+    pub fn commits(&self) -> u64 {
+        self.writer.commits()
+    }
+
     fn send<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T, LogError> {
-        let (reply, answer) = mpsc::channel();
-        let gone =
-            || LogError::storage("talking to the writer thread", "the writer thread stopped");
-        let writer = self.writer.as_ref().ok_or_else(gone)?;
-        writer.send(make(reply)).map_err(|_| gone())?;
-        writer::poll_then_wait(&answer).ok_or_else(gone)?
+        self.writer.submit(make)
     }
 
     fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {
@@ -235,13 +228,9 @@ impl Drop for SqliteLog {
     fn drop(&mut self) {
         // Readers close first, so the writer's connection is the last one: SQLite then
         // checkpoints the WAL into the main file and removes it.
+        // Every acknowledged write is committed already; the writer's connection closes when
+        // the fields are dropped, after this.
         self.pool().clear();
-        // Closing the channel ends the writer loop once queued commands are done.
-        self.writer.take();
-        if let Some(thread) = self.thread.take() {
-            // A panicked writer has nothing left to flush; its panic was already reported.
-            drop(thread.join());
-        }
     }
 }
 

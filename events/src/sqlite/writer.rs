@@ -1,14 +1,17 @@
-//! The writer thread: the only connection that writes, reached over a channel.
+//! The writer: the only connection that writes, shared by the appenders.
 //!
-//! Callers (sync or async) send a [`Command`] with a reply channel and wait. The thread takes one
-//! command, drains whatever else is already queued (up to [`GROUP_LIMIT`]), and runs them all in
-//! one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
-//! conflict does not undo another's work. Replies are sent only after `COMMIT` returns: an
-//! acknowledged append is durable. If the commit fails every command in the group gets the error
-//! and nothing of the group is stored. This is group commit: under concurrent load many appends
-//! share one fsync.
+//! An appender queues a [`Command`] (with a reply channel) and takes the writer's lock; whoever
+//! holds it is the leader: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs
+//! them all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one
+//! command's conflict does not undo another's work, and replies to each after `COMMIT`
+//! returns: an acknowledged append is durable. If the commit fails every command in the group
+//! gets the error and nothing of the group is stored. This is group commit: appends queued while
+//! a leader waits for its fsync are committed together by the next leader, with one fsync. A
+//! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
 
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Mutex, MutexGuard};
 
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -100,53 +103,100 @@ impl Done {
     }
 }
 
-/// Serves commands until every sender is dropped.
-pub(crate) fn serve(mut conn: Connection, commands: &Receiver<Command>) {
-    let mut chunks = ChunkIndex::default();
-    while let Some(first) = poll_then_wait(commands) {
-        let mut group = vec![first];
-        while group.len() < GROUP_LIMIT {
-            match commands.try_recv() {
-                Ok(more) => group.push(more),
-                Err(_) => break,
-            }
-        }
-        let results = run_group(&mut conn, &mut chunks, group);
-        for done in results {
-            done.send();
-        }
+/// The writer connection and the commands waiting for it.
+pub(crate) struct Writer {
+    /// Held by the leader for the whole of a group.
+    leader: Mutex<Leader>,
+    /// Commands queued and not yet taken by a leader.
+    queue: Mutex<Vec<Command>>,
+    /// Transactions committed.
+    commits: AtomicU64,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
     }
 }
 
-/// How long a waiting side polls before it sleeps (see [`poll_then_wait`]).
-pub(crate) const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(500);
+struct Leader {
+    conn: Connection,
+    chunks: ChunkIndex,
+}
 
-/// The next message on `rx`: polled for a short while (a driven cast sends its next decision
-/// within a fraction of a millisecond, and a commit takes about as long; waking a thread that
-/// went to sleep costs tens of microseconds on a virtual machine), then waited for; `None`
-/// once every sender is gone.
-pub(crate) fn poll_then_wait<T>(rx: &Receiver<T>) -> Option<T> {
-    let polled_until = std::time::Instant::now() + POLL_BEFORE_SLEEP;
-    loop {
-        match rx.try_recv() {
-            Ok(message) => return Some(message),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-            Err(std::sync::mpsc::TryRecvError::Empty)
-                if std::time::Instant::now() < polled_until =>
-            {
-                std::thread::yield_now();
-            }
-            Err(std::sync::mpsc::TryRecvError::Empty) => return rx.recv().ok(),
+impl Writer {
+    pub(crate) fn new(conn: Connection) -> Self {
+        Self {
+            leader: Mutex::new(Leader {
+                conn,
+                chunks: ChunkIndex::default(),
+            }),
+            queue: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
         }
+    }
+
+    /// Transactions committed so far.
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Queues the command `make` builds and returns its reply once it is committed (or
+    /// refused), leading groups for as long as it has not been answered.
+    pub(crate) fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, LogError> {
+        let (reply, answer) = mpsc::channel();
+        self.queue().push(make(reply));
+        loop {
+            if let Ok(result) = answer.try_recv() {
+                return result;
+            }
+            // A leader that panicked left its transaction rolled back (the transaction guard
+            // rolls back on unwind) and its group unanswered; the connection is still sound.
+            let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+            // Answered by the leader this appender waited for.
+            if let Ok(result) = answer.try_recv() {
+                return result;
+            }
+            let group: Vec<Command> = {
+                let mut queue = self.queue();
+                let take = queue.len().min(GROUP_LIMIT);
+                queue.drain(..take).collect()
+            };
+            if group.is_empty() {
+                // Taken by a leader that dropped it: nobody will answer.
+                return Err(LogError::storage(
+                    "writing",
+                    "the write was lost by a writer that panicked",
+                ));
+            }
+            let Leader { conn, chunks } = &mut *leader;
+            let (results, committed) = run_group(conn, chunks, group);
+            if committed {
+                self.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            for done in results {
+                done.send();
+            }
+        }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Vec<Command>> {
+        // Pushing and draining cannot leave the queue half-changed; take it back if poisoned.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>) -> Vec<Done> {
+/// Runs `group` in one transaction; also says whether it was committed.
+fn run_group(
+    conn: &mut Connection,
+    chunks: &mut ChunkIndex,
+    group: Vec<Command>,
+) -> (Vec<Done>, bool) {
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
             let err = map_err("starting a write transaction", &err);
-            return group.into_iter().map(|c| refuse(c, &err)).collect();
+            return (group.into_iter().map(|c| refuse(c, &err)).collect(), false);
         }
     };
     let mut done = Vec::with_capacity(group.len());
@@ -175,10 +225,10 @@ fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>
         chunks.rollback();
     }
     match committed {
-        Ok(()) => done,
+        Ok(()) => (done, any_ok),
         Err(err) => {
             let err = map_err("committing", &err);
-            done.into_iter().map(|d| d.fail(&err)).collect()
+            (done.into_iter().map(|d| d.fail(&err)).collect(), false)
         }
     }
 }

@@ -19,7 +19,7 @@ use super::sample;
 enum Writers {
     /// Both threads share one `InMemoryLog`.
     Memory,
-    /// Both threads share one `SqliteLog` (one writer thread, group commit).
+    /// Both threads share one `SqliteLog` (one writer connection, group commit).
     SqliteShared,
     /// Each thread has its own `SqliteLog` on the same file: two writer connections.
     SqliteTwo,
@@ -202,4 +202,42 @@ fn free_running_writers_take_every_seq_exactly_once(
     }
     assert_intact(pair.writer(0), &cast, total);
     assert_intact(pair.writer(1), &cast, total);
+}
+
+/// Group commit: appends made at the same time by many threads through one `SqliteLog` share
+/// transactions (each leader commits what queued while the one before it waited for its fsync),
+/// and every one of them is stored, in order, in its own cast.
+#[test]
+fn concurrent_appends_share_transactions_and_all_land() {
+    let (_dir, path) = scratch();
+    // Full durability: each transaction waits for its fsync, as a driven cast's do.
+    let log = castlog_events::SqliteLog::open(&path).unwrap();
+    const THREADS: usize = 8;
+    const APPENDS: u64 = 40;
+    let start = Barrier::new(THREADS);
+    thread::scope(|s| {
+        for t in 0..THREADS {
+            let (log, start) = (&log, &start);
+            s.spawn(move || {
+                let cast = sample::cast(&format!("group{t}"));
+                start.wait();
+                for i in 0..APPENDS {
+                    log.append(&cast, Seq(i * 2 + 1), &sample::batch(i * 2, 2))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let appends = THREADS as u64 * APPENDS;
+    assert!(
+        log.commits() < appends,
+        "{} transactions for {appends} appends",
+        log.commits()
+    );
+    for t in 0..THREADS {
+        let cast = sample::cast(&format!("group{t}"));
+        let head = log.head(&cast).unwrap().unwrap();
+        assert_eq!(head.seq, Seq(APPENDS * 2));
+        assert_eq!(verify_cast(&log, &head).unwrap().events, APPENDS * 2);
+    }
 }

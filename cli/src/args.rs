@@ -251,8 +251,10 @@ pub enum BenchCommand {
     ///
     /// A plan socket emits W work items; per item a build and an eval socket run R times (eval is
     /// not satisfied R-1 times, then satisfied); every reply is S bytes. Prints run figures and
-    /// time travel (history, state at the middle seq, fork). Without --db the run uses a fresh
-    /// temporary database that is removed afterwards.
+    /// time travel (history, state at the middle seq, fork), the commits the run made (one before
+    /// each agent call) and `commit_floor_ms`, the time of one commit of a single small row on
+    /// the same disk at the same durability (the least a step can cost there). Without --db the
+    /// run uses a fresh temporary database that is removed afterwards.
     ///
     /// Example: castlog bench synth --items 200 --rework 3 --output-bytes 2000 --json
     Synth(BenchSynthArgs),

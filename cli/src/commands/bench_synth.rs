@@ -18,7 +18,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Durability, EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
@@ -51,6 +51,11 @@ struct SynthFigures {
     fork_steps: Option<u64>,
     peak_rss_mb: f64,
     durability: &'static str,
+    /// Write transactions the run committed (one per step: the commit before each agent call).
+    commits: u64,
+    /// The median time of one fsync'd commit of a single small row in a scratch database
+    /// beside the log, at the same durability: the disk's floor for one step.
+    commit_floor_ms: Option<f64>,
 }
 
 fn now_nanos() -> u128 {
@@ -68,6 +73,47 @@ fn checkpoint(path: &Path) -> Result<(), CliError> {
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .map_err(sql)?;
     conn.close().map_err(|(_, e)| sql(e))
+}
+
+/// The median ms of one commit of one 100-byte row, in WAL mode at `durability`, in a scratch
+/// database beside `path` (the same file system), removed afterwards. `None` if the scratch
+/// database cannot be used.
+fn commit_floor_ms(path: &Path, durability: Durability) -> Option<f64> {
+    let mut name = path.file_name()?.to_owned();
+    name.push(".commit-floor");
+    let floor = path.with_file_name(name);
+    let measure = || -> rusqlite::Result<f64> {
+        let conn = rusqlite::Connection::open(&floor)?;
+        let sync = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; CREATE TABLE IF NOT EXISTS floor (b BLOB);"
+        ))?;
+        let row = [0u8; 100];
+        let mut times = Vec::with_capacity(200);
+        for i in 0..220 {
+            let t = Instant::now();
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            conn.execute("INSERT INTO floor (b) VALUES (?1)", [&row[..]])?;
+            conn.execute_batch("COMMIT")?;
+            // The first commits grow the WAL file; they are not counted.
+            if i >= 20 {
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
+    };
+    let result = measure().ok();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = floor.clone().into_os_string();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+    result
 }
 
 /// Peak resident set size (VmHWM) in MB, 0 where /proc is not available.
@@ -423,6 +469,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
+    let commit_floor_ms = commit_floor_ms(&path, durability);
     let log = SqliteLog::open_with(&path, durability)?;
     log.prepare_for_steps();
     let (cast, agent, t0, end) = run_synth(
@@ -434,6 +481,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         args.output_bytes,
     )?;
     let wall_s = end.duration_since(t0).as_secs_f64();
+    let commits = log.commits();
     // A call marks the end of the step before it; the last step ends with the drive.
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
@@ -513,6 +561,8 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         fork_steps: Some(fork_steps),
         peak_rss_mb: peak_rss_mb(),
         durability: durability.as_str(),
+        commits,
+        commit_floor_ms,
     })
 }
 

@@ -39,6 +39,8 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         "fork_steps",
         "peak_rss_mb",
         "durability",
+        "commits",
+        "commit_floor_ms",
     ];
     let mut got = keys.clone();
     got.sort_unstable();
@@ -48,6 +50,9 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
     assert_eq!(figures["durability"], "full");
     assert!(figures["events"].as_u64().unwrap() > 9);
     assert!(figures["db_bytes"].as_u64().unwrap() > 0);
+    // One commit starts the cast, then one per reply: the commit before each agent call.
+    assert_eq!(figures["commits"], 1 + 2 * 2 * 2 + 1);
+    assert!(figures["commit_floor_ms"].as_f64().unwrap() > 0.0);
     // A fork at the middle redoes part of the run, never more than all of it.
     if let Some(fork) = figures["fork_steps"].as_u64() {
         assert!((1..=9).contains(&fork), "fork_steps {fork}");

@@ -170,6 +170,9 @@ impl Writer {
                 ));
             }
             let Leader { conn, chunks } = &mut *leader;
+            // Chunk ids staged by a group that never finished (its leader panicked) belong to
+            // rows that were rolled back: never trust them.
+            chunks.rollback();
             let (results, committed) = run_group(conn, chunks, group);
             if committed {
                 self.commits.fetch_add(1, Ordering::Relaxed);

@@ -1,17 +1,19 @@
 //! The writer: the only connection that writes, shared by the appenders.
 //!
-//! An appender queues a [`Command`] (with a reply channel) and takes the writer's lock; whoever
-//! holds it is the leader: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs
-//! them all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one
-//! command's conflict does not undo another's work, and replies to each after `COMMIT`
-//! returns: an acknowledged append is durable. If the commit fails every command in the group
-//! gets the error and nothing of the group is stored. This is group commit: appends queued while
+//! An appender queues a [`Command`] (with a reply channel). If the writer's lock is free it
+//! takes it and leads: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs them
+//! all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
+//! conflict does not undo another's work, and replies to each after `COMMIT` returns: an
+//! acknowledged append is durable. If the commit fails every command in the group gets the
+//! error and nothing of the group is stored. While another appender leads, it waits for its
+//! reply and looks again whether the writer is free. This is group commit: appends queued while
 //! a leader waits for its fsync are committed together by the next leader, with one fsync. A
 //! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -23,6 +25,9 @@ use crate::chunk;
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::{digest_from_sql, map_err};
+
+/// How long an appender waits for its answer before it looks whether the writer is free.
+const WAIT_FOR_LEADER: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The most commands one transaction takes.
 pub(crate) const GROUP_LIMIT: usize = 256;
@@ -142,43 +147,70 @@ impl Writer {
     }
 
     /// Queues the command `make` builds and returns its reply once it is committed (or
-    /// refused), leading groups for as long as it has not been answered.
+    /// refused). The appender leads groups while the writer is free and its command is not
+    /// answered; while another appender leads, it waits for its answer.
     pub(crate) fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, LogError> {
         let (reply, answer) = mpsc::channel();
         self.queue().push(make(reply));
+        let lost = || {
+            LogError::storage(
+                "writing",
+                "the write was dropped by a writer that panicked (nothing of its group is stored)",
+            )
+        };
         loop {
-            if let Ok(result) = answer.try_recv() {
-                return result;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(TryRecvError::Disconnected) => return Err(lost()),
+                Err(TryRecvError::Empty) => {}
             }
-            // A leader that panicked left its transaction rolled back (the transaction guard
-            // rolls back on unwind) and its group unanswered; the connection is still sound.
-            let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-            // Answered by the leader this appender waited for.
-            if let Ok(result) = answer.try_recv() {
-                return result;
-            }
-            let group: Vec<Command> = {
-                let mut queue = self.queue();
-                let take = queue.len().min(GROUP_LIMIT);
-                queue.drain(..take).collect()
+            let leader = match self.leader.try_lock() {
+                Ok(leader) => leader,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    // The leader answers this command if it took it; if it had taken the queue
+                    // before this command arrived, the writer is free again shortly.
+                    match answer.recv_timeout(WAIT_FOR_LEADER) {
+                        Ok(result) => return result,
+                        Err(RecvTimeoutError::Disconnected) => return Err(lost()),
+                        Err(RecvTimeoutError::Timeout) => continue,
+                    }
+                }
             };
-            if group.is_empty() {
-                // Taken by a leader that dropped it: nobody will answer.
-                return Err(LogError::storage(
-                    "writing",
-                    "the write was lost by a writer that panicked",
-                ));
+            self.lead(leader);
+        }
+    }
+
+    /// Commits the oldest queued commands (up to [`GROUP_LIMIT`]) as one group and answers
+    /// each. A panic while running the group is contained here: the group's commands are
+    /// dropped with it, so each of their appenders gets an error, and the writer stays usable.
+    fn lead(&self, mut leader: MutexGuard<'_, Leader>) {
+        let group: Vec<Command> = {
+            let mut queue = self.queue();
+            let take = queue.len().min(GROUP_LIMIT);
+            queue.drain(..take).collect()
+        };
+        if group.is_empty() {
+            return;
+        }
+        let Leader { conn, chunks } = &mut *leader;
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, chunks, group)));
+        match ran {
+            Ok((results, committed)) => {
+                if committed {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                }
+                for done in results {
+                    done.send();
+                }
             }
-            let Leader { conn, chunks } = &mut *leader;
-            // Chunk ids staged by a group that never finished (its leader panicked) belong to
-            // rows that were rolled back: never trust them.
-            chunks.rollback();
-            let (results, committed) = run_group(conn, chunks, group);
-            if committed {
-                self.commits.fetch_add(1, Ordering::Relaxed);
-            }
-            for done in results {
-                done.send();
+            Err(_) => {
+                // The transaction guard rolled back on unwind; make sure, and never trust the
+                // chunk ids the group staged (their rows are gone).
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                chunks.rollback();
             }
         }
     }
@@ -649,4 +681,53 @@ fn put_checkpoint(
     })
     .map_err(|e| map_err("storing a checkpoint", &e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use castlog_core::event::{CastAborted, Event};
+
+    fn aborted(i: u64) -> Pending {
+        Pending::new(
+            1_700_000_000_000 + i,
+            &Event::CastAborted(CastAborted {
+                reason: format!("sample {i}"),
+            }),
+        )
+    }
+
+    /// Commands queued while the writer is busy are committed by the next leader in one
+    /// transaction, each answered with its own records.
+    #[test]
+    fn queued_commands_are_committed_by_one_leader_in_one_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("castlog.db");
+        drop(crate::SqliteLog::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let writer = Writer::new(conn);
+        let mut answers = Vec::new();
+        for k in 0..5u64 {
+            let (reply, answer) = mpsc::channel();
+            writer.queue().push(Command::Append {
+                cast: CastId::new(format!("queued-{k}")),
+                expected: Seq::FIRST,
+                events: vec![aborted(k)],
+                reply,
+            });
+            answers.push(answer);
+        }
+        let own = writer.submit(|reply| Command::Append {
+            cast: CastId::new("leader"),
+            expected: Seq::FIRST,
+            events: vec![aborted(9), aborted(10)],
+            reply,
+        });
+        assert_eq!(own.unwrap().len(), 2);
+        assert_eq!(writer.commits(), 1, "one transaction for six appends");
+        for (k, answer) in answers.into_iter().enumerate() {
+            let records = answer.try_recv().unwrap().unwrap();
+            assert_eq!(records[0].cast.as_str(), format!("queued-{k}"));
+        }
+    }
 }

@@ -20,13 +20,14 @@ const REASON_LIMIT: usize = 900;
 
 /// Collapses whitespace and cuts `text` to `limit` characters with `…`.
 pub(crate) fn bounded(text: &str, limit: usize) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if collapsed.chars().count() <= limit {
-        collapsed
-    } else {
-        let mut cut: String = collapsed.chars().take(limit).collect();
-        cut.push('…');
-        cut
+    let collapsed = super::turn::collapse(text);
+    match collapsed.char_indices().nth(limit) {
+        None => collapsed.into_owned(),
+        Some((at, _)) => {
+            let mut cut = collapsed[..at].to_owned();
+            cut.push('…');
+            cut
+        }
     }
 }
 
@@ -548,5 +549,45 @@ impl Decider<'_, '_> {
             },
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded;
+
+    /// The plain definition the fast one must keep.
+    fn bounded_slowly(text: &str, limit: usize) -> String {
+        let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if collapsed.chars().count() <= limit {
+            collapsed
+        } else {
+            let mut cut: String = collapsed.chars().take(limit).collect();
+            cut.push('…');
+            cut
+        }
+    }
+
+    #[test]
+    fn bounded_collapses_and_cuts_like_the_plain_definition() {
+        for text in [
+            "",
+            "   ",
+            "one",
+            "plain words here",
+            "  lead and trail  ",
+            "tab\there\nand\u{b}there",
+            "é accents é and more é",
+            "exactly ten",
+            "a b c d e f g h i j k l m n o p",
+        ] {
+            for limit in [0, 1, 3, 10, 11, 12, 100] {
+                assert_eq!(
+                    bounded(text, limit),
+                    bounded_slowly(text, limit),
+                    "{text:?} {limit}"
+                );
+            }
+        }
     }
 }

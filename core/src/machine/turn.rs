@@ -18,7 +18,7 @@ struct Reason {
 
 /// `text` with every run of whitespace made one space and the ends trimmed; borrowed when it
 /// is already so (plain ASCII with single spaces, the common case).
-fn collapse(text: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn collapse(text: &str) -> std::borrow::Cow<'_, str> {
     let bytes = text.as_bytes();
     let plain = text.is_ascii()
         && !bytes.first().is_some_and(u8::is_ascii_whitespace)

@@ -503,14 +503,14 @@ mod tests {
         let claim = ClaimId::new("clm-2");
         let cast = CastId::new("c");
         let extra = Value::Null;
-        let run = |script: &str| {
-            let mut s = CommandSender::new(
+        let sh = |script: &str, timeout_s: u64| {
+            CommandSender::new(
                 vec!["sh".into(), "-c".into(), script.into()],
                 dir.path().to_path_buf(),
-                Duration::from_secs(5),
-            );
-            s.send(&post(&claim, &cast, &extra))
+                Duration::from_secs(timeout_s),
+            )
         };
+        let run = |script: &str| sh(script, 5).send(&post(&claim, &cast, &extra));
         assert_eq!(
             run("cat > /dev/null; echo \"  m-$CASTLOG_CLAIM  \""),
             SendOutcome::Staged {
@@ -520,14 +520,9 @@ mod tests {
         // Extra fields reach the program as variables, and the envelope (without the body).
         let extra = json!({"reply_to_message_id": "42", "can_reply_in_place": false,
                            "nested": {"skipped": true}});
-        let mut s = CommandSender::new(
-            vec![
-                "sh".into(),
-                "-c".into(),
-                "cat > /dev/null; echo \"$CASTLOG_REPLY_TO_MESSAGE_ID/$CASTLOG_CAN_REPLY_IN_PLACE/${CASTLOG_NESTED:-none}/$CASTLOG_ENVELOPE\"".into(),
-            ],
-            dir.path().to_path_buf(),
-            Duration::from_secs(5),
+        let mut s = sh(
+            "cat > /dev/null; echo \"$CASTLOG_REPLY_TO_MESSAGE_ID/$CASTLOG_CAN_REPLY_IN_PLACE/${CASTLOG_NESTED:-none}/$CASTLOG_ENVELOPE\"",
+            5,
         );
         let SendOutcome::Staged { message_id } = s.send(&post(&claim, &cast, &extra)) else {
             panic!("the variables reach the program");
@@ -560,15 +555,7 @@ mod tests {
         ));
         // A timeout stops the program and what it started (here a `sleep` that would hold
         // stdout open after the shell is killed), and the send is unknown: it may have gone out.
-        let mut slow = CommandSender::new(
-            vec![
-                "sh".into(),
-                "-c".into(),
-                "cat > /dev/null; sleep 30; echo late".into(),
-            ],
-            dir.path().to_path_buf(),
-            Duration::from_secs(1),
-        );
+        let mut slow = sh("cat > /dev/null; sleep 30; echo late", 1);
         let started = Instant::now();
         let SendOutcome::Unknown { reason } = slow.send(&post(&claim, &cast, &extra)) else {
             panic!("a timeout is unknown");

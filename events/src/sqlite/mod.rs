@@ -184,11 +184,9 @@ impl SqliteLog {
             return;
         }
         if let Ok(conn) = Connection::open(&self.path)
-            && conn
-                .busy_timeout(std::time::Duration::from_secs(10))
-                .is_ok()
+            && conn.busy_timeout(BUSY_TIMEOUT).is_ok()
         {
-            grow_wal(&conn, &self.path);
+            grow_wal(&conn, Path::new(&wal));
         }
     }
 
@@ -604,13 +602,16 @@ fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogErr
     let mut out = Vec::new();
     for (i, id) in bytes.chunks_exact(8).enumerate() {
         let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
-        let chunk: Option<Vec<u8>> = stmt
-            .query_row([id], |r| r.get(0))
+        // Appended straight from the row, without a copy of its own.
+        let found = stmt
+            .query_row([id], |r| {
+                out.extend_from_slice(r.get_ref(0)?.as_blob()?);
+                Ok(())
+            })
             .optional()
             .map_err(|e| read(&e))?;
-        match chunk {
-            Some(chunk) => out.extend_from_slice(&chunk),
-            None => return Err(damaged(format!("its chunk {i} (row {id}) is missing"))),
+        if found.is_none() {
+            return Err(damaged(format!("its chunk {i} (row {id}) is missing")));
         }
     }
     Ok(Some(out))
@@ -622,7 +623,7 @@ fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogErr
 /// overwrite allocated blocks instead of growing the file, whose fsync would also have to
 /// write its new size (measured on ext4: about a third less time per step for the first
 /// thousand pages). Best effort: any failure leaves a working log.
-fn grow_wal(conn: &Connection, path: &Path) {
+fn grow_wal(conn: &Connection, wal: &Path) {
     let grow = || -> rusqlite::Result<()> {
         conn.execute_batch(
             "PRAGMA cache_size = 8; BEGIN IMMEDIATE; CREATE TABLE castlog_wal_pregrow (b BLOB);",
@@ -635,11 +636,10 @@ fn grow_wal(conn: &Connection, path: &Path) {
         Ok(())
     };
     let _ = grow();
-    let _ = conn.execute_batch("ROLLBACK; PRAGMA cache_size = -2000;");
+    // The connection is dropped after this, so its tiny page cache is not restored.
+    let _ = conn.execute_batch("ROLLBACK");
     // The spilled pages are written once now, not by the first commit's fsync.
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&wal) {
+    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(wal) {
         let _ = file.sync_all();
     }
 }

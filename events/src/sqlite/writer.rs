@@ -196,8 +196,9 @@ impl Writer {
         let Leader { conn, chunks } = &mut *leader;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, chunks, group)));
         match ran {
-            Ok((results, committed)) => {
-                if committed {
+            Ok(results) => {
+                // A failed commit turns every result into an error, so any success was committed.
+                if results.iter().any(Done::is_ok) {
                     self.commits.fetch_add(1, Ordering::Relaxed);
                 }
                 for done in results {
@@ -221,17 +222,13 @@ impl Writer {
     }
 }
 
-/// Runs `group` in one transaction; also says whether it was committed.
-fn run_group(
-    conn: &mut Connection,
-    chunks: &mut ChunkIndex,
-    group: Vec<Command>,
-) -> (Vec<Done>, bool) {
+/// Runs `group` in one transaction.
+fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>) -> Vec<Done> {
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
             let err = map_err("starting a write transaction", &err);
-            return (group.into_iter().map(|c| refuse(c, &err)).collect(), false);
+            return group.into_iter().map(|c| refuse(c, &err)).collect();
         }
     };
     let mut done = Vec::with_capacity(group.len());
@@ -260,10 +257,10 @@ fn run_group(
         chunks.rollback();
     }
     match committed {
-        Ok(()) => (done, any_ok),
+        Ok(()) => done,
         Err(err) => {
             let err = map_err("committing", &err);
-            (done.into_iter().map(|d| d.fail(&err)).collect(), false)
+            done.into_iter().map(|d| d.fail(&err)).collect()
         }
     }
 }

@@ -11,6 +11,20 @@ use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
 /// The fixed clock reading of event 0; event `i` happens `i` seconds later.
 pub const AT: u64 = 1_700_000_000_000;
 
+/// `len` bytes of word-like text, a fixed function of `seed` (a linear congruential sequence
+/// over letters, spaces and newlines), for blobs that must be cut into chunks.
+pub fn text(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            b"abcdefghij klmnopqrst uvwxyz\n"[(state >> 59) as usize % 29]
+        })
+        .collect()
+}
+
 /// A cast id.
 pub fn cast(name: &str) -> CastId {
     CastId::new(name)

@@ -291,14 +291,7 @@ fn large_blobs_share_chunks_and_damage_is_named() {
 fn chunks_of_a_rolled_back_append_are_not_reused() {
     let (_dir, path) = scratch();
     let log = open_sqlite(&path);
-    let text = |seed: u32| -> Vec<u8> {
-        (0..20_000u32)
-            .map(|i| {
-                b"abcdefghij klmnop\n"[((i ^ seed).wrapping_mul(2_654_435_761) >> 27) as usize % 18]
-            })
-            .collect()
-    };
-    let (first, second) = (text(1), text(2));
+    let (first, second) = (sample::text(1, 20_000), sample::text(2, 20_000));
     let cast = sample::cast("rolled-back");
     let refused = log.append_with_blobs(
         &cast,
@@ -325,17 +318,7 @@ fn a_failed_command_in_a_group_leaves_no_chunk_ids_behind() {
     use std::time::Duration;
     let (_dir, path) = scratch();
     let log = open_sqlite(&path);
-    let text = |seed: u64, len: usize| -> Vec<u8> {
-        let mut s = seed;
-        (0..len)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                b"abcdefghij klmnopqrst uvwxyz\n"[(s >> 59) as usize % 29]
-            })
-            .collect()
-    };
+    let text = sample::text;
     let first = sample::cast("first");
     log.append(&first, Seq(1), &sample::batch(0, 1)).unwrap();
     for round in 0..6u64 {

@@ -160,6 +160,21 @@ impl LogError {
     }
 }
 
+/// The casts `cast` was recast from, its fork parent first and the root last. Each cast is
+/// listed once, so a fork loop in a damaged log ends the walk instead of spinning.
+pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<CastId>, LogError> {
+    let mut out: Vec<CastId> = Vec::new();
+    let mut current = cast.clone();
+    while let Some(parent) = log.head(&current)?.and_then(|h| h.parent) {
+        if parent.cast == *cast || out.contains(&parent.cast) {
+            break;
+        }
+        out.push(parent.cast.clone());
+        current = parent.cast;
+    }
+    Ok(out)
+}
+
 /// An append-only store of per-cast hash chains and content-addressed blobs.
 ///
 /// Invariants every implementation keeps:

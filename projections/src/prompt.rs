@@ -83,10 +83,9 @@ pub fn policy_of<L: EventLog + ?Sized>(
     log: &L,
     cast: &CastId,
 ) -> Result<&'static Policy, PromptError> {
-    let mut root = cast.clone();
-    while let Some(parent) = log.head(&root)?.and_then(|h| h.parent) {
-        root = parent.cast;
-    }
+    let root = castlog_events::log::ancestors(log, cast)?
+        .pop()
+        .unwrap_or_else(|| cast.clone());
     let first = log.read(&root, Seq::FIRST, Some(Seq::FIRST))?;
     let started = first.first().and_then(|r| match r.event() {
         Ok(Event::CastStarted(s)) => Some(s.policy),

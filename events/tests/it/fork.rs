@@ -3,7 +3,7 @@
 
 use castlog_core::id::{Digest, Seq};
 use castlog_events::verify::verify_cast;
-use castlog_events::{ForkPoint, LogError};
+use castlog_events::{EventLog, ForkPoint, LogError};
 use rstest::rstest;
 
 use super::backend::Backend;
@@ -95,4 +95,37 @@ fn fork_rejects_an_unknown_parent_and_an_existing_child(
         "{err:?}"
     );
     assert_eq!(log.read(&parent, Seq::FIRST, None).unwrap(), records);
+}
+
+/// A recast of a recast names both of its ancestors, nearest first; a fork loop made in a
+/// damaged file ends the walk instead of spinning.
+#[test]
+fn ancestors_walk_up_to_the_root_once() {
+    use castlog_events::log::ancestors;
+    let (_dir, path) = super::backend::scratch();
+    let log = super::backend::open_sqlite(&path);
+    let (a, b, c) = (sample::cast("a"), sample::cast("b"), sample::cast("c"));
+    let seeded = sample::seed(&log, &a, 2);
+    let at = |cast: &castlog_core::id::CastId, hash| ForkPoint {
+        cast: cast.clone(),
+        seq: Seq(1),
+        hash,
+    };
+    let b_records = log
+        .fork(&b, &at(&a, seeded[0].hash), &sample::batch(10, 1))
+        .unwrap();
+    let c_records = log
+        .fork(&c, &at(&b, b_records[0].hash), &sample::batch(20, 1))
+        .unwrap();
+    assert_eq!(ancestors(&log, &c).unwrap(), vec![b.clone(), a.clone()]);
+    assert_eq!(ancestors(&log, &a).unwrap(), vec![]);
+    // Damage: the root now names its own grandchild as its parent.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE casts SET parent_cast = 'c', parent_seq = 1, parent_hash = ?1 WHERE cast_id = 'a'",
+        [c_records[0].hash.0.as_slice()],
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(ancestors(&log, &c).unwrap(), vec![b, a]);
 }

@@ -77,16 +77,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         step: &str,
         destination: &str,
     ) -> Result<Option<castlog_core::id::ClaimId>, DriveError> {
-        let mut ancestors = Vec::new();
-        let mut cast = self.state.cast.clone();
-        while let Some(parent) = self.log.head(&cast)?.and_then(|h| h.parent) {
-            // A corrupt fork loop cannot make this spin: a cast is visited once.
-            if ancestors.contains(&parent.cast) {
-                break;
-            }
-            ancestors.push(parent.cast.clone());
-            cast = parent.cast;
-        }
+        let ancestors = castlog_events::log::ancestors(self.log, &self.state.cast)?;
         Ok(ledger
             .claims()
             .find(|c| {

@@ -15,11 +15,11 @@ use castlog_core::event::{CastStarted, Event, FailureClass};
 use castlog_core::id::{CastId, Seq, SocketId};
 use castlog_core::input::Input;
 use castlog_core::loadout::SocketKind;
-use castlog_core::machine::decide::{self, Decision, Rejection};
+use castlog_core::machine::decide::{self, Rejection};
 use castlog_core::machine::{CastState, Phase, Status};
 use castlog_core::prompt::Message;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, LogError, Pending};
+use castlog_events::{EventLog, LogError, Pending, Recorded};
 
 use crate::agent::{Agent, AgentTurn, TurnRequest};
 use crate::utility;
@@ -318,7 +318,13 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let cast = started.cast.clone();
         let (state, decision) = decide::start(started, &env)?;
         let mut driver = Self::adopt(log, clock, state, cwd);
-        driver.append(&cast, Seq::FIRST, &decision, env.now_ms)?;
+        driver.append(
+            &cast,
+            Seq::FIRST,
+            &decision.events,
+            &decision.blobs,
+            env.now_ms,
+        )?;
         driver.last_prompt = decision.prompt;
         Ok(driver)
     }
@@ -363,24 +369,23 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     }
 
     fn wait_notice(&mut self) {
-        let Some(current) = self.state.current.clone() else {
+        // Borrowed, not copied: this runs before every agent and utility call.
+        let (Some(observer), Some(current)) = (self.observer.as_mut(), self.state.current.as_ref())
+        else {
             return;
         };
         let label = self
             .state
             .loadout
             .socket(&current.socket)
-            .map(|s| s.label.clone())
-            .unwrap_or_default();
-        if let Some(observer) = self.observer.as_mut() {
-            observer(Notice::Waiting {
-                socket: &current.socket,
-                label: &label,
-                item: current.item_label.as_deref(),
-                attempt: current.attempt,
-                turn: current.turn.get(),
-            });
-        }
+            .map_or("", |s| s.label.as_str());
+        observer(Notice::Waiting {
+            socket: &current.socket,
+            label,
+            item: current.item_label.as_deref(),
+            attempt: current.attempt,
+            turn: current.turn.get(),
+        });
     }
 
     /// Queues a person's input (refinement or continue) for the next pause.
@@ -388,22 +393,19 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.queued.push_back(input);
     }
 
+    /// Records `events` with the blobs they name, as one unit (one commit).
     fn append(
-        &mut self,
+        &self,
         cast: &CastId,
         expected: Seq,
-        decision: &Decision,
+        events: &[Event],
+        blobs: &[Vec<u8>],
         now: u64,
-    ) -> Result<(), DriveError> {
-        // One unit: the blobs an event names are stored with it (one commit per decision).
-        let pending: Vec<Pending> = decision
-            .events
-            .iter()
-            .map(|e| Pending::new(now, e))
-            .collect();
-        self.log
-            .append_with_blobs(cast, expected, &decision.blobs, &pending)?;
-        Ok(())
+    ) -> Result<Vec<Recorded>, DriveError> {
+        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(now, e)).collect();
+        Ok(self
+            .log
+            .append_with_blobs(cast, expected, blobs, &pending)?)
     }
 
     /// Decides and records one input.
@@ -431,10 +433,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             blobs.extend(due.blobs);
             prompt = due.prompt.or(prompt);
         }
-        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
-        let recorded = self
-            .log
-            .append_with_blobs(&cast, expected, &blobs, &pending)?;
+        let recorded = self.append(&cast, expected, &events, &blobs, env.now_ms)?;
         if prompt.is_some() {
             self.last_prompt = prompt;
         }

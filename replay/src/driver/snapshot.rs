@@ -114,8 +114,12 @@ pub fn check_snapshots(
     let Some(last) = kept.first().map(|s| s.seq) else {
         return Ok(problems);
     };
+    // Oldest first, met in step with the fold (no search per folded event).
+    kept.reverse();
+    let mut next = kept.iter().peekable();
     fold_with(log, cast, last, false, &mut |state, used| {
-        let Some(snapshot) = kept.iter().find(|s| s.seq == state.head) else {
+        while next.next_if(|s| s.seq < state.head).is_some() {}
+        let Some(snapshot) = next.next_if(|s| s.seq == state.head) else {
             return;
         };
         let wrong = if snapshot.version != castlog_core::machine::snapshot::VERSION {

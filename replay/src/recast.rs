@@ -46,7 +46,7 @@ pub fn history(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Reco
 }
 
 /// The casts recast (directly or through other recasts) from `ancestor`, in the order the log
-/// lists casts. Only each cast's first event is read.
+/// lists casts. Only the casts' heads are read (each names its fork parent).
 pub fn descendants(
     log: &(impl EventLog + ?Sized),
     ancestor: &CastId,
@@ -54,9 +54,8 @@ pub fn descendants(
     let mut parents = std::collections::BTreeMap::new();
     let mut order = Vec::new();
     for head in log.casts()? {
-        let first = log.read(&head.cast, Seq::FIRST, Some(Seq::FIRST))?;
-        if let Some(Ok(Event::CastForked(f))) = first.first().map(Recorded::event) {
-            parents.insert(head.cast.clone(), f.parent);
+        if let Some(parent) = head.parent {
+            parents.insert(head.cast.clone(), parent.cast);
             order.push(head.cast);
         }
     }

@@ -9,7 +9,7 @@ use castlog_core::input::Input;
 use castlog_events::{EventLog, LogError, Pending, SqliteLog};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
-use castlog_replay::driver::Driver;
+use castlog_replay::driver::{Driver, fold};
 use castlog_replay::recast::descendants;
 use serde_json::json;
 
@@ -261,12 +261,10 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
 /// Recasts of `claim`'s cast that inherited it while it was pending and have not adopted a
 /// resolution yet (they do when next driven).
 fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, CliError> {
-    let clock = SystemClock;
     let mut waiting = Vec::new();
     for child in descendants(log, &claim.cast)? {
-        let driver = Driver::open(log, &clock, &child, &super::cast::cwd())?;
-        let inherited = driver
-            .state
+        let (state, _) = fold(log, &child)?;
+        let inherited = state
             .claims
             .get(&claim.claim)
             .is_some_and(|c| c.status == claims::ClaimStatus::Pending);

@@ -25,7 +25,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
 }
 
 /// A scratch directory removed on drop (kept when the user named a database).
-pub(super) struct Scratch(pub(super) Option<PathBuf>);
+pub(super) struct Scratch(Option<PathBuf>);
 
 impl Scratch {
     pub(super) fn new() -> Result<Self, CliError> {
@@ -44,6 +44,18 @@ impl Scratch {
             .as_ref()
             .map_or_else(|| PathBuf::from(name), |d| d.join(name))
     }
+}
+
+/// The database a bench runs in: the one named, or a fresh temporary one removed when the
+/// returned scratch directory is dropped.
+pub(super) fn database(db: Option<&Path>) -> Result<(Scratch, PathBuf), CliError> {
+    let scratch = if db.is_some() {
+        Scratch(None)
+    } else {
+        Scratch::new()?
+    };
+    let path = db.map_or_else(|| scratch.file("castlog.db"), Path::to_path_buf);
+    Ok((scratch, path))
 }
 
 impl Drop for Scratch {
@@ -130,12 +142,7 @@ fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
     if args.batch == 0 {
         return Err(CliError::user("--batch must be at least 1"));
     }
-    let scratch = if db.is_some() {
-        Scratch(None)
-    } else {
-        Scratch::new()?
-    };
-    let path = db.map_or_else(|| scratch.file("castlog.db"), Path::to_path_buf);
+    let (_scratch, path) = database(db)?;
     let durability = durability(args.durability);
     let start_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -214,10 +221,7 @@ fn raw_baseline(
 ) -> Result<AppendFigures, CliError> {
     let sql = |e: rusqlite::Error| CliError::internal(format!("raw baseline: {e}"));
     let mut conn = rusqlite::Connection::open(path).map_err(sql)?;
-    let sync = match durability {
-        Durability::Full => "FULL",
-        Durability::Normal => "NORMAL",
-    };
+    let sync = durability.synchronous();
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync};
          CREATE TABLE events (cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,

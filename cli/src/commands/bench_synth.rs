@@ -31,7 +31,7 @@ use crate::args::BenchSynthArgs;
 use crate::error::CliError;
 use crate::output;
 
-use super::bench::{Scratch, db_bytes, durability, rate};
+use super::bench::{database, db_bytes, durability, rate};
 
 /// The figures, in the order the issue names them.
 #[derive(Debug, Serialize)]
@@ -84,10 +84,7 @@ fn commit_floor_ms(path: &Path, durability: Durability) -> Option<f64> {
     let floor = path.with_file_name(name);
     let measure = || -> rusqlite::Result<f64> {
         let conn = rusqlite::Connection::open(&floor)?;
-        let sync = match durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
+        let sync = durability.synchronous();
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {sync}; CREATE TABLE IF NOT EXISTS floor (b BLOB);"
@@ -366,22 +363,6 @@ impl Agent for SynthAgent {
         };
         AgentTurn::Reply { text, usage: None }
     }
-}
-
-/// The database to run in: the one named, or a fresh temporary one removed when the returned
-/// scratch directory is dropped.
-fn database(db: Option<&Path>) -> Result<(Scratch, PathBuf), CliError> {
-    let scratch = if db.is_some() {
-        Scratch(None)
-    } else {
-        Scratch::new()?
-    };
-    let path = match (db, &scratch.0) {
-        (Some(db), _) => db.to_path_buf(),
-        (None, Some(dir)) => dir.join("castlog.db"),
-        (None, None) => PathBuf::from("castlog.db"),
-    };
-    Ok((scratch, path))
 }
 
 fn check(args: &BenchSynthArgs) -> Result<(), CliError> {

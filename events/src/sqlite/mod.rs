@@ -62,6 +62,14 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// The value of SQLite's `PRAGMA synchronous` that gives this durability in WAL mode.
+    pub fn synchronous(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+
     /// The name used on the command line and in bench output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,11 +280,10 @@ fn check_magic(path: &Path) -> Result<(), String> {
 fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     switch_to_wal(conn)?;
-    let sync = match durability {
-        Durability::Full => "FULL",
-        Durability::Normal => "NORMAL",
-    };
-    conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {};",
+        durability.synchronous()
+    ))?;
     Ok(())
 }
 

@@ -28,17 +28,10 @@ use super::fingerprint;
 use super::input::{Allowlist, Settings};
 use super::{Candidate, days};
 
-/// Whether a claim counts as a post for the history gates.
+/// Whether a claim counts as a post for the history gates: one that holds its day, or a
+/// declined one (it counts for the thread and similarity rules only).
 pub fn counts(claim: &Claim) -> bool {
-    !claim.dry_run
-        && matches!(
-            claim.status,
-            ClaimStatus::Pending
-                | ClaimStatus::Staged
-                | ClaimStatus::Approved
-                | ClaimStatus::Posted
-                | ClaimStatus::Declined
-        )
+    claim.holds_day() || (!claim.dry_run && claim.status == ClaimStatus::Declined)
 }
 
 /// Where a post about `candidate` goes: the source channel if posts may go there, else the
@@ -65,12 +58,6 @@ pub fn reply_fields(candidate: &Candidate, destination: &str, settings: &Setting
         "mention_actor_id": candidate.actor_id,
         "can_reply_in_place": !destination.is_empty() && destination == candidate.channel_id,
     })
-}
-
-/// Whether a counted claim reached the member and the channel (for the cooldown and the cap):
-/// a declined post did not.
-fn reached_them(claim: &Claim) -> bool {
-    claim.status != ClaimStatus::Declined
 }
 
 /// What the gates look at.
@@ -116,7 +103,9 @@ pub fn check(
         }
     }
     if !probe.actor_id.is_empty() {
-        for c in records().filter(|c| reached_them(c)) {
+        // The cooldown and the cap count what reached the member and the channel: the claims
+        // that hold their day (a declined post did not).
+        for c in records().filter(|c| c.holds_day()) {
             if c.tagged_actor.as_deref() == Some(probe.actor_id)
                 && age(c) < days(i64::from(settings.member_cooldown_days))
             {
@@ -144,7 +133,7 @@ pub fn check(
     if probe.apply_channel_cap && !probe.destination.is_empty() {
         let count = records()
             .filter(|c| {
-                reached_them(c)
+                c.holds_day()
                     && c.destination == probe.destination
                     && age(c) <= days(i64::from(settings.channel_window_days))
             })

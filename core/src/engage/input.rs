@@ -312,7 +312,7 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
                 if turn.is_empty() {
                     continue;
                 }
-                let record: SourceRecord = serde_json::from_value(item.clone()).map_err(|e| {
+                let record = SourceRecord::deserialize(item).map_err(|e| {
                     bad(format!("sources[{i}]"), format!("not a source record: {e}"))
                 })?;
                 map.insert(turn.to_owned(), record);
@@ -323,7 +323,7 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
         Some(Value::Object(records)) => records
             .iter()
             .map(|(turn, record)| {
-                serde_json::from_value(record.clone())
+                SourceRecord::deserialize(record)
                     .map(|record| (turn.clone(), record))
                     .map_err(|e| {
                         bad(

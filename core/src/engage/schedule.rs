@@ -9,7 +9,7 @@
 //!   properties, not the exact times.) The local clock is America/New_York with the daylight-
 //!   saving rule of [`crate::calendar::Zone`], so the slot's offset is −4 (EDT) or −5 (EST) as
 //!   the day has it, switch days included.
-//! - [`check`] / [`may_run_now`]: a run may go ahead only on the plan's day, inside the window,
+//! - [`check`]: a run may go ahead only on the plan's day, inside the window,
 //!   at or after the slot, and when nothing was posted that day. A missed slot may still run
 //!   later the same day, never after 18:00.
 //! - [`idempotency_key`]: `engagement:YYYY-MM-DD`, one per day, whatever the seed.
@@ -175,11 +175,6 @@ pub fn check(plan: &Plan, now_ms: i64, already_posted: bool) -> Result<(), Skip>
     Ok(())
 }
 
-/// Whether a run may go ahead at `now_ms`.
-pub fn may_run_now(plan: &Plan, now_ms: i64, already_posted: bool) -> bool {
-    check(plan, now_ms, already_posted).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,7 +272,6 @@ mod tests {
         assert_eq!(run(18, 0, false), Err(Skip::OutsideWindow));
         assert_eq!(run(23, 0, false), Err(Skip::OutsideWindow));
         assert_eq!(run(12, 0, true), Err(Skip::AlreadyPosted));
-        assert!(!may_run_now(&plan, at("2026-06-11", 12, 0), false));
         assert_eq!(
             check(&plan, at("2026-06-11", 12, 0), false),
             Err(Skip::NotThePlannedDay)

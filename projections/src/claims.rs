@@ -80,11 +80,9 @@ impl Projection for ClaimsLedger {
                     self.insert(Claim::refused_unclaimed(&record.cast, record.at_ms, e));
                 }
             }
-            Event::PostOutcomeUnknown(e) => match self.claims.get_mut(&e.claim) {
-                Some(c) => c.reason = Some(e.reason.clone()),
-                None => self
-                    .problems
-                    .push(problem(format!("claim {} was never claimed", e.claim))),
+            Event::PostOutcomeUnknown(e) => match self.claim_mut(&e.claim) {
+                Ok(c) => c.reason = Some(e.reason.clone()),
+                Err(m) => self.problems.push(problem(m)),
             },
             Event::PostResolved(e) => match self.step(&e.claim, Transition::of(&e.resolution)) {
                 Ok(c) => {
@@ -96,15 +94,16 @@ impl Projection for ClaimsLedger {
                 }
                 Err(m) => self.problems.push(problem(m)),
             },
-            Event::PostResponseRecorded(e) => match self.claims.get_mut(&e.claim) {
-                Some(c) => match claims::check_response(&c.claim, c.status) {
-                    Ok(()) => c.response = Some(e.response),
-                    Err(err) => self.problems.push(problem(err.to_string())),
-                },
-                None => self
-                    .problems
-                    .push(problem(format!("claim {} was never claimed", e.claim))),
-            },
+            Event::PostResponseRecorded(e) => {
+                let checked = self.claim_mut(&e.claim).and_then(|c| {
+                    claims::check_response(&c.claim, c.status).map_err(|err| err.to_string())?;
+                    c.response = Some(e.response);
+                    Ok(())
+                });
+                if let Err(m) = checked {
+                    self.problems.push(problem(m));
+                }
+            }
             _ => {}
         }
     }
@@ -128,10 +127,15 @@ impl ClaimsLedger {
         self.claims.insert(claim.claim.clone(), claim);
     }
 
+    /// The claim `claim`, or why an event naming it does not apply.
+    fn claim_mut(&mut self, claim: &ClaimId) -> Result<&mut Claim, String> {
+        self.claims
+            .get_mut(claim)
+            .ok_or_else(|| format!("claim {claim} was never claimed"))
+    }
+
     fn step(&mut self, claim: &ClaimId, step: Transition) -> Result<&mut Claim, String> {
-        let Some(c) = self.claims.get_mut(claim) else {
-            return Err(format!("claim {claim} was never claimed"));
-        };
+        let c = self.claim_mut(claim)?;
         c.advance(step).map_err(|e| e.to_string())?;
         Ok(c)
     }

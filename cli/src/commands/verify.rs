@@ -147,20 +147,32 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
         }
     }
     let mut damaged = std::collections::BTreeSet::new();
+    // A body placed in many prompts is read and hashed once; each placing seq is reported.
+    let mut checked: std::collections::HashMap<castlog_core::id::Digest, Option<String>> =
+        std::collections::HashMap::new();
     for (seq, hash) in refs {
-        let message = match log.get_blob(&hash) {
-            Err(LogError::Corrupt { message, .. }) => {
-                format!("blob {} is damaged: {message}", hash.short())
+        let verdict = match checked.get(&hash) {
+            Some(verdict) => verdict.clone(),
+            None => {
+                let verdict = match log.get_blob(&hash) {
+                    Err(LogError::Corrupt { message, .. }) => {
+                        Some(format!("blob {} is damaged: {message}", hash.short()))
+                    }
+                    Err(e) => return Err(e.into()),
+                    Ok(None) => Some(format!("blob {} is missing", hash.short())),
+                    Ok(Some(bytes)) if blob_hash(&bytes) != hash => {
+                        Some(format!("blob {} does not match its content", hash.short()))
+                    }
+                    Ok(Some(_)) => None,
+                };
+                checked.insert(hash, verdict.clone());
+                verdict
             }
-            Err(e) => return Err(e.into()),
-            Ok(None) => format!("blob {} is missing", hash.short()),
-            Ok(Some(bytes)) if blob_hash(&bytes) != hash => {
-                format!("blob {} does not match its content", hash.short())
-            }
-            Ok(Some(_)) => continue,
         };
-        damaged.insert(seq);
-        problem(seq, message);
+        if let Some(message) = verdict {
+            damaged.insert(seq);
+            problem(seq, message);
+        }
     }
     if prompts.is_empty() {
         return Ok(problems);

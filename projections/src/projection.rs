@@ -158,13 +158,13 @@ pub fn fold<'a, P: Projection>(records: impl IntoIterator<Item = &'a Recorded>) 
 impl CheckpointStore for castlog_events::SqliteLog {
     fn load(&self, cast: &CastId, name: &str) -> Option<Checkpoint> {
         // An unreadable checkpoint is as good as none: the fold is the truth.
-        let (version, seq, hash, bytes) = self.checkpoint(cast, name).ok().flatten()?;
+        let stored = self.checkpoint(cast, name).ok().flatten()?;
         Some(Checkpoint {
             name: name.to_owned(),
-            version,
-            seq,
-            hash,
-            bytes,
+            version: stored.version,
+            seq: stored.seq,
+            hash: stored.hash,
+            bytes: stored.bytes,
         })
     }
 
@@ -173,12 +173,12 @@ impl CheckpointStore for castlog_events::SqliteLog {
         let _ = self.put_checkpoint(
             cast,
             &checkpoint.name,
-            (
-                checkpoint.version,
-                checkpoint.seq,
-                checkpoint.hash,
-                checkpoint.bytes.clone(),
-            ),
+            castlog_events::Snapshot {
+                version: checkpoint.version,
+                seq: checkpoint.seq,
+                hash: checkpoint.hash,
+                bytes: checkpoint.bytes.clone(),
+            },
         );
     }
 }

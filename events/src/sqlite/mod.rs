@@ -173,8 +173,9 @@ impl SqliteLog {
     }
 }
 
-/// A stored projection checkpoint: `(version, seq, hash, bytes)`.
-pub type StoredCheckpoint = (u32, Seq, Digest, Vec<u8>);
+/// A stored projection checkpoint: the same four fields as a state [`Snapshot`] (a format
+/// version, the seq and chain hash it covers, and its bytes), in the same table.
+pub type StoredCheckpoint = Snapshot;
 
 impl SqliteLog {
     /// Prepares for a run of many commits (a cast being driven): with an fsync per commit,
@@ -513,16 +514,7 @@ impl EventLog for SqliteLog {
     /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.
     fn put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
         let name = snapshot_name(snapshot.seq);
-        self.put_checkpoint(
-            cast,
-            &name,
-            (
-                snapshot.version,
-                snapshot.seq,
-                snapshot.hash,
-                snapshot.bytes,
-            ),
-        )
+        self.put_checkpoint(cast, &name, snapshot)
     }
 
     fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {
@@ -536,16 +528,11 @@ impl EventLog for SqliteLog {
                 "reading a snapshot",
             )
         })?;
-        Ok(row.map(|(version, seq, hash, bytes)| Snapshot {
-            version,
-            seq,
-            hash,
-            bytes,
-        }))
+        Ok(row)
     }
 }
 
-/// The `(version, seq, hash, bytes)` row `sql` selects from the checkpoints table, if any; a
+/// The `version, seq, hash, bytes` row `sql` selects from the checkpoints table, if any; a
 /// row that does not decode is none (its reader folds from the start instead).
 fn checkpoint_row(
     conn: &Connection,
@@ -568,12 +555,12 @@ fn checkpoint_row(
         })
         .map_err(|e| map_err(context, &e))?;
     Ok(row.and_then(|(version, seq, hash, bytes)| {
-        Some((
-            u32::try_from(version).ok()?,
-            Seq(u64::try_from(seq).ok()?),
-            Digest(<[u8; 32]>::try_from(hash.as_slice()).ok()?),
+        Some(Snapshot {
+            version: u32::try_from(version).ok()?,
+            seq: Seq(u64::try_from(seq).ok()?),
+            hash: Digest(<[u8; 32]>::try_from(hash.as_slice()).ok()?),
             bytes,
-        ))
+        })
     }))
 }
 

@@ -660,8 +660,14 @@ fn put_checkpoint(
     conn: &Connection,
     cast: &CastId,
     name: &str,
-    (version, seq, hash, bytes): &super::StoredCheckpoint,
+    checkpoint: &super::StoredCheckpoint,
 ) -> Result<(), LogError> {
+    let super::StoredCheckpoint {
+        version,
+        seq,
+        hash,
+        bytes,
+    } = checkpoint;
     conn.prepare_cached(
         "INSERT OR REPLACE INTO checkpoints (cast_id, name, version, seq, hash, bytes)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

@@ -414,17 +414,18 @@ impl Decider<'_, '_> {
                 "the message id is empty; give the id the destination shows, or resolve with --abandoned",
             ));
         }
-        let mut changed = current.clone();
-        changed.advance(Transition::of(resolution))?;
-        if let Resolution::Staged { message_id } = resolution {
-            changed.message_id = Some(message_id.clone());
-        }
+        // Refused before anything is recorded if the claim may not move that way.
+        claims::next(claim, current.status, Transition::of(resolution))?;
         let waiting = self.waits_on(claim);
         self.emit(PostResolved {
             claim: claim.clone(),
             resolution: resolution.clone(),
         });
-        if waiting {
+        // The claim as the event left it.
+        if let Some(changed) = waiting
+            .then(|| self.state.claims.get(claim).cloned())
+            .flatten()
+        {
             self.complete_resolved(&changed, "by a person");
         }
         Ok(())
@@ -466,19 +467,20 @@ impl Decider<'_, '_> {
                 ),
             ));
         }
-        let mut changed = current.clone();
-        changed.status = status;
-        changed.message_id = message_id.map(str::to_owned).or(changed.message_id);
+        let owner = current.cast.clone();
         let waiting = self.waits_on(claim);
         self.emit(PostResolutionInherited {
             claim: claim.clone(),
-            owner: changed.cast.clone(),
+            owner: owner.clone(),
             status,
             message_id: message_id.map(str::to_owned),
         });
-        if waiting {
-            let by = format!("in cast {}", changed.cast);
-            self.complete_resolved(&changed, &by);
+        // The claim as the event left it.
+        if let Some(changed) = waiting
+            .then(|| self.state.claims.get(claim).cloned())
+            .flatten()
+        {
+            self.complete_resolved(&changed, &format!("in cast {owner}"));
         }
         Ok(())
     }

@@ -282,7 +282,7 @@ impl CastState {
             Event::RefinementRecorded(e) => {
                 if let Some(c) = &mut self.current {
                     c.transcript.push(TranscriptLine {
-                        role: "assistant".into(),
+                        role: crate::prompt::Role::Assistant,
                         text: e.text.clone(),
                     });
                     c.pending_reply = None;
@@ -295,7 +295,7 @@ impl CastState {
             Event::UserRefined(e) => {
                 if let Some(c) = &mut self.current {
                     c.transcript.push(TranscriptLine {
-                        role: "user".into(),
+                        role: crate::prompt::Role::User,
                         text: e.text.clone(),
                     });
                     c.phase = Phase::Done;

@@ -89,8 +89,8 @@ pub enum Phase {
 /// One line of a multi-turn transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TranscriptLine {
-    /// `assistant` for drafts, `user` for refinements.
-    pub role: String,
+    /// `assistant` for drafts, `user` for refinements (serialized as those words).
+    pub role: crate::prompt::Role,
     /// The text.
     pub text: String,
 }

@@ -264,8 +264,8 @@ impl CastState {
             );
         }
         for (i, line) in current.transcript.iter().enumerate() {
-            let (source_type, role) = if line.role == "assistant" {
-                ("refinementDraft", Role::Assistant)
+            let (source_type, role) = if line.role == Role::Assistant {
+                ("refinementDraft", line.role)
             } else {
                 ("userRefinement", Role::User)
             };

@@ -563,52 +563,47 @@ fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(),
 /// process's chunks are not known here; they are stored again, once.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkIndex {
+    /// Every chunk known, including those learnt in the open transaction.
     known: HashMap<Digest, i64>,
-    /// Learnt in the open transaction.
-    staged: HashMap<Digest, i64>,
-    /// `staged`'s keys in the order learnt, so a command's own can be forgotten when its
-    /// savepoint is rolled back (their row ids are handed out again).
-    order: Vec<Digest>,
+    /// The chunks learnt in the open transaction, in order, so a rolled-back command's (or
+    /// transaction's) can be forgotten: their row ids are handed out again.
+    learnt: Vec<Digest>,
 }
 
 impl ChunkIndex {
     const LIMIT: usize = 1 << 16;
 
     fn get(&self, hash: &Digest) -> Option<i64> {
-        self.known
-            .get(hash)
-            .or_else(|| self.staged.get(hash))
-            .copied()
+        self.known.get(hash).copied()
     }
 
+    /// Learns a chunk stored in the open transaction (one `get` did not know).
     fn stage(&mut self, hash: Digest, id: i64) {
-        self.staged.insert(hash, id);
-        self.order.push(hash);
+        self.known.insert(hash, id);
+        self.learnt.push(hash);
     }
 
     /// Where the next command starts learning.
     fn mark(&self) -> usize {
-        self.order.len()
+        self.learnt.len()
     }
 
     /// Forgets what was learnt since `mark` (that command's savepoint was rolled back).
     fn forget_since(&mut self, mark: usize) {
-        for hash in self.order.drain(mark..) {
-            self.staged.remove(&hash);
+        for hash in self.learnt.drain(mark..) {
+            self.known.remove(&hash);
         }
     }
 
     fn commit(&mut self) {
-        if self.known.len() + self.staged.len() > Self::LIMIT {
+        self.learnt.clear();
+        if self.known.len() > Self::LIMIT {
             self.known.clear();
         }
-        self.known.extend(self.staged.drain());
-        self.order.clear();
     }
 
     fn rollback(&mut self) {
-        self.staged.clear();
-        self.order.clear();
+        self.forget_since(0);
     }
 }
 

@@ -340,12 +340,22 @@ fn a_prompt_blob_stored_by_an_older_castlog_is_checked() {
         .collect();
     let stored = format!("[{}]", stored.join(","));
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    // One row per address, as castlog keeps them: rewritten in place when it is there.
     let put = |hash: &str, bytes: &[u8]| {
-        conn.execute(
-            "INSERT OR REPLACE INTO blobs (hash, bytes) VALUES (unhex(?1), ?2)",
-            rusqlite::params![hash, bytes],
-        )
-        .unwrap();
+        let params = rusqlite::params![hash, bytes];
+        let changed = conn
+            .execute(
+                "UPDATE blobs SET bytes = ?2, chunked = 0 WHERE hash = unhex(?1)",
+                params,
+            )
+            .unwrap();
+        if changed == 0 {
+            conn.execute(
+                "INSERT INTO blobs (hash, bytes) VALUES (unhex(?1), ?2)",
+                params,
+            )
+            .unwrap();
+        }
     };
     put(&hash, stored.as_bytes());
     put(

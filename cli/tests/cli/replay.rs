@@ -134,8 +134,8 @@ fn the_artifact_tree_is_byte_identical_across_replays() {
     assert_eq!(rejected.1, b"Looks mostly fine to me.");
 }
 
-/// A database written by an older castlog (schema version 1, before checkpoints and chunked
-/// blobs existed) is migrated on open, replays and verifies.
+/// A database written by an older castlog (schema version 1, before checkpoints, chunked
+/// blobs and the batched blob index existed) is migrated on open, replays and verifies.
 #[test]
 fn a_database_from_an_older_schema_replays_and_verifies() {
     let sandbox = Sandbox::new();
@@ -155,6 +155,8 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
          WHERE chunked = 1;
          DROP TABLE chunks;
          ALTER TABLE blobs DROP COLUMN chunked;
+         DROP TABLE blob_index;
+         DROP TABLE blob_index_upto;
          DROP TABLE checkpoints;
          PRAGMA user_version = 1;",
     )
@@ -168,7 +170,21 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
+    let (blobs, indexed, above): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM blobs), (SELECT count(*) FROM blob_index),
+                    (SELECT count(*) FROM blobs WHERE id > (SELECT upto FROM blob_index_upto))",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert!(blobs > 0);
+    assert_eq!(
+        (indexed, above),
+        (blobs, 0),
+        "the migration indexes every blob"
+    );
     let checkpoints: i64 = conn
         .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
         .unwrap();

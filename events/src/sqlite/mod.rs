@@ -25,6 +25,7 @@
 //! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
 //! commits may be lost if the machine loses power.
 
+mod blobs;
 mod writer;
 
 use std::io::Read;
@@ -46,6 +47,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema/v2.sql"),
     include_str!("schema/v3.sql"),
     include_str!("schema/v4.sql"),
+    include_str!("schema/v5.sql"),
 ];
 
 /// The schema version this build writes.
@@ -508,7 +510,7 @@ impl EventLog for SqliteLog {
     }
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-        self.read_with(|conn| read_blob(conn, hash))
+        self.read_with(|conn| blobs::read_blob(conn, hash))
     }
 
     /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.
@@ -562,53 +564,6 @@ fn checkpoint_row(
             bytes,
         })
     }))
-}
-
-/// A blob's bytes, reassembled from its chunks when it was stored chunked (schema v4).
-fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-    let read = |e: &rusqlite::Error| map_err("reading a blob", e);
-    let row: Option<(Vec<u8>, i64)> = conn
-        .prepare_cached("SELECT bytes, chunked FROM blobs WHERE hash = ?1")
-        .and_then(|mut stmt| {
-            stmt.query_row([hash.0.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .map_err(|e| read(&e))?;
-    let Some((bytes, chunked)) = row else {
-        return Ok(None);
-    };
-    if chunked == 0 {
-        return Ok(Some(bytes));
-    }
-    let damaged = |message: String| LogError::Corrupt {
-        context: format!("reading blob {}", hash.short()),
-        message,
-    };
-    if bytes.len() % 8 != 0 {
-        return Err(damaged(format!(
-            "its chunk list is {} bytes, not a multiple of 8",
-            bytes.len()
-        )));
-    }
-    let mut stmt = conn
-        .prepare_cached("SELECT bytes FROM chunks WHERE id = ?1")
-        .map_err(|e| read(&e))?;
-    let mut out = Vec::new();
-    for (i, id) in bytes.chunks_exact(8).enumerate() {
-        let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
-        // Appended straight from the row, without a copy of its own.
-        let found = stmt
-            .query_row([id], |r| {
-                out.extend_from_slice(r.get_ref(0)?.as_blob()?);
-                Ok(())
-            })
-            .optional()
-            .map_err(|e| read(&e))?;
-        if found.is_none() {
-            return Err(damaged(format!("its chunk {i} (row {id}) is missing")));
-        }
-    }
-    Ok(Some(out))
 }
 
 /// Grows the WAL file to its working size: a transaction writes [`WAL_PREGROW_PAGES`] pages

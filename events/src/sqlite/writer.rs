@@ -18,12 +18,9 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use std::collections::HashMap;
-
-use crate::chain::blob_hash;
-use crate::chunk;
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
+use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::{digest_from_sql, map_err};
 
 /// How long an appender waits for its answer before it looks whether the writer is free.
@@ -126,7 +123,7 @@ impl std::fmt::Debug for Writer {
 
 struct Leader {
     conn: Connection,
-    chunks: ChunkIndex,
+    blobs: BlobStore,
 }
 
 impl Writer {
@@ -134,7 +131,7 @@ impl Writer {
         Self {
             leader: Mutex::new(Leader {
                 conn,
-                chunks: ChunkIndex::default(),
+                blobs: BlobStore::default(),
             }),
             queue: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
@@ -193,8 +190,8 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let Leader { conn, chunks } = &mut *leader;
-        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, chunks, group)));
+        let Leader { conn, blobs } = &mut *leader;
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, blobs, group)));
         match ran {
             Ok(results) => {
                 // A failed commit turns every result into an error, so any success was committed.
@@ -207,11 +204,11 @@ impl Writer {
             }
             Err(_) => {
                 // The transaction guard rolled back on unwind; make sure, and never trust the
-                // chunk ids the group staged (their rows are gone).
+                // row ids the group staged (their rows are gone).
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
-                chunks.rollback();
+                blobs.rolled_back();
             }
         }
     }
@@ -223,7 +220,7 @@ impl Writer {
 }
 
 /// Runs `group` in one transaction.
-fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>) -> Vec<Done> {
+fn run_group(conn: &mut Connection, blobs: &mut BlobStore, group: Vec<Command>) -> Vec<Done> {
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
@@ -231,6 +228,9 @@ fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>
             return group.into_iter().map(|c| refuse(c, &err)).collect();
         }
     };
+    if let Err(err) = blobs.begin(&tx) {
+        return group.into_iter().map(|c| refuse(c, &err)).collect();
+    }
     let mut done = Vec::with_capacity(group.len());
     let mut tx = tx;
     if group.len() == 1 {
@@ -239,22 +239,25 @@ fn run_group(conn: &mut Connection, chunks: &mut ChunkIndex, group: Vec<Command>
         done.extend(
             group
                 .into_iter()
-                .map(|command| execute(&tx, chunks, command)),
+                .map(|command| execute(&tx, blobs, command)),
         );
     } else {
         for command in group {
-            done.push(run_one(&mut tx, chunks, command));
+            done.push(run_one(&mut tx, blobs, command));
         }
     }
     let any_ok = done.iter().any(Done::is_ok);
+    if any_ok {
+        blobs.before_commit(&mut tx);
+    }
     let committed = if any_ok { tx.commit() } else { tx.rollback() };
-    // Chunk ids learnt in this transaction are trusted once it is committed (a command whose
+    // Row ids learnt in this transaction are trusted once it is committed (a command whose
     // savepoint was rolled back has forgotten its own already, see `run_one`); a rolled-back
-    // insert's id may be given to another chunk later.
+    // insert's id may be given to another row later.
     if any_ok && committed.is_ok() {
-        chunks.commit();
+        blobs.committed();
     } else {
-        chunks.rollback();
+        blobs.rolled_back();
     }
     match committed {
         Ok(()) => done,
@@ -278,32 +281,32 @@ fn refuse(command: Command, err: &LogError) -> Done {
     }
 }
 
-fn run_one(tx: &mut rusqlite::Transaction<'_>, chunks: &mut ChunkIndex, command: Command) -> Done {
+fn run_one(tx: &mut rusqlite::Transaction<'_>, blobs: &mut BlobStore, command: Command) -> Done {
     // Each command runs in a savepoint: on error its partial writes are undone, the others stay.
     let savepoint = match tx.savepoint() {
         Ok(sp) => sp,
         Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
     };
-    let mark = chunks.mark();
-    let done = execute(&savepoint, chunks, command);
+    let mark = blobs.mark();
+    let done = execute(&savepoint, blobs, command);
     if !done.is_ok() {
-        // Dropping a savepoint rolls back to it and releases it; the chunk rows it inserted
-        // are gone, so their ids must not be reused by the commands after it.
+        // Dropping a savepoint rolls back to it and releases it; the rows it inserted are
+        // gone, so their ids must not be reused by the commands after it.
         drop(savepoint);
-        chunks.forget_since(mark);
+        blobs.forget_since(mark);
         return done;
     }
     match savepoint.commit() {
         Ok(()) => done,
         Err(err) => {
-            chunks.forget_since(mark);
+            blobs.forget_since(mark);
             done.fail(&map_err("closing a savepoint", &err))
         }
     }
 }
 
 /// Runs one command's writes on `conn` (the transaction or a savepoint in it).
-fn execute(conn: &Connection, chunks: &mut ChunkIndex, command: Command) -> Done {
+fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
     match command {
         Command::Append {
             cast,
@@ -318,9 +321,7 @@ fn execute(conn: &Connection, chunks: &mut ChunkIndex, command: Command) -> Done
             events,
             reply,
         } => {
-            let stored = blobs
-                .iter()
-                .try_for_each(|b| put_blob(conn, chunks, b).map(drop));
+            let stored = blobs.iter().try_for_each(|b| store.put(conn, b).map(drop));
             let result = stored.and_then(|()| {
                 if events.is_empty() {
                     Ok(Vec::new())
@@ -341,7 +342,7 @@ fn execute(conn: &Connection, chunks: &mut ChunkIndex, command: Command) -> Done
             events,
             reply,
         } => Done::Unit(reply, import(conn, &head, &events)),
-        Command::PutBlob { bytes, reply } => Done::Blob(reply, put_blob(conn, chunks, &bytes)),
+        Command::PutBlob { bytes, reply } => Done::Blob(reply, store.put(conn, &bytes)),
         Command::PutCheckpoint {
             cast,
             name,
@@ -554,101 +555,6 @@ fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(),
     let key = insert_cast(conn, &head.cast, head.parent.as_ref(), head.created_ms)?;
     insert_events(conn, key, events)?;
     move_head(conn, key, events.last())
-}
-
-/// Chunk row ids by chunk hash, for the chunks this writer stored: the dedupe of chunks, kept
-/// in memory so that the `chunks` table needs no hash index (every new chunk would otherwise
-/// dirty a random index page in every commit). Bounded: past [`ChunkIndex::LIMIT`] entries
-/// it starts over, which only costs sharing with older chunks, never correctness. Another
-/// process's chunks are not known here; they are stored again, once.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkIndex {
-    /// Every chunk known, including those learnt in the open transaction.
-    known: HashMap<Digest, i64>,
-    /// The chunks learnt in the open transaction, in order, so a rolled-back command's (or
-    /// transaction's) can be forgotten: their row ids are handed out again.
-    learnt: Vec<Digest>,
-}
-
-impl ChunkIndex {
-    const LIMIT: usize = 1 << 16;
-
-    fn get(&self, hash: &Digest) -> Option<i64> {
-        self.known.get(hash).copied()
-    }
-
-    /// Learns a chunk stored in the open transaction (one `get` did not know).
-    fn stage(&mut self, hash: Digest, id: i64) {
-        self.known.insert(hash, id);
-        self.learnt.push(hash);
-    }
-
-    /// Where the next command starts learning.
-    fn mark(&self) -> usize {
-        self.learnt.len()
-    }
-
-    /// Forgets what was learnt since `mark` (that command's savepoint was rolled back).
-    fn forget_since(&mut self, mark: usize) {
-        for hash in self.learnt.drain(mark..) {
-            self.known.remove(&hash);
-        }
-    }
-
-    fn commit(&mut self) {
-        self.learnt.clear();
-        if self.known.len() > Self::LIMIT {
-            self.known.clear();
-        }
-    }
-
-    fn rollback(&mut self) {
-        self.forget_since(0);
-    }
-}
-
-/// Stores a blob once: small ones whole, large ones as content-defined chunks (`chunk.rs`),
-/// the blob row listing its chunks' row ids (8 bytes each, big-endian).
-fn put_blob(conn: &Connection, chunks: &mut ChunkIndex, bytes: &[u8]) -> Result<Digest, LogError> {
-    let store = |e: rusqlite::Error| map_err("storing a blob", &e);
-    let hash = blob_hash(bytes);
-    if bytes.len() < chunk::CHUNKED_FROM {
-        conn.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
-            .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
-            .map_err(store)?;
-        return Ok(hash);
-    }
-    let known = conn
-        .prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")
-        .and_then(|mut stmt| stmt.exists([hash.0.as_slice()]))
-        .map_err(store)?;
-    if known {
-        return Ok(hash);
-    }
-    let mut insert = conn
-        .prepare_cached("INSERT INTO chunks (hash, bytes) VALUES (?1, ?2)")
-        .map_err(store)?;
-    let pieces = chunk::split(bytes);
-    let mut list = Vec::with_capacity(pieces.len() * 8);
-    for piece in pieces {
-        let key = blob_hash(piece);
-        let id = match chunks.get(&key) {
-            Some(id) => id,
-            None => {
-                insert
-                    .execute(params![key.0.as_slice(), piece])
-                    .map_err(store)?;
-                let id = conn.last_insert_rowid();
-                chunks.stage(key, id);
-                id
-            }
-        };
-        list.extend_from_slice(&id.to_be_bytes());
-    }
-    conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
-        .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))
-        .map_err(store)?;
-    Ok(hash)
 }
 
 fn put_checkpoint(

@@ -369,6 +369,68 @@ fn a_failed_command_in_a_group_leaves_no_chunk_ids_behind() {
     }
 }
 
+fn count(path: &std::path::Path, sql: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Blob addresses are indexed in batches: rows pile up above `blob_index_upto.upto`
+/// unindexed, then one commit indexes all of them. Every blob reads back on either side of
+/// that line, before and after a reopen, and storing a blob again (indexed or not) adds no
+/// row.
+#[test]
+fn blob_addresses_are_indexed_in_batches_and_every_blob_reads_back() {
+    let (_dir, path) = scratch();
+    let blobs: Vec<Vec<u8>> = (0..700u64)
+        .map(|k| sample::text(k + 7, 40 + (k as usize % 3) * 600))
+        .collect();
+    let log = open_sqlite(&path);
+    let hashes: Vec<_> = blobs.iter().map(|b| log.put_blob(b).unwrap()).collect();
+    let indexed = count(&path, "SELECT count(*) FROM blob_index");
+    assert!(indexed > 0 && indexed < 700, "{indexed} of 700 indexed");
+    let upto = count(&path, "SELECT upto FROM blob_index_upto");
+    assert_eq!(
+        upto,
+        count(
+            &path,
+            "SELECT max(id) FROM blobs WHERE hash IN (SELECT hash FROM blob_index)"
+        )
+    );
+    for round in 0..2 {
+        let log = if round == 0 {
+            &log
+        } else {
+            &open_sqlite(&path)
+        };
+        for (blob, hash) in blobs.iter().zip(&hashes) {
+            assert_eq!(log.get_blob(hash).unwrap().as_ref(), Some(blob));
+            assert_eq!(&log.put_blob(blob).unwrap(), hash);
+        }
+        assert_eq!(
+            count(&path, "SELECT count(*) FROM blobs"),
+            700,
+            "round {round}"
+        );
+    }
+}
+
+/// Two logs writing one file store a content once: each writer reads the unindexed rows
+/// again when the other has committed.
+#[test]
+fn two_logs_on_one_file_store_a_blob_once() {
+    let (_dir, path) = scratch();
+    let (a, b) = (open_sqlite(&path), open_sqlite(&path));
+    let (x, y) = (sample::text(1, 300), sample::text(2, 5000));
+    for (first, second, blob) in [(&a, &b, &x), (&b, &a, &y), (&a, &b, &y), (&b, &a, &x)] {
+        let hash = first.put_blob(blob).unwrap();
+        assert_eq!(second.put_blob(blob).unwrap(), hash);
+        assert_eq!(second.get_blob(&hash).unwrap().as_ref(), Some(blob));
+    }
+    assert_eq!(count(&path, "SELECT count(*) FROM blobs"), 2);
+}
+
 /// `prepare_for_steps` grows the WAL file to its working size (fsync per commit only) without
 /// writing anything into the database; the log works as before and survives a reopen.
 #[test]
@@ -391,7 +453,15 @@ fn preparing_for_steps_grows_the_wal_and_writes_nothing() {
         .collect();
     assert_eq!(
         tables,
-        ["blobs", "casts", "checkpoints", "chunks", "events"]
+        [
+            "blob_index",
+            "blob_index_upto",
+            "blobs",
+            "casts",
+            "checkpoints",
+            "chunks",
+            "events"
+        ]
     );
     drop(conn);
     let log = SqliteLog::open(&path).unwrap();

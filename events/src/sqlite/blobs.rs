@@ -1,0 +1,306 @@
+//! Content-addressed blobs in SQLite: how they are stored, deduped, indexed and read back.
+//!
+//! # Layout (schema v5)
+//! - `blobs(id, hash, bytes, chunked)`: one row per distinct content. A blob smaller than
+//!   [`chunk::CHUNKED_FROM`] keeps its bytes (`chunked = 0`); a larger one is cut into
+//!   content-defined chunks (`chunk.rs`) and its row lists the chunks' row ids, in order, as
+//!   8-byte big-endian integers (`chunked = 1`).
+//! - `chunks(id, hash, bytes)`: one row per distinct chunk. No hash index: the writer dedupes
+//!   chunks through an in-memory map of those it stored ([`RowIndex`], bounded).
+//! - `blob_index(hash, id)`: the address of every blob row at or below `blob_index_upto.upto`.
+//!   Rows above `upto` (the *tail*) are not indexed yet: when the tail reaches [`MERGE_AT`]
+//!   rows, the commit that reaches it indexes all of them in one sorted insert and moves `upto`
+//!   to the last. A hash index written row by row dirties a random page in every commit; in
+//!   batches, one page takes many entries at once.
+//!
+//! # Reading
+//! A hash is looked up in `blob_index`, then among the tail, in one statement (one snapshot,
+//! so a merge committed meanwhile cannot hide a row).
+//!
+//! # Writing
+//! Inside the writer's transaction a blob is known when the in-memory tail map holds it or
+//! `blob_index` does; otherwise it is stored. The tail map is the tail: it is read again
+//! whenever another connection has committed since this writer's last transaction (`PRAGMA
+//! data_version`), and what a rolled-back command or transaction stored is forgotten. So a
+//! content is stored once even with several writers on one file.
+
+use std::collections::HashMap;
+
+use castlog_core::id::Digest;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::chain::blob_hash;
+use crate::chunk;
+use crate::log::LogError;
+use crate::sqlite::map_err;
+
+/// Tail rows that trigger indexing them (about 150 steps of a typical cast).
+pub(crate) const MERGE_AT: usize = 512;
+
+/// Row ids by content hash, for rows stored through this writer, with an undo list for the
+/// open transaction: a rolled-back command's (or transaction's) rows are gone, so their ids
+/// are handed out again and must be forgotten.
+#[derive(Debug, Default)]
+pub(crate) struct RowIndex {
+    /// Every row known, including those stored in the open transaction.
+    known: HashMap<Digest, i64>,
+    /// The rows stored in the open transaction, in order.
+    learnt: Vec<Digest>,
+}
+
+impl RowIndex {
+    fn get(&self, hash: &Digest) -> Option<i64> {
+        self.known.get(hash).copied()
+    }
+
+    /// Learns a row stored in the open transaction.
+    fn stage(&mut self, hash: Digest, id: i64) {
+        self.known.insert(hash, id);
+        self.learnt.push(hash);
+    }
+
+    fn forget_since(&mut self, mark: usize) {
+        for hash in self.learnt.drain(mark..) {
+            self.known.remove(&hash);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.known.len()
+    }
+}
+
+/// Where a command started storing, to forget what it stored if it is rolled back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    chunks: usize,
+    tail: usize,
+}
+
+/// The writer's side of blob storage: chunk dedupe, the tail map and the batched index.
+#[derive(Debug, Default)]
+pub(crate) struct BlobStore {
+    chunks: RowIndex,
+    /// The blob rows above `upto`, by hash.
+    tail: RowIndex,
+    upto: i64,
+    /// `PRAGMA data_version` when the tail was last known to be current (None: never read).
+    seen: Option<i64>,
+    /// The `upto` a merge in the open transaction moved to (applied once it is committed).
+    merged_to: Option<i64>,
+}
+
+impl BlobStore {
+    /// Past this many chunks the chunk map starts over, which only costs sharing with older
+    /// chunks, never correctness. Another process's chunks are not known here; they are
+    /// stored again, once.
+    const CHUNK_LIMIT: usize = 1 << 16;
+
+    /// Called at the start of every write transaction: reads the tail again if another
+    /// connection has committed since this writer last looked.
+    pub(crate) fn begin(&mut self, conn: &Connection) -> Result<(), LogError> {
+        let read = |e: rusqlite::Error| map_err("reading the blob index", &e);
+        let version: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(read)?;
+        if self.seen == Some(version) {
+            return Ok(());
+        }
+        let upto: i64 = conn
+            .query_row("SELECT upto FROM blob_index_upto", [], |r| r.get(0))
+            .map_err(read)?;
+        let mut stmt = conn
+            .prepare_cached("SELECT hash, id FROM blobs WHERE id > ?1")
+            .map_err(read)?;
+        let rows = stmt
+            .query_map([upto], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
+            })
+            .map_err(read)?;
+        let mut tail = HashMap::new();
+        for row in rows {
+            let (hash, id) = row.map_err(read)?;
+            // A malformed hash cannot be asked for; it is named by `verify`, not here.
+            if let Ok(hash) = <[u8; 32]>::try_from(hash.as_slice()) {
+                tail.insert(Digest(hash), id);
+            }
+        }
+        self.tail = RowIndex {
+            known: tail,
+            learnt: Vec::new(),
+        };
+        self.upto = upto;
+        self.seen = Some(version);
+        Ok(())
+    }
+
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            chunks: self.chunks.learnt.len(),
+            tail: self.tail.learnt.len(),
+        }
+    }
+
+    /// Forgets what was stored since `mark` (that command's savepoint was rolled back).
+    pub(crate) fn forget_since(&mut self, mark: Mark) {
+        self.chunks.forget_since(mark.chunks);
+        self.tail.forget_since(mark.tail);
+    }
+
+    /// Stores `bytes` once and returns its address.
+    pub(crate) fn put(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
+        let store = |e: rusqlite::Error| map_err("storing a blob", &e);
+        let hash = blob_hash(bytes);
+        if self.tail.get(&hash).is_some() {
+            return Ok(hash);
+        }
+        let indexed = conn
+            .prepare_cached("SELECT 1 FROM blob_index WHERE hash = ?1")
+            .and_then(|mut stmt| stmt.exists([hash.0.as_slice()]))
+            .map_err(store)?;
+        if indexed {
+            return Ok(hash);
+        }
+        if bytes.len() < chunk::CHUNKED_FROM {
+            conn.prepare_cached("INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)")
+                .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
+                .map_err(store)?;
+        } else {
+            let list = self.put_chunks(conn, bytes)?;
+            conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
+                .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))
+                .map_err(store)?;
+        }
+        self.tail.stage(hash, conn.last_insert_rowid());
+        Ok(hash)
+    }
+
+    /// Stores the chunks of `bytes` not stored yet; returns the chunk list of its blob row.
+    fn put_chunks(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, LogError> {
+        let store = |e: rusqlite::Error| map_err("storing a blob", &e);
+        let mut insert = conn
+            .prepare_cached("INSERT INTO chunks (hash, bytes) VALUES (?1, ?2)")
+            .map_err(store)?;
+        let pieces = chunk::split(bytes);
+        let mut list = Vec::with_capacity(pieces.len() * 8);
+        for piece in pieces {
+            let key = blob_hash(piece);
+            let id = match self.chunks.get(&key) {
+                Some(id) => id,
+                None => {
+                    insert
+                        .execute(params![key.0.as_slice(), piece])
+                        .map_err(store)?;
+                    let id = conn.last_insert_rowid();
+                    self.chunks.stage(key, id);
+                    id
+                }
+            };
+            list.extend_from_slice(&id.to_be_bytes());
+        }
+        Ok(list)
+    }
+
+    /// Called before the commit of a transaction that stored something: indexes the tail once
+    /// it is [`MERGE_AT`] rows long. A failure leaves the tail for a later commit (in a
+    /// savepoint, so the transaction's own writes are untouched).
+    pub(crate) fn before_commit(&mut self, tx: &mut rusqlite::Transaction<'_>) {
+        if self.tail.len() < MERGE_AT {
+            return;
+        }
+        let merge = |sp: &rusqlite::Savepoint<'_>| -> rusqlite::Result<i64> {
+            sp.prepare_cached(
+                "INSERT OR IGNORE INTO blob_index (hash, id)
+                 SELECT hash, id FROM blobs WHERE id > ?1 ORDER BY hash",
+            )?
+            .execute([self.upto])?;
+            let last: i64 = sp.query_row(
+                "SELECT coalesce(max(id), ?1) FROM blobs",
+                [self.upto],
+                |r| r.get(0),
+            )?;
+            sp.execute("UPDATE blob_index_upto SET upto = ?1", [last])?;
+            Ok(last)
+        };
+        let Ok(sp) = tx.savepoint() else { return };
+        if let Ok(last) = merge(&sp)
+            && sp.commit().is_ok()
+        {
+            self.merged_to = Some(last);
+        }
+    }
+
+    /// The transaction committed: what it stored is trusted, and a merge it made applies.
+    pub(crate) fn committed(&mut self) {
+        self.chunks.learnt.clear();
+        self.tail.learnt.clear();
+        if self.chunks.len() > Self::CHUNK_LIMIT {
+            self.chunks.known.clear();
+        }
+        if let Some(upto) = self.merged_to.take() {
+            self.upto = upto;
+            self.tail.known.clear();
+        }
+    }
+
+    /// The transaction was rolled back: what it stored is gone.
+    pub(crate) fn rolled_back(&mut self) {
+        self.chunks.forget_since(0);
+        self.tail.forget_since(0);
+        self.merged_to = None;
+    }
+}
+
+/// A blob's bytes, reassembled from its chunks when it was stored chunked.
+pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
+    let read = |e: &rusqlite::Error| map_err("reading a blob", e);
+    let row: Option<(Vec<u8>, i64)> = conn
+        .prepare_cached(
+            "SELECT bytes, chunked FROM blobs
+                 WHERE id = (SELECT id FROM blob_index WHERE hash = ?1)
+             UNION ALL
+             SELECT bytes, chunked FROM blobs
+                 WHERE id > (SELECT upto FROM blob_index_upto) AND hash = ?1
+             LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([hash.0.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(|e| read(&e))?;
+    let Some((bytes, chunked)) = row else {
+        return Ok(None);
+    };
+    if chunked == 0 {
+        return Ok(Some(bytes));
+    }
+    let damaged = |message: String| LogError::Corrupt {
+        context: format!("reading blob {}", hash.short()),
+        message,
+    };
+    if bytes.len() % 8 != 0 {
+        return Err(damaged(format!(
+            "its chunk list is {} bytes, not a multiple of 8",
+            bytes.len()
+        )));
+    }
+    let mut stmt = conn
+        .prepare_cached("SELECT bytes FROM chunks WHERE id = ?1")
+        .map_err(|e| read(&e))?;
+    let mut out = Vec::new();
+    for (i, id) in bytes.chunks_exact(8).enumerate() {
+        let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
+        // Appended straight from the row, without a copy of its own.
+        let found = stmt
+            .query_row([id], |r| {
+                out.extend_from_slice(r.get_ref(0)?.as_blob()?);
+                Ok(())
+            })
+            .optional()
+            .map_err(|e| read(&e))?;
+        if found.is_none() {
+            return Err(damaged(format!("its chunk {i} (row {id}) is missing")));
+        }
+    }
+    Ok(Some(out))
+}

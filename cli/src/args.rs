@@ -84,7 +84,8 @@ pub enum Command {
     Abort(AbortArgs),
     /// Revive a failed or aborted cast, extending exactly the allowance that ran out.
     Revive(CastAgentArgs),
-    /// Pick a cast up again after a crash or an interruption and drive it on.
+    /// Pick a cast up again after a crash or an interruption and drive it on (--agent required:
+    /// the unanswered prompt is sent again, recorded as a re-dispatch).
     Resume(CastAgentArgs),
     /// Add an operator steering note to a cast's next prompts.
     Steer(SteerArgs),

@@ -208,7 +208,10 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
                 .as_str()
                 .ok_or_else(|| bad("\"user\" must be a string".into()))?;
             ScriptLine::User(text.to_owned())
-        } else if field("continue").is_some() {
+        } else if let Some(go) = field("continue") {
+            if go != &serde_json::Value::Bool(true) {
+                return Err(bad("\"continue\" must be true".into()));
+            }
             ScriptLine::Continue
         } else {
             return Err(bad(
@@ -221,14 +224,23 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
 }
 
 impl Agent for ScriptedAgent {
-    fn turn(&mut self, _request: &TurnRequest<'_>) -> AgentTurn {
-        let Some((_, line)) = self.lines.get(self.next).cloned() else {
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn {
+        let Some((number, line)) = self.lines.get(self.next).cloned() else {
             return AgentTurn::Exhausted(format!(
                 "the agent script {} has no more lines ({} used)",
                 self.path.display(),
                 self.lines.len()
             ));
         };
+        let from_a_person = matches!(line, ScriptLine::User(_) | ScriptLine::Continue);
+        if request.refinement && !from_a_person {
+            // The script holds no message of the person here: the cast waits for one, and the
+            // line is kept for the agent's next turn.
+            return AgentTurn::Exhausted(format!(
+                "the cast waits for a person (line {number} of {} is the agent's next answer): `castlog refine` or `castlog continue`",
+                self.path.display()
+            ));
+        }
         self.next += 1;
         match line {
             ScriptLine::Reply(text, usage) => AgentTurn::Reply { text, usage },
@@ -343,6 +355,31 @@ mod tests {
         assert!(matches!(err, AgentError::BadLine { line: 2, .. }));
         assert!(parse_script("not json", "s").is_err());
         assert!(parse_script("{\"error\":\"weird\"}", "s").is_err());
+        let err = parse_script("{\"continue\":false}", "s").unwrap_err();
+        assert!(err.to_string().contains("must be true"), "{err}");
+    }
+
+    /// Asked what the person says at a pause, a script whose next line is the agent's answer
+    /// says nothing (the cast waits for the person) and keeps that line for the agent's turn.
+    #[test]
+    fn a_script_keeps_an_agent_answer_asked_for_at_a_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{\"reply\":\"a\"}\n{\"continue\":true}\n").unwrap();
+        let mut agent = ScriptedAgent::open(&path, 0).unwrap();
+        let ask = |refinement| TurnRequest {
+            messages: &[],
+            refinement,
+            model: None,
+            thinking: None,
+        };
+        let paused = agent.turn(&ask(true));
+        assert!(
+            matches!(&paused, AgentTurn::Exhausted(m) if m.contains("line 1")),
+            "{paused:?}"
+        );
+        assert!(matches!(agent.turn(&ask(false)), AgentTurn::Reply { text, .. } if text == "a"));
+        assert!(matches!(agent.turn(&ask(true)), AgentTurn::Continue));
     }
 
     // A shell script's `sleep` is a grandchild holding stdout open: the timeout must stop it too.

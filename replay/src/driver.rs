@@ -44,7 +44,7 @@ pub enum DriveError {
     #[error(transparent)]
     Rejected(#[from] Rejection),
     /// The cast does not exist.
-    #[error("no cast named {cast:?} in this database (see `castlog casts`)")]
+    #[error("no cast named {:?} in this database (see `castlog casts`)", .cast.as_str())]
     UnknownCast {
         /// The cast asked for.
         cast: CastId,
@@ -568,7 +568,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                         return Ok(Stop {
                             status: Status::AwaitingAgent,
                             message: Some(format!(
-                                "the agent was interrupted at {}; run `castlog resume {}` to send the prompt again",
+                                "the agent was interrupted at {}; run `castlog resume {} --agent SPEC` to send the prompt again",
                                 current.socket, self.state.cast
                             )),
                         });
@@ -577,7 +577,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                         return Ok(Stop {
                             status: Status::AwaitingAgent,
                             message: Some(format!(
-                                "{TRANSIENT_LIMIT} transient agent failures in a row at {}; run `castlog resume {}` to try again",
+                                "{TRANSIENT_LIMIT} transient agent failures in a row at {}; run `castlog resume {} --agent SPEC` to try again",
                                 current.socket, self.state.cast
                             )),
                         });

@@ -268,10 +268,15 @@ fn feed(
         driver.post_with(sender);
     }
     let from = driver.state.head.next();
+    // The agent is checked before the input is recorded: a mistyped SPEC must not leave the
+    // cast moved on with nobody to answer it. Recording the input adds no answer, so the
+    // answers already used are the same before and after.
+    let agent = spec
+        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast)))
+        .transpose()?;
     driver.apply(input)?;
-    let stop = match spec {
-        Some(spec) => {
-            let mut agent = agent(spec, driver.answers_used, Some(&log), Some(&cast))?;
+    let stop = match agent {
+        Some(mut agent) => {
             crate::progress::watch(&mut driver, json);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
@@ -346,6 +351,14 @@ pub fn revive(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
 
 /// `castlog resume`.
 pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+    if args.agent.is_none() {
+        // Resuming records a re-dispatch of the unanswered prompt; without an agent it would
+        // be recorded as sent when nothing was.
+        return Err(CliError::user(format!(
+            "resume sends the unanswered prompt again and needs an agent: `castlog resume {} --agent SPEC` (scripted:FILE, cmd:PROGRAM ..., openai:BASE_URL#MODEL or recorded:CAST)",
+            args.cast
+        )));
+    }
     feed(
         db,
         &args.cast,

@@ -17,10 +17,17 @@ use crate::output;
 
 /// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
 pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
-    if let Ok(n) = at.parse::<u64>() {
-        return Ok(Seq(n));
+    let Ok(n) = at.parse::<u64>() else {
+        return Ok(resolve_at(log, cast, at)?);
+    };
+    let head = super::inspect::head_of(log, cast.as_str())?;
+    if n == 0 || n > head.seq.get() {
+        return Err(CliError::user(format!(
+            "--at {n} is outside cast {cast}: its events are seq 1 to {}",
+            head.seq
+        )));
     }
-    Ok(resolve_at(log, cast, at)?)
+    Ok(Seq(n))
 }
 
 /// `castlog recast`.

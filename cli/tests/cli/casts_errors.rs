@@ -287,3 +287,27 @@ fn a_fetcher_directory_that_is_not_there_is_named() {
     };
     assert_eq!(listed, 0, "nothing is recorded: {}", casts.stdout);
 }
+
+/// `state --at` takes a seq of the cast: 0 and a seq past the head are refused naming the
+/// range (not shown as the head, not named as an unknown cast).
+#[test]
+fn state_at_a_seq_outside_the_cast_names_its_range() {
+    let sandbox = Sandbox::new();
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let run = sandbox.finish(&mut sandbox.build_loop("b", &script));
+    let head = run.json()["events"].as_u64().unwrap();
+    for at in ["0", &(head + 1).to_string()] {
+        let out = sandbox.run(&["state", "b", "--at", at]);
+        assert_user_error(
+            &out,
+            &[
+                &format!("--at {at} is outside cast b"),
+                &format!("seq 1 to {head}"),
+            ],
+        );
+    }
+    let last = sandbox.run(&["state", "b", "--at", &head.to_string(), "--json"]);
+    assert_eq!(last.code, 0, "{}", last.stderr);
+    let unknown = sandbox.run(&["state", "nope", "--at", "3"]);
+    assert_user_error(&unknown, &["no cast named \"nope\""]);
+}

@@ -304,3 +304,104 @@ fn abort_is_an_event_and_revive_continues_the_cast() {
     assert_eq!(state["cursors"]["workItemIndex"], 2, "{state}");
     assert_verified(&sandbox);
 }
+
+/// The README's multi-turn flow with a script of replies only: the cast stops at each pause
+/// (the script's next line is kept for the agent), `refine` answers and pauses again, and
+/// `continue` finalizes and drives to the end.
+#[test]
+fn a_script_of_replies_only_leaves_each_pause_to_the_person() {
+    let sandbox = Sandbox::new();
+    let replies: Vec<String> = fixture_lines("scripts/consult.jsonl")
+        .into_iter()
+        .filter(|l| !l.contains("\"user\"") && !l.contains("\"continue\""))
+        .collect();
+    let script = sandbox.write("replies.jsonl", &(replies.join("\n") + "\n"));
+    let agent = format!("scripted:{script}");
+    let out = run_cast(
+        &sandbox,
+        &fixture("loadouts/consult.json"),
+        None,
+        &script,
+        "plan",
+    );
+    assert_eq!(out["status"], "awaiting_refinement", "{out}");
+    assert!(
+        out["message"].as_str().unwrap().contains("castlog refine"),
+        "{out}"
+    );
+    let out = report(
+        &sandbox,
+        &["refine", "plan", "keep it to two items", "--agent", &agent],
+    );
+    assert_eq!(out["status"], "awaiting_refinement", "{out}");
+    let out = report(&sandbox, &["continue", "plan", "--agent", &agent]);
+    assert_eq!(out["status"], "completed", "{out}");
+    let events = events(&sandbox, "plan");
+    let drafts: Vec<&Value> = of_kind(&events, "refinement_recorded")
+        .iter()
+        .map(|e| &e["payload"]["text"])
+        .collect();
+    assert_eq!(
+        drafts,
+        [
+            "Draft: a parser and a printer. Anything else?",
+            "Agreed: parser, then printer."
+        ]
+    );
+    assert_verified(&sandbox);
+}
+
+/// A mistyped agent SPEC is refused before the input is recorded: the cast has not moved, and
+/// the same command with the right SPEC then works.
+#[test]
+fn refine_checks_its_agent_before_recording_the_refinement() {
+    let sandbox = Sandbox::new();
+    let first = script_head(&sandbox, "consult.jsonl", 1, "first-draft.jsonl");
+    let out = run_cast(
+        &sandbox,
+        &fixture("loadouts/consult.json"),
+        None,
+        &first,
+        "typo",
+    );
+    assert_eq!(out["status"], "awaiting_refinement", "{out}");
+    let before = events(&sandbox, "typo").len();
+    let missing = sandbox.path("no-such-script.jsonl");
+    let typo = format!("scripted:{}", missing.display());
+    let run = sandbox.run(&["refine", "typo", "two items", "--agent", &typo, "--json"]);
+    assert_no_panic(&run);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(events(&sandbox, "typo").len(), before, "nothing recorded");
+    let agent = format!("scripted:{first}");
+    let out = report(
+        &sandbox,
+        &["refine", "typo", "two items", "--agent", &agent],
+    );
+    assert_eq!(
+        of_kind(&events(&sandbox, "typo"), "user_refined").len(),
+        1,
+        "{out}"
+    );
+}
+
+/// `resume` without an agent would record a re-dispatch that reaches nobody: it is refused,
+/// naming the missing flag, and records nothing.
+#[test]
+fn resume_needs_an_agent_and_records_nothing_without_one() {
+    let sandbox = Sandbox::new();
+    let short = script_head(&sandbox, "build-loop.jsonl", 2, "short.jsonl");
+    let out = run_cast(
+        &sandbox,
+        &fixture("loadouts/build-loop.json"),
+        None,
+        &short,
+        "idle",
+    );
+    assert_eq!(out["status"], "awaiting_agent", "{out}");
+    let before = events(&sandbox, "idle").len();
+    let run = sandbox.run(&["resume", "idle"]);
+    assert_no_panic(&run);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("--agent SPEC"), "{}", run.stderr);
+    assert_eq!(events(&sandbox, "idle").len(), before);
+}

@@ -178,7 +178,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             .and_then(|id| self.state.claims.get(id));
         let message = match claim {
             Some(c) if c.status == ClaimStatus::Pending && c.cast != self.state.cast => format!(
-                "claim {} for {} ({}) was inherited from cast {} and is pending there: the send outcome is unknown; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned` (recorded on {}), and `castlog resume {}` takes the resolution on",
+                "claim {} for {} ({}) was inherited from cast {} and is pending there: the send outcome is unknown; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned` (recorded on {}), and `castlog resume {} --agent SPEC` takes the resolution on",
                 c.claim,
                 c.destination,
                 c.day,
@@ -189,7 +189,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 self.state.cast
             ),
             Some(c) if c.status == ClaimStatus::Pending => format!(
-                "claim {} for {} ({}) is pending: the send outcome is unknown{}; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned`, and `castlog resume {}`",
+                "claim {} for {} ({}) is pending: the send outcome is unknown{}; castlog never sends it again. Check {}, then `castlog claims resolve {} --staged MSG_ID` or `--abandoned`, and `castlog resume {} --agent SPEC`",
                 c.claim,
                 c.destination,
                 c.day,

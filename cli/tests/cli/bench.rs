@@ -154,6 +154,26 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
         0,
         "kept snapshots match the fold"
     );
+    // A snapshot whose seq no longer matches where it is filed: named, never looped on.
+    let moved = "UPDATE checkpoints SET seq = seq + 1 WHERE name LIKE 'state@%'";
+    conn.execute(moved, []).unwrap();
+    assert_eq!(
+        states(&sandbox),
+        from_snapshots,
+        "a moved snapshot was used"
+    );
+    let verify = sandbox.run(&["verify", &cast, "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    assert!(
+        problems.iter().any(|p| p["kind"] == "snapshot"),
+        "{problems:?}"
+    );
+    conn.execute(
+        "UPDATE checkpoints SET seq = seq - 1 WHERE name LIKE 'state@%'",
+        [],
+    )
+    .unwrap();
     conn.execute(
         "UPDATE checkpoints SET bytes = CAST('{\"damaged\": true}' AS BLOB) WHERE name LIKE 'state@%'",
         [],

@@ -523,10 +523,16 @@ impl EventLog for SqliteLog {
         let row = self.read_with(|conn| {
             checkpoint_row(
                 conn,
+                // A row whose seq disagrees with its name (a damaged file) is not taken for
+                // a point it does not say it is at or below.
                 "SELECT version, seq, hash, bytes FROM checkpoints
-                 WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2
+                 WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2 AND seq <= ?3
                  ORDER BY name DESC LIMIT 1",
-                params![cast.as_str(), snapshot_name(at_most)],
+                params![
+                    cast.as_str(),
+                    snapshot_name(at_most),
+                    i64::try_from(at_most.get()).unwrap_or(i64::MAX)
+                ],
                 "reading a snapshot",
             )
         })?;

@@ -112,6 +112,52 @@ pub fn decision_ends(
     Ok(ends)
 }
 
+/// `seq` if it is one of `ends`, or an error naming the nearest boundaries (`what` says where
+/// the seq came from, e.g. a waypoint).
+fn boundary(
+    ends: &[Seq],
+    cast: &CastId,
+    seq: Seq,
+    len: u64,
+    what: &str,
+) -> Result<Seq, DriveError> {
+    if ends.contains(&seq) {
+        return Ok(seq);
+    }
+    let before = ends.iter().rev().find(|s| **s < seq);
+    let after = ends.iter().find(|s| **s > seq);
+    Err(DriveError::Agent(format!(
+        "{what}seq {seq} is not a decision boundary of cast {cast}{}; pick one of the nearest: {}",
+        if seq.get() > len {
+            " (past its end)"
+        } else {
+            ""
+        },
+        [before, after]
+            .iter()
+            .flatten()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    )))
+}
+
+/// Resolves `--at` for a recast: as [`resolve_at`], and a waypoint (which may name any seq, for
+/// reading) must name a decision boundary.
+pub fn resolve_boundary(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    at: &str,
+) -> Result<Seq, DriveError> {
+    let seq = resolve_at(log, cast, at)?;
+    if at.parse::<u64>().is_ok() || at.contains(':') {
+        return Ok(seq);
+    }
+    let len = log.head(cast)?.map_or(0, |h| h.seq.get());
+    let what = format!("waypoint {at:?} names {seq}, but ");
+    boundary(&decision_ends(log, cast)?, cast, seq, len, &what)
+}
+
 /// Resolves `--at`: a seq, `SOCKET:VISIT` (the end of the decision that started that visit), or
 /// a waypoint name. A seq must be a decision boundary.
 pub fn resolve_at(
@@ -126,26 +172,7 @@ pub fn resolve_at(
     let ends = decision_ends(log, cast)?;
     let bad = |message: String| DriveError::Agent(message);
     if let Ok(n) = at.parse::<u64>() {
-        let seq = Seq(n);
-        if ends.contains(&seq) {
-            return Ok(seq);
-        }
-        let before = ends.iter().rev().find(|s| **s < seq);
-        let after = ends.iter().find(|s| **s > seq);
-        return Err(bad(format!(
-            "seq {n} is not a decision boundary of cast {cast}{}; pick one of the nearest: {}",
-            if n > own.len() as u64 {
-                " (past its end)"
-            } else {
-                ""
-            },
-            [before, after]
-                .iter()
-                .flatten()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        )));
+        return boundary(&ends, cast, Seq(n), own.len() as u64, "");
     }
     if let Some((socket, visit)) = at.split_once(':')
         && let Ok(visit) = visit.parse::<u32>()

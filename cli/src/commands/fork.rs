@@ -8,7 +8,7 @@ use castlog_core::loadout::load_config;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
-use castlog_replay::recast::{Recast, recast as fork, resolve_at};
+use castlog_replay::recast::{Recast, recast as fork, resolve_at, resolve_boundary};
 use serde_json::json;
 
 use crate::args::{MarkArgs, RecastArgs};
@@ -35,7 +35,7 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     log.prepare_for_steps();
     let parent = super::inspect::head_of(&log, &args.cast)?.cast;
-    let at = resolve_at(&log, &parent, &args.at)?;
+    let at = resolve_boundary(&log, &parent, &args.at)?;
     let loadout = match &args.config {
         None => None,
         Some(path) => {

@@ -183,6 +183,22 @@ fn waypoints_name_points_for_state_and_recast() {
         "{}",
         bad.stderr
     );
+    // A waypoint may name any seq for reading; a recast from it needs a boundary, checked
+    // before anything is recorded.
+    let mid = sandbox.run(&["mark", "a", "mid-step", "--at", "50"]);
+    assert_eq!(mid.code, 0, "{}", mid.stderr);
+    let read = sandbox.run(&["state", "a", "--at", "mid-step", "--json"]);
+    assert_eq!(read.code, 0, "{}", read.stderr);
+    let casts = sandbox.run(&["casts", "--json"]).stdout;
+    let refused = sandbox.run(&["recast", "a", "--at", "mid-step", "--cast", "m"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("waypoint \"mid-step\" names 50")
+            && refused.stderr.contains("not a decision boundary"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(sandbox.run(&["casts", "--json"]).stdout, casts);
     let name = sandbox.run(&["mark", "a", "12"]);
     assert_eq!(name.code, 1, "a numeric waypoint name would shadow seqs");
     assert_eq!(sandbox.run(&["verify"]).code, 0);

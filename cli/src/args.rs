@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "castlog", version, propagate_version = true)]
 pub struct Cli {
-    /// The castlog database file [default: ./castlog.db; `bench` uses a temporary one].
+    /// The castlog database file [default: ./castlog.db; `bench` uses a temporary one unless
+    /// --db is given on its command line].
     #[arg(long, global = true, env = "CASTLOG_DB")]
     pub db: Option<PathBuf>,
 

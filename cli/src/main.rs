@@ -56,7 +56,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
         Command::Replay(args) => commands::projections::replay(&existing_db(db.as_deref())?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
-        Command::Bench(bench) => commands::bench::run(db.as_deref(), bench),
+        // `bench` writes only where --db says on its command line, never into the database
+        // CASTLOG_DB names for the other commands.
+        Command::Bench(bench) => {
+            commands::bench::run(db.as_deref().filter(|_| db_flag_given()), bench)
+        }
         Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),
         Command::Refine(args) => commands::cast::refine(&existing_db(db.as_deref())?, &args),
         Command::Continue(args) => commands::cast::finalize(&existing_db(db.as_deref())?, &args),
@@ -92,4 +96,9 @@ fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
             path.display()
         )))
     }
+}
+
+/// Whether `--db` was given on the command line (not only through `CASTLOG_DB`).
+fn db_flag_given() -> bool {
+    std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db="))
 }

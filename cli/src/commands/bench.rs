@@ -139,8 +139,8 @@ pub(super) fn db_bytes(path: &Path) -> u64 {
 }
 
 fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
-    if args.batch == 0 {
-        return Err(CliError::user("--batch must be at least 1"));
+    if args.batch == 0 || args.events == 0 {
+        return Err(CliError::user("--batch and --events must be at least 1"));
     }
     let (_scratch, path) = database(db)?;
     let durability = durability(args.durability);
@@ -151,6 +151,17 @@ fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {
 
     let log = SqliteLog::open_with(&path, durability)?;
     let mut next = log.head(&cast)?.map_or(Seq::FIRST, |h| h.seq.next());
+    // Continuing a bench cast is how a killed run is picked up; anything else would be
+    // damaged by raw events (a workflow cast would no longer re-decide).
+    if next != Seq::FIRST {
+        let first = log.read(&cast, Seq::FIRST, Some(Seq::FIRST))?;
+        if first.first().is_some_and(|r| r.kind != "steering_noted") {
+            return Err(CliError::user(format!(
+                "cast {cast} is not a bench cast: bench append only continues casts of its own \
+                 events; pick another --cast"
+            )));
+        }
+    }
     let started = Instant::now();
     for (index, count) in batches(args.events, args.batch) {
         let chunk = pending(index, count, args.payload_bytes, start_ms);

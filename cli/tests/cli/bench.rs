@@ -204,3 +204,47 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
     );
     assert_eq!(sandbox.run(&["verify", &cast]).code, 0);
 }
+
+/// `bench` never writes into the database `CASTLOG_DB` names for the other commands, and
+/// `bench append` refuses to add its raw events to a workflow cast (it would no longer
+/// re-decide) or to append nothing.
+#[test]
+fn bench_keeps_out_of_real_casts() {
+    let sandbox = Sandbox::new();
+    let script = format!(
+        "scripted:{}",
+        crate::common::fixture("scripts/build-loop.jsonl")
+    );
+    let run = sandbox.finish(&mut sandbox.build_loop("real", &script));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let casts = || sandbox.run(&["casts", "--json"]).stdout;
+    let before = casts();
+    let through_env = std::process::Command::new(crate::common::castlog_bin())
+        .current_dir(sandbox.path(""))
+        .env("CASTLOG_DB", sandbox.db())
+        .args([
+            "bench",
+            "append",
+            "--events",
+            "5",
+            "--payload-bytes",
+            "16",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(through_env.status.success(), "{through_env:?}");
+    assert_eq!(casts(), before, "bench wrote into CASTLOG_DB");
+    for (args, says) in [
+        (vec!["--cast", "real"], "cast real is not a bench cast"),
+        (vec!["--events", "0"], "must be at least 1"),
+    ] {
+        let mut all = vec!["bench", "append", "--payload-bytes", "16"];
+        all.extend(args);
+        let out = sandbox.run(&all);
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+    assert_eq!(casts(), before);
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}

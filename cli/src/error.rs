@@ -57,6 +57,13 @@ impl CliError {
 
 impl From<LogError> for CliError {
     fn from(err: LogError) -> Self {
+        if let LogError::Conflict { cast, .. } = &err {
+            // Another process appended to the cast meanwhile: nothing of this batch was
+            // written, and the log (not this process's view of it) is where to go on from.
+            return CliError::user(format!(
+                "{err}: another castlog process wrote to cast {cast} meanwhile, and nothing of this step was recorded; `castlog state {cast}` shows where it is, `castlog resume {cast} --agent SPEC` drives it on from there"
+            ));
+        }
         let code = match &err {
             LogError::Open { .. }
             | LogError::SchemaTooNew { .. }

@@ -64,7 +64,7 @@ pub struct Snapshot {
 pub enum LogError {
     /// Optimistic concurrency: another writer appended first.
     #[error(
-        "conflict appending to cast {cast}: expected next seq {expected}, but the log is at {found}"
+        "conflict appending to cast {cast}: expected next seq {expected}, but the log's next seq is {found}"
     )]
     Conflict {
         /// The cast.

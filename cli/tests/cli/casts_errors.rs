@@ -311,3 +311,39 @@ fn state_at_a_seq_outside_the_cast_names_its_range() {
     let unknown = sandbox.run(&["state", "nope", "--at", "3"]);
     assert_user_error(&unknown, &["no cast named \"nope\""]);
 }
+
+/// Another process appending to a cast while it is driven (here the agent itself steers the
+/// cast) makes the driver's next append conflict: a user error (exit 1) that says nothing of
+/// the step was recorded and how to go on, with the log left sound.
+#[test]
+fn a_cast_written_by_another_process_meanwhile_stops_with_a_way_on() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.db();
+    let steer = sandbox.write(
+        "steer.sh",
+        &format!(
+            "cat >/dev/null\n'{}' --db '{}' steer busy 'be terse' >/dev/null\necho hello\n",
+            crate::common::castlog_bin(),
+            db.display()
+        ),
+    );
+    let agent = format!("cmd:sh {steer}");
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        TASK,
+        "--agent",
+        &agent,
+        "--cast",
+        "busy",
+    ]);
+    assert_user_error(
+        &run,
+        &[
+            "another castlog process wrote to cast busy meanwhile",
+            "castlog resume busy --agent SPEC",
+        ],
+    );
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}

@@ -449,11 +449,13 @@ fn pipeline<L: EventLog + ?Sized>(
                 continue;
             }
         }
-        // The runtime asks the judge about this draft and this quote itself.
+        // The runtime asks the judge itself, about this quote and the very text that would be
+        // sent (the rendered body when the drafter gave one, which may say more than the
+        // question).
         let (faithful, verdict) = if draft.usable() {
             let reply = ask(
                 &mut *judge,
-                draft::judge_prompt(&candidate.text, &draft.text),
+                draft::judge_prompt(&candidate.text, draft.sent_text()),
             );
             let (faithful, reason) = draft::read_verdict(reply.as_deref().map_err(String::as_str));
             rec.record(EngagementFidelityJudged {
@@ -556,11 +558,7 @@ fn post<L: EventLog + ?Sized>(
         rec.record(refuse_early(reason.clone(), Some(holder.claim.clone())))?;
         return Ok(reason);
     }
-    let content = if draft.delivery_body.trim().is_empty() {
-        draft.text.clone()
-    } else {
-        draft.delivery_body.trim().to_owned()
-    };
+    let content = draft.sent_text().to_owned();
     let body = rec.log.put_blob(content.as_bytes())?;
     let claimed = PostClaimed {
         claim: claim.clone(),

@@ -536,3 +536,56 @@ fn item_23_sends_carry_the_reply_reference_guild_and_mention() {
         refused.stderr
     );
 }
+
+/// The judge is asked about the text that would be sent: a drafter's rendered body (which may
+/// claim more than the question), not only the bare question.
+#[test]
+fn the_judge_sees_the_rendered_body_that_would_be_sent() {
+    let sandbox = Sandbox::new();
+    let body = "<@42> Great that ss31 cured your insomnia! How is the ss31 going?";
+    let drafter = sandbox.write(
+        "drafter.jsonl",
+        &format!(
+            "{}\n",
+            json!({"reply": json!({"question": "How is the ss31 going?", "delivery_body": body}).to_string()})
+        ),
+    );
+    let seen = sandbox.path("judge-in.txt");
+    let judge = sandbox.write(
+        "judge.sh",
+        &format!(
+            "cat >> '{}'\necho '{{\"asserts\": false, \"presupposes\": false, \"reason\": \"\"}}'\n",
+            seen.display()
+        ),
+    );
+    let run = engage(
+        &sandbox,
+        &fixture("engage/input.json"),
+        &[
+            "--drafter",
+            &format!("scripted:{drafter}"),
+            "--judge",
+            &format!("cmd:sh {judge}"),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let prompts = std::fs::read_to_string(&seen).unwrap();
+    assert!(prompts.contains("cured your insomnia"), "{prompts}");
+}
+
+/// A result whose text is blank quotes nothing: the live check cannot confirm it (every
+/// message contains the empty string), so nothing is drafted from it.
+#[test]
+fn a_blank_quote_is_never_confirmed_live() {
+    let sandbox = Sandbox::new();
+    let mut input = engage_fixture();
+    let first = input["results"][0].clone();
+    input["results"] = json!([first]);
+    input["results"][0]["text"] = json!("  ");
+    let path = sandbox.write("input.json", &input.to_string());
+    let run = engage(&sandbox, &path, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["send"], "none", "{report}");
+    assert_eq!(report["live_verified"], false, "{report}");
+}

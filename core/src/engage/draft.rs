@@ -29,6 +29,15 @@ impl Draft {
         !self.text.trim().is_empty() && self.reason.is_empty()
     }
 
+    /// The message that would be sent: the rendered body when there is one, else the question.
+    /// The fidelity judge is asked about exactly this text.
+    pub fn sent_text(&self) -> &str {
+        match self.delivery_body.trim() {
+            "" => &self.text,
+            body => body,
+        }
+    }
+
     fn failed(reason: &str) -> Draft {
         Draft {
             reason: reason.to_owned(),

@@ -128,9 +128,19 @@ pub fn check(candidate: &Candidate, fetched: &Fetched) -> LiveCheck {
             );
         }
     }
+    let quoted = normalized(&candidate.text);
+    if quoted.is_empty() {
+        // Every message contains the empty string: a blank quote proves nothing.
+        return LiveCheck {
+            ok: false,
+            reason: "source_content_mismatch".into(),
+            detail: "the candidate quotes no text".into(),
+            content_matched: Some(false),
+        };
+    }
     let mut content_matched = None;
     if let Some(Value::String(content)) = payload.get("content") {
-        let matched = normalized(content).contains(&normalized(&candidate.text));
+        let matched = normalized(content).contains(&quoted);
         if !matched {
             let live: String = content.chars().take(80).collect();
             return LiveCheck {

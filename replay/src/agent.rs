@@ -12,8 +12,9 @@
 //!   origin `script`).
 //! - `cmd:PROGRAM ARGS…`: spawned without a shell; the prompt on stdin, flattened to text (see
 //!   [`flatten`]) or, with `--agent-format json`, as JSON messages; the reply is stdout; a
-//!   non-zero exit or a timeout is an interruption carrying stderr. At the timeout the program
-//!   and every process it started are killed (see [`process`]).
+//!   non-zero exit or a timeout is an interruption carrying stderr, and so is a reply longer
+//!   than [`process::OUTPUT_CAP`] (1 MiB), never cut silently. At the timeout the program and
+//!   every process it started are killed (see [`process`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -325,6 +326,13 @@ impl Agent for CommandAgent {
                     done.stderr.trim()
                 ),
             },
+            Ok(done) if done.stdout_truncated => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: format!(
+                    "the agent command wrote more than {} bytes on stdout, castlog's limit for a reply; nothing of it was used",
+                    process::OUTPUT_CAP
+                ),
+            },
             Ok(done) => AgentTurn::Reply {
                 text: done.stdout,
                 usage: None,
@@ -380,6 +388,32 @@ mod tests {
         );
         assert!(matches!(agent.turn(&ask(false)), AgentTurn::Reply { text, .. } if text == "a"));
         assert!(matches!(agent.turn(&ask(true)), AgentTurn::Continue));
+    }
+
+    /// A reply longer than the cap is an interruption naming the limit, never a cut reply.
+    #[test]
+    fn a_reply_past_the_output_cap_is_an_interruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "cat >/dev/null; head -c {} /dev/zero | tr '\\0' a",
+            process::OUTPUT_CAP + 10
+        );
+        let mut agent = CommandAgent::new(
+            vec!["sh".into(), "-c".into(), script],
+            dir.path().to_path_buf(),
+            Duration::from_secs(30),
+        );
+        let turn = agent.turn(&TurnRequest {
+            messages: &[],
+            refinement: false,
+            model: None,
+            thinking: None,
+        });
+        let AgentTurn::Failed { class, message } = turn else {
+            panic!("an over-long reply is a failure: {turn:?}");
+        };
+        assert_eq!(class, FailureClass::Interruption);
+        assert!(message.contains("limit for a reply"), "{message}");
     }
 
     // A shell script's `sleep` is a grandchild holding stdout open: the timeout must stop it too.

@@ -44,6 +44,8 @@ pub struct Finished {
     pub stderr: String,
     /// Whether a stream was cut at the cap.
     pub truncated: bool,
+    /// Whether stdout was cut at the cap.
+    pub stdout_truncated: bool,
 }
 
 fn capture(mut stream: impl Read) -> (Vec<u8>, bool) {
@@ -163,6 +165,7 @@ pub fn run(
         stdout: String::from_utf8_lossy(&out).into_owned(),
         stderr: String::from_utf8_lossy(&err).into_owned(),
         truncated: out_cut || err_cut,
+        stdout_truncated: out_cut,
     })
 }
 

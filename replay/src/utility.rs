@@ -58,6 +58,7 @@ fn ok(stdout: String) -> Finished {
         stdout,
         stderr: String::new(),
         truncated: false,
+        stdout_truncated: false,
     }
 }
 
@@ -68,6 +69,7 @@ fn failed(message: String) -> Finished {
         stdout: String::new(),
         stderr: message,
         truncated: false,
+        stdout_truncated: false,
     }
 }
 

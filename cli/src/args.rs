@@ -172,7 +172,7 @@ pub struct ShowArgs {
 /// `verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The cast to verify (default: all casts).
+    /// The cast to verify, with the casts it was recast from (default: all casts).
     #[arg(conflicts_with = "all")]
     pub cast: Option<String>,
     /// Verify every cast (the default when no cast is named).

@@ -29,7 +29,15 @@ struct Report {
 pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let heads = match &args.cast {
-        Some(cast) => vec![super::inspect::head_of(&log, cast)?],
+        // A recast's prefix is its ancestors' events: they are verified with it.
+        Some(cast) => {
+            let head = super::inspect::head_of(&log, cast)?;
+            let mut heads = vec![head.clone()];
+            for ancestor in castlog_events::log::ancestors(&log, &head.cast)? {
+                heads.extend(log.head(&ancestor)?);
+            }
+            heads
+        }
         None => log.casts()?,
     };
     let mut report = Report {

@@ -405,3 +405,32 @@ fn a_recorded_recast_asks_the_fallback_only_for_changed_prompts() {
         .collect();
     assert_eq!(changed, ["Socket-3 WI-2 #3"]);
 }
+
+/// A recast's prefix is its parent's events: `verify CHILD` verifies the parent too, so damage
+/// in the prefix the child stands on is named (with the parent's cast and seq).
+#[test]
+fn verifying_a_recast_verifies_the_prefix_it_stands_on() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let recast = sandbox.run(&["recast", "a", "--at", "52", "--cast", "b", "--json"]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    assert_eq!(sandbox.run(&["verify", "b"]).code, 0);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER events_no_update;
+         UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), 'greet', 'GREET') AS BLOB)
+         WHERE seq = 1 AND cast_id = (SELECT id FROM casts WHERE cast_id = 'a');",
+    )
+    .unwrap();
+    let verify = sandbox.run(&["verify", "b", "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let report = verify.json();
+    assert!(
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["cast"] == "a" && p["seq"] == 1),
+        "{report}"
+    );
+}

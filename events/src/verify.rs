@@ -41,6 +41,8 @@ pub enum ProblemKind {
     /// A kept state snapshot is not the state a fold of the log gives at its seq (it is
     /// ignored when damaged; one that decodes but differs would mislead `state --at`).
     Snapshot,
+    /// Events are stored under a cast the log no longer lists (its head row is gone).
+    Orphaned,
 }
 
 /// One problem found by verification.

@@ -51,8 +51,16 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
         report.casts += 1;
         report.events += verified.events;
         let intact = verified.problems.is_empty();
+        // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
+        // above) they cannot be checked.
+        let orphan = verified
+            .problems
+            .iter()
+            .any(|p| p.kind == ProblemKind::ForkParent);
         report.problems.extend(verified.problems);
-        report.problems.extend(check_blobs(&log, head)?);
+        if !orphan {
+            report.problems.extend(check_blobs(&log, head)?);
+        }
         // Snapshots are checked against a fold from the first event (they are only caches).
         if intact {
             for (seq, message) in castlog_replay::driver::check_snapshots(&log, &head.cast)
@@ -79,6 +87,18 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
                 message: format!(
                     "replay diverges: the machine produces {} but the log holds {}",
                     d.expected, d.found
+                ),
+            });
+        }
+    }
+    if args.cast.is_none() {
+        for (key, first, count) in log.orphaned_events()? {
+            report.problems.push(Problem {
+                cast: castlog_core::id::CastId::new(format!("#{key}")),
+                seq: first,
+                kind: ProblemKind::Orphaned,
+                message: format!(
+                    "{count} events are stored under cast key {key}, which no cast in the log has (its row in casts was deleted)"
                 ),
             });
         }

@@ -99,6 +99,33 @@ fn a_deleted_row_is_named_by_seq() {
     assert_eq!(first_problem(&sandbox), ("c".into(), 4, "missing".into()));
 }
 
+/// The casts table has no triggers: a deleted row there must not hide its events from
+/// `verify`, which names them by the key they are stored under.
+#[test]
+fn events_of_a_deleted_cast_row_are_named() {
+    let sandbox = Sandbox::new();
+    sandbox.append("kept", 3);
+    sandbox.append("gone", 5);
+    let conn = raw(&sandbox);
+    // As a tool that does not enforce foreign keys (python's sqlite3, the sqlite3 shell) would.
+    conn.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM casts WHERE cast_id = 'gone';")
+        .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    let problems = run.json()["problems"].as_array().unwrap().clone();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0]["kind"], "orphaned");
+    assert_eq!(problems[0]["seq"], 1);
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("5 events"),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn reordered_rows_are_named_by_seq() {
     let sandbox = Sandbox::new();

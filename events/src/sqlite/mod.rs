@@ -141,6 +141,34 @@ impl SqliteLog {
         self.writer.commits()
     }
 
+    /// Events stored under a cast key the `casts` table does not list (its row was deleted, so
+    /// no head names them), as `(key, first seq, events)` per key.
+    pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
+        self.read_with(|conn| {
+            let failed = |e: rusqlite::Error| map_err("looking for events of no cast", &e);
+            let mut stmt = conn
+                .prepare(
+                    "SELECT cast_id, min(seq), count(*) FROM events
+                     WHERE cast_id NOT IN (SELECT id FROM casts) GROUP BY cast_id ORDER BY cast_id",
+                )
+                .map_err(failed)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                })
+                .map_err(failed)?;
+            rows.map(|row| {
+                let (key, first, count) = row.map_err(failed)?;
+                Ok((key, Seq(first.max(0) as u64), count.max(0) as u64))
+            })
+            .collect()
+        })
+    }
+
     fn send<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T, LogError> {
         self.writer.submit(make)
     }

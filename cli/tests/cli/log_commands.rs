@@ -173,6 +173,29 @@ fn a_duplicated_seq_is_named() {
     assert_eq!(first_problem(&sandbox), ("c".into(), 5, "duplicate".into()));
 }
 
+/// Values of another type than castlog writes, or a table of castlog's gone, are damage: exit
+/// 3 from `verify` and `casts`, never an internal error.
+#[rstest]
+#[case::text_head_hash("UPDATE casts SET head_hash = 'abc'")]
+#[case::kind_not_utf8("UPDATE events SET kind = CAST(x'ff' AS TEXT) WHERE seq = 2")]
+#[case::payload_as_text("UPDATE events SET payload = CAST(payload AS TEXT) WHERE seq = 2")]
+#[case::no_events_table("DROP TABLE events")]
+fn values_of_another_type_or_a_dropped_table_are_damage(#[case] sql: &str) {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(&format!("PRAGMA foreign_keys = OFF; {sql};"))
+        .unwrap();
+    drop(conn);
+    for command in [vec!["verify"], vec!["casts"]] {
+        let run = sandbox.run(&command);
+        assert_ne!(run.code, 2, "{command:?} after {sql}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    assert_eq!(sandbox.run(&["verify"]).code, 3, "after {sql}");
+}
+
 #[rstest]
 #[case::update("UPDATE events SET at_ms = 0 WHERE seq = 1")]
 #[case::delete("DELETE FROM events WHERE seq = 1")]

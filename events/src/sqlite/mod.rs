@@ -419,16 +419,32 @@ fn without_sql(err: &rusqlite::Error) -> String {
     }
 }
 
-/// Maps a SQLite error, telling a damaged file apart from other failures.
+/// Maps a SQLite error, telling a damaged file apart from other failures. Damage is: SQLite
+/// finding the file corrupt, a column holding a value of another type than castlog writes
+/// (text where a digest belongs, bytes that are not UTF-8, ...), or a table castlog created
+/// being gone.
 pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
-    match err.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
-            LogError::Corrupt {
-                context: context.to_owned(),
-                message: err.to_string(),
-            }
+    use rusqlite::Error as E;
+    let damaged = match err {
+        E::InvalidColumnType(..)
+        | E::FromSqlConversionFailure(..)
+        | E::IntegralValueOutOfRange(..)
+        | E::Utf8Error(..) => true,
+        E::SqliteFailure(_, Some(message)) | E::SqlInputError { msg: message, .. } => {
+            message.starts_with("no such table") || message.starts_with("no such column")
         }
-        _ => LogError::storage(context, err),
+        _ => false,
+    } || matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    );
+    if damaged {
+        LogError::Corrupt {
+            context: context.to_owned(),
+            message: err.to_string(),
+        }
+    } else {
+        LogError::storage(context, err)
     }
 }
 

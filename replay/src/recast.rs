@@ -261,7 +261,12 @@ pub fn recast<'a, L: EventLog + ?Sized>(
     // Kept human inputs are checked before anything is recorded, and re-applied in order after
     // the fork, each recorded with its origin.
     let mut kept = Vec::new();
-    for seq in &plan.keep {
+    // In the parent's order, whatever order they were named in: a continue named before the
+    // refinement that preceded it would finalize first and leave the refinement unused.
+    let mut keep = plan.keep.clone();
+    keep.sort_unstable();
+    keep.dedup();
+    for seq in &keep {
         let records = log.read(&plan.parent, *seq, Some(*seq))?;
         let event = records.first().and_then(|r| r.event().ok());
         let origin = Some(format!("{}:{seq}", plan.parent));

@@ -48,6 +48,17 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             let resolved = config
                 .resolve(Some(&state.loadout.name))
                 .map_err(|e| CliError::user(format!("{}: {e}", path.display())))?;
+            // The child goes on from the socket in flight at the fork point: it must exist.
+            if let Some(current) = &state.current
+                && resolved.socket(&current.socket).is_none()
+            {
+                return Err(CliError::user(format!(
+                    "{}: loadout {} has no socket {}, which cast {parent} is at by seq {at}; fork before that socket started, or keep it in the config",
+                    path.display(),
+                    state.loadout.name,
+                    current.socket
+                )));
+            }
             Some(resolved.to_json())
         }
     };

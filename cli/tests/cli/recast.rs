@@ -320,14 +320,15 @@ fn kept_inputs_are_reapplied_with_their_origin() {
     let refined = seq_of("user_refined");
     let finalize = seq_of("finalize_requested");
     let first_draft = seq_of("refinement_recorded");
-    // Fork right after the first draft, and keep the person's refinement and continue.
+    // Fork right after the first draft, and keep the person's refinement and continue (named
+    // out of order: they are applied in the parent's).
     let recast = sandbox.run(&[
         "recast",
         "p",
         "--at",
         &first_draft.to_string(),
         "--keep-inputs",
-        &format!("{refined},{finalize}"),
+        &format!("{finalize},{refined}"),
         "--cast",
         "k",
         "--agent",
@@ -433,4 +434,32 @@ fn verifying_a_recast_verifies_the_prefix_it_stands_on() {
             .any(|p| p["cast"] == "a" && p["seq"] == 1),
         "{report}"
     );
+}
+
+/// `recast --config` with a loadout that lacks the socket in flight at the fork point is
+/// refused before anything is recorded (the child could never go on).
+#[test]
+fn a_recast_config_without_the_socket_in_flight_is_refused() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap(),
+    )
+    .unwrap();
+    let loadout = &mut config["loadouts"]["Build-Loop"];
+    loadout["sockets"]
+        .as_object_mut()
+        .unwrap()
+        .remove("Socket-6");
+    loadout["loops"]["items"]["exits"] = serde_json::json!([]);
+    let edited = sandbox.write("no-narrate.json", &config.to_string());
+    let casts = sandbox.run(&["casts", "--json"]).stdout;
+    let refused = sandbox.run(&["recast", "a", "--at", "Socket-6:1", "--config", &edited]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("has no socket Socket-6"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(sandbox.run(&["casts", "--json"]).stdout, casts);
 }

@@ -94,12 +94,12 @@ pub enum Command {
     State(StateArgs),
     /// Print a recorded prompt: the rendered messages and where every entry went.
     ///
-    /// Example: castlog prompt demo Socket-3:2 --turn 1
+    /// Example: castlog prompt demo Socket-4:2 --turn 1
     Prompt(PromptArgs),
     /// Fork a cast at a decision boundary and drive the new cast from there.
     ///
     /// The new cast's first event names the parent, the seq and the parent's hash there.
-    /// Example: castlog recast demo --at Socket-3:3 --agent scripted:other.jsonl --cast demo-b
+    /// Example: castlog recast demo --at Socket-4:2 --agent scripted:other.jsonl --cast demo-b
     Recast(RecastArgs),
     /// Compare two casts: common prefix, first divergence, steps aligned by socket, item, visit.
     ///
@@ -111,7 +111,7 @@ pub enum Command {
     Mark(MarkArgs),
     /// List every prompt's placements; with --lint, flag placement problems.
     ///
-    /// Example: castlog audit demo --socket Socket-3 --lint --json
+    /// Example: castlog audit demo --socket Socket-4 --lint --json
     Audit(AuditArgs),
     /// Measure castlog; prints figures as JSON.
     #[command(subcommand)]
@@ -133,8 +133,9 @@ pub enum Command {
     /// `engage` uses (the quote fenced as untrusted data) and its answer is read the same way.
     /// The built-in set has 40 fixtures: 23 faithful drafts, 17 that assert what the member
     /// never said, 4 of those (`quote_*`) with a quote that tries to talk the judge round.
-    /// Exits 1 when an unfaithful draft is judged faithful (a false negative) or an injection
-    /// fixture gets through; a judge that only loses good questions still passes.
+    /// Exits 1 when an unfaithful draft is judged faithful (a false negative), an injection
+    /// fixture gets through, or the judge fails to answer a fixture; a judge that answers and
+    /// only loses good questions still passes.
     ///
     /// Example: castlog engage-scorecard --judge "cmd:ollama run llama3" --json
     #[command(name = "engage-scorecard")]

@@ -131,14 +131,20 @@ fn a_fixture_file_of_ones_own_and_bad_ones_are_named() {
     );
     assert_eq!(run.code, 1);
     assert_eq!(run.json()["injection_failures"], json!(["quote_please"]));
-    // A judge that cannot answer fails closed: nothing gets through.
+    // A judge that cannot answer lets nothing through, but has not been shown to judge: the
+    // card fails, naming the judge errors.
     let empty = sandbox.write("empty.jsonl", "");
     let run = score(
         &sandbox,
         &format!("scripted:{empty}"),
-        &["--fixtures", &own],
+        &["--fixtures", &own, "--json"],
     );
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let card = run.json();
+    assert_eq!(card["passed"], false);
+    assert!(card["false_negatives"].as_array().unwrap().is_empty());
+    assert_eq!(card["judge_errors"], json!(["quote_please"]));
+    assert!(run.stderr.contains("1 judge error(s)"), "{}", run.stderr);
     let broken = sandbox.write("broken.json", r#"[{"name": "a", "quote": "q"}]"#);
     let run = score(&sandbox, "scripted:x", &["--fixtures", &broken]);
     assert_eq!(run.code, 1);

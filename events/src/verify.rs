@@ -38,8 +38,9 @@ pub enum ProblemKind {
     Unreadable,
     /// Re-running the machine over the recorded inputs gives other events.
     Divergence,
-    /// A kept state snapshot is not the state a fold of the log gives at its seq (it is
-    /// ignored when damaged; one that decodes but differs would mislead `state --at`).
+    /// A kept state snapshot or projection checkpoint is not what a fold of the log gives at
+    /// its seq (it is ignored when damaged; one that decodes but differs would mislead
+    /// `state --at`, `replay` or `export --artifacts`).
     Snapshot,
     /// Events are stored under a cast the log no longer lists (its head row is gone).
     Orphaned,

@@ -124,8 +124,8 @@ impl Manifest {
 
 impl Projection for Manifest {
     const NAME: &'static str = "manifest";
-    // 2: prompts carry their placements.
-    const VERSION: u32 = 2;
+    // 2: prompts carry their placements. 3: checkpoints are sealed.
+    const VERSION: u32 = 3;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };

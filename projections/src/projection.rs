@@ -4,8 +4,17 @@
 //! it starts from the newest checkpoint (a compact snapshot tagged with the projection's name and
 //! version and the seq and chain hash it covers) and folds only the events after it. A checkpoint
 //! is never trusted over the log: if its version is not this projection's, if the log no longer
-//! holds the same hash at its seq, or if it does not decode, it is ignored (with a warning the
-//! caller can show) and the projection is folded from the first event.
+//! holds the same hash at its seq, if it does not match its seal, or if it does not decode, it is
+//! ignored (with a warning the caller can show) and the projection is folded from the first
+//! event. `verify` also folds each projection to its checkpoint's seq and compares
+//! ([`check_checkpoint`]).
+//!
+//! # Checkpoint bytes
+//! A stored checkpoint's bytes are a 32-byte seal followed by the projection's compact encoding.
+//! The seal is blake3 over `"castlog projection checkpoint\0"`, the cast id, a zero byte, the
+//! projection's name, a zero byte, its version (4 bytes, big-endian), the seq (8 bytes,
+//! big-endian), the chain hash at that seq (32 bytes) and the encoding. It names accidental or
+//! careless changes to a row (anyone can compute it, so `verify` compares against a fold too).
 
 use std::ops::ControlFlow;
 
@@ -76,6 +85,34 @@ impl CheckpointStore for MemoryCheckpoints {
     }
 }
 
+/// The seal of a checkpoint's encoding (see the module docs).
+fn seal(
+    cast: &CastId,
+    name: &str,
+    version: u32,
+    seq: Seq,
+    hash: &Digest,
+    encoded: &[u8],
+) -> Digest {
+    let mut sealed = Vec::with_capacity(encoded.len() + cast.as_str().len() + name.len() + 80);
+    sealed.extend_from_slice(b"castlog projection checkpoint\0");
+    sealed.extend_from_slice(cast.as_str().as_bytes());
+    sealed.push(0);
+    sealed.extend_from_slice(name.as_bytes());
+    sealed.push(0);
+    sealed.extend_from_slice(&version.to_be_bytes());
+    sealed.extend_from_slice(&seq.get().to_be_bytes());
+    sealed.extend_from_slice(&hash.0);
+    sealed.extend_from_slice(encoded);
+    castlog_events::chain::blob_hash(&sealed)
+}
+
+/// The encoding inside a stored checkpoint of `cast`, if its seal holds.
+fn unsealed<'c>(cast: &CastId, cp: &'c Checkpoint) -> Option<&'c [u8]> {
+    let (stored, encoded) = cp.bytes.split_at_checked(32)?;
+    (stored == seal(cast, &cp.name, cp.version, cp.seq, &cp.hash, encoded).0).then_some(encoded)
+}
+
 /// What a catch-up did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CatchUp {
@@ -110,8 +147,8 @@ pub fn catch_up<P: Projection>(
                 P::NAME,
                 cp.seq
             ))
-        } else {
-            match from_compact::<P>(&cp.bytes) {
+        } else if let Some(encoded) = unsealed(cast, &cp) {
+            match from_compact::<P>(encoded) {
                 Ok(p) => {
                     projection = p;
                     report.from = cp.seq.get();
@@ -119,6 +156,12 @@ pub fn catch_up<P: Projection>(
                 }
                 Err(e) => Some(format!("checkpoint of {} does not decode ({e})", P::NAME)),
             }
+        } else {
+            Some(format!(
+                "checkpoint of {} at seq {} does not match its seal (damaged)",
+                P::NAME,
+                cp.seq
+            ))
         };
         if let Some(problem) = problem {
             report.warning = Some(format!("{problem}; folding {cast} from its first event"));
@@ -132,6 +175,11 @@ pub fn catch_up<P: Projection>(
         ControlFlow::Continue(())
     })?;
     if let Some((seq, hash)) = last {
+        let encoded = to_compact(&projection);
+        let mut bytes = seal(cast, P::NAME, P::VERSION, seq, &hash, &encoded)
+            .0
+            .to_vec();
+        bytes.extend_from_slice(&encoded);
         store.save(
             cast,
             &Checkpoint {
@@ -139,11 +187,43 @@ pub fn catch_up<P: Projection>(
                 version: P::VERSION,
                 seq,
                 hash,
-                bytes: to_compact(&projection),
+                bytes,
             },
         );
     }
     Ok((projection, report))
+}
+
+/// What is wrong with the stored checkpoint of `P` for `cast`, if anything: one of this
+/// projection's version that does not match its seal, or is not what a fold of the log gives
+/// at its seq. (One of another version, or at a seq the log no longer holds with its hash, is
+/// ignored by readers and not checked.)
+pub fn check_checkpoint<P: Projection>(
+    log: &dyn EventLog,
+    store: &dyn CheckpointStore,
+    cast: &CastId,
+) -> Result<Option<(Seq, String)>, LogError> {
+    let Some(cp) = store.load(cast, P::NAME) else {
+        return Ok(None);
+    };
+    if cp.version != P::VERSION {
+        return Ok(None);
+    }
+    let records = log.read(cast, Seq::FIRST, Some(cp.seq))?;
+    if records.last().map(|r| (r.seq, r.hash)) != Some((cp.seq, cp.hash)) {
+        return Ok(None);
+    }
+    let problem = match unsealed(cast, &cp) {
+        None => "does not match its seal (damaged; it is ignored)",
+        Some(encoded) if encoded != to_compact(&fold::<P>(&records)).as_slice() => {
+            "is not what the log folds to there"
+        }
+        Some(_) => return Ok(None),
+    };
+    Ok(Some((
+        cp.seq,
+        format!("the {} checkpoint at seq {} {problem}", P::NAME, cp.seq),
+    )))
 }
 
 /// Folds `P` over records from scratch.
@@ -179,6 +259,91 @@ impl CheckpointStore for castlog_events::SqliteLog {
                 hash: checkpoint.hash,
                 bytes: checkpoint.bytes.clone(),
             },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use castlog_core::event::{CastAborted, Event};
+    use castlog_events::InMemoryLog;
+    use castlog_events::record::Pending;
+
+    /// Counts events: a projection whose encoding is one number.
+    #[derive(Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+    struct Count {
+        n: u64,
+    }
+
+    impl Projection for Count {
+        const NAME: &'static str = "count";
+        const VERSION: u32 = 1;
+        fn apply(&mut self, _: &Recorded) {
+            self.n += 1;
+        }
+    }
+
+    fn five_events() -> (InMemoryLog, CastId) {
+        let log = InMemoryLog::default();
+        let cast = CastId::new("c");
+        let events: Vec<Pending> = (0..5)
+            .map(|i| {
+                let reason = format!("r{i}");
+                Pending::new(i, &Event::CastAborted(CastAborted { reason }))
+            })
+            .collect();
+        log.append(&cast, Seq::FIRST, &events).unwrap();
+        (log, cast)
+    }
+
+    /// A checkpoint is used when its seal holds; one changed in place (still decoding) is
+    /// ignored with a warning and named by `check_checkpoint`, and so is one whose seal was
+    /// computed again over a content the log does not fold to.
+    #[test]
+    fn a_checkpoint_changed_in_place_is_ignored_and_named() {
+        let (log, cast) = five_events();
+        let store = MemoryCheckpoints::default();
+        let (count, first) = catch_up::<Count>(&log, &store, &cast).unwrap();
+        assert_eq!((count.n, first.from), (5, 0));
+        let (_, second) = catch_up::<Count>(&log, &store, &cast).unwrap();
+        assert_eq!((second.from, second.folded, second.warning), (5, 0, None));
+        assert_eq!(
+            check_checkpoint::<Count>(&log, &store, &cast).unwrap(),
+            None
+        );
+
+        let kept = store.load(&cast, "count").unwrap();
+        let mut changed = kept.clone();
+        *changed.bytes.last_mut().unwrap() += 1;
+        store.save(&cast, &changed);
+        let (seq, problem) = check_checkpoint::<Count>(&log, &store, &cast)
+            .unwrap()
+            .unwrap();
+        assert_eq!(seq, Seq(5));
+        assert!(problem.contains("does not match its seal"), "{problem}");
+        let (count, third) = catch_up::<Count>(&log, &store, &cast).unwrap();
+        assert_eq!((count.n, third.from), (5, 0));
+        assert!(third.warning.unwrap().contains("does not match its seal"));
+
+        let encoded = to_compact(&Count { n: 9 });
+        let mut forged = seal(&cast, "count", 1, kept.seq, &kept.hash, &encoded)
+            .0
+            .to_vec();
+        forged.extend_from_slice(&encoded);
+        store.save(
+            &cast,
+            &Checkpoint {
+                bytes: forged,
+                ..kept
+            },
+        );
+        let (_, problem) = check_checkpoint::<Count>(&log, &store, &cast)
+            .unwrap()
+            .unwrap();
+        assert!(
+            problem.contains("is not what the log folds to"),
+            "{problem}"
         );
     }
 }

@@ -36,7 +36,8 @@ pub struct CastView {
 
 impl Projection for CastView {
     const NAME: &'static str = "cast_view";
-    const VERSION: u32 = 1;
+    // 2: checkpoints are sealed.
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, record: &Recorded) {
         self.events += 1;
@@ -88,7 +89,8 @@ pub struct Usage {
 
 impl Projection for Usage {
     const NAME: &'static str = "usage";
-    const VERSION: u32 = 1;
+    // 2: checkpoints are sealed.
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };
@@ -129,7 +131,8 @@ pub struct Timeline {
 
 impl Projection for Timeline {
     const NAME: &'static str = "timeline";
-    const VERSION: u32 = 1;
+    // 2: checkpoints are sealed.
+    const VERSION: u32 = 2;
 
     fn apply(&mut self, record: &Recorded) {
         self.lines.push(TimelineLine::of(record));

@@ -78,6 +78,18 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
                 });
             }
         }
+        // Projection checkpoints feed `replay` and `export --artifacts`: each must be the fold
+        // of the log at its seq.
+        if intact {
+            for (seq, message) in projection_checkpoints(&log, &head.cast)? {
+                report.problems.push(Problem {
+                    cast: head.cast.clone(),
+                    seq,
+                    kind: ProblemKind::Snapshot,
+                    message,
+                });
+            }
+        }
         // Re-decide only an intact chain: a damaged one is already reported at its seq.
         if intact && let Some(d) = redecide(&log, &head.cast)? {
             report.problems.push(Problem {
@@ -225,4 +237,23 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
         }
     }
     Ok(problems)
+}
+
+/// What is wrong with the kept checkpoints of the projections `replay` and `export` use.
+fn projection_checkpoints(
+    log: &SqliteLog,
+    cast: &castlog_core::id::CastId,
+) -> Result<Vec<(Seq, String)>, LogError> {
+    use castlog_projections::manifest::Manifest;
+    use castlog_projections::projection::check_checkpoint;
+    use castlog_projections::views::{CastView, Timeline, Usage};
+    Ok([
+        check_checkpoint::<CastView>(log, log, cast)?,
+        check_checkpoint::<Usage>(log, log, cast)?,
+        check_checkpoint::<Timeline>(log, log, cast)?,
+        check_checkpoint::<Manifest>(log, log, cast)?,
+    ]
+    .into_iter()
+    .flatten()
+    .collect())
 }

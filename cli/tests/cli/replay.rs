@@ -59,8 +59,8 @@ fn a_corrupted_checkpoint_is_ignored_with_a_warning() {
     let run = sandbox.run(&["replay", "a", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr
-            .contains("checkpoint of cast_view does not decode"),
+        run.stderr.contains("checkpoint of cast_view at seq")
+            && run.stderr.contains("does not match its seal"),
         "{}",
         run.stderr
     );
@@ -75,6 +75,62 @@ fn a_corrupted_checkpoint_is_ignored_with_a_warning() {
     assert_eq!(again["status"], clean["status"]);
     assert_eq!(again["usage"], clean["usage"]);
     assert_eq!(again["visits"], clean["visits"]);
+}
+
+/// A projection checkpoint whose content was changed in place (same length, still decoding)
+/// is not used by `export --artifacts`, and `verify` names it.
+#[test]
+fn a_rewritten_manifest_checkpoint_is_not_exported_and_is_named() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let clean = sandbox.path("clean");
+    let run = sandbox.run(&["export", "a", "--artifacts", clean.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE checkpoints SET bytes = CAST(replace(CAST(bytes AS TEXT), 'hello', 'HELLO') AS BLOB)
+             WHERE name = 'manifest' AND instr(CAST(bytes AS TEXT), 'hello') > 0",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "the manifest checkpoint quotes the reply");
+    drop(conn);
+    let verify = sandbox.run(&["verify", "a", "--json"]);
+    assert_eq!(verify.code, 3, "{}", verify.stdout);
+    let problems = verify.json()["problems"].as_array().unwrap().clone();
+    assert!(
+        problems.iter().any(|p| p["message"]
+            .as_str()
+            .unwrap()
+            .contains("manifest checkpoint")),
+        "{problems:?}"
+    );
+    let again = sandbox.path("again");
+    let run = sandbox.run(&["export", "a", "--artifacts", again.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not match its seal"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(files(&again, &again), files(&clean, &clean));
+}
+
+/// Every file under `dir`, by its path below `root`, with its bytes, in path order.
+fn files(root: &std::path::Path, dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(root, &path));
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            out.push((path.strip_prefix(root).unwrap().to_path_buf(), bytes));
+        }
+    }
+    out.sort();
+    out
 }
 
 #[test]

@@ -25,10 +25,11 @@ pub struct Cli {
     #[arg(long = "agent-format", global = true, value_parser = ["text", "json"], default_value = "text")]
     pub agent_format: String,
 
-    /// Seconds a `cmd:` agent may take for one turn before it is killed (an interruption the
-    /// cast can be resumed from).
-    #[arg(long = "agent-timeout", global = true, default_value_t = 600)]
-    pub agent_timeout: u64,
+    /// Seconds an agent may take: a `cmd:` agent for one turn before it is killed (default
+    /// 600), an `openai:` agent for each request (default 120; a timed-out request is retried
+    /// like any transient failure). Either way an interruption the cast can be resumed from.
+    #[arg(long = "agent-timeout", global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub agent_timeout: Option<u64>,
 
     /// The live agent a `recorded:CAST` agent asks when the recording has no answer for a
     /// prompt (without it, a miss stops the cast as awaiting_agent, naming the prompt hash).

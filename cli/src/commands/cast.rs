@@ -32,15 +32,26 @@ pub fn set_agent_format(json: bool) {
     AGENT_JSON.store(json, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// `--agent-timeout`: how long a `cmd:` agent may take for one turn, in seconds.
-static AGENT_TIMEOUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(600);
+/// `--agent-timeout` in seconds (0: not given, each agent kind keeps its default).
+static AGENT_TIMEOUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Records the global `--agent-timeout`.
-pub fn set_agent_timeout(secs: u64) {
-    AGENT_TIMEOUT.store(secs.max(1), std::sync::atomic::Ordering::Relaxed);
+pub fn set_agent_timeout(secs: Option<u64>) {
+    AGENT_TIMEOUT.store(secs.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
 }
 
-/// How long an `openai:` agent may take for one request.
+/// `--agent-timeout`, or `default` when it was not given.
+fn agent_timeout(default: Duration) -> Duration {
+    match AGENT_TIMEOUT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => default,
+        secs => Duration::from_secs(secs),
+    }
+}
+
+/// How long a `cmd:` agent may take for one turn unless `--agent-timeout` says.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long an `openai:` agent may take for one request unless `--agent-timeout` says.
 const OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub(crate) fn cwd() -> PathBuf {
@@ -86,7 +97,7 @@ fn agent_spec(
                 "cmd: needs a program, e.g. cmd:ollama run llama3",
             ));
         }
-        let timeout = Duration::from_secs(AGENT_TIMEOUT.load(std::sync::atomic::Ordering::Relaxed));
+        let timeout = agent_timeout(COMMAND_TIMEOUT);
         let agent = CommandAgent::new(argv, cwd(), timeout);
         return Ok(Box::new(
             if AGENT_JSON.load(std::sync::atomic::Ordering::Relaxed) {
@@ -98,8 +109,13 @@ fn agent_spec(
     }
     if let Some(rest) = spec.strip_prefix("openai:") {
         let (base, model) = openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
-        let agent = OpenAiAgent::new(&base, &model, openai::api_key_from_env(), OPENAI_TIMEOUT)
-            .map_err(|e| CliError::user(e.to_string()))?;
+        let agent = OpenAiAgent::new(
+            &base,
+            &model,
+            openai::api_key_from_env(),
+            agent_timeout(OPENAI_TIMEOUT),
+        )
+        .map_err(|e| CliError::user(e.to_string()))?;
         return Ok(Box::new(agent));
     }
     if let Some(source) = spec.strip_prefix("recorded:") {

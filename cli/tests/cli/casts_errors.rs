@@ -347,3 +347,39 @@ fn a_cast_written_by_another_process_meanwhile_stops_with_a_way_on() {
     );
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }
+
+/// `--agent-timeout` bounds each request of an `openai:` agent too: a server that never
+/// answers stops the cast as awaiting_agent after the transient retries, in seconds.
+#[test]
+fn agent_timeout_bounds_an_openai_request() {
+    let sandbox = Sandbox::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream); // read nothing, answer nothing
+        }
+    });
+    let agent = format!("openai:http://127.0.0.1:{port}/v1#m");
+    let started = std::time::Instant::now();
+    let run = sandbox.run(&[
+        "--agent-timeout",
+        "1",
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        TASK,
+        "--agent",
+        &agent,
+        "--cast",
+        "slow",
+        "--json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "awaiting_agent", "{}", run.stdout);
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    let zero = sandbox.run(&["--agent-timeout", "0", "casts"]);
+    assert_eq!(zero.code, 1, "{}", zero.stderr);
+}

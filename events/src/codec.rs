@@ -320,11 +320,44 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
             message: problem.message,
         });
     }
+    // Every blob an event references must come with the export (matching its address) or
+    // already be in the log: a cast imported without its texts could never be verified, and
+    // importing it again would be refused as a cast that exists.
+    let carried: std::collections::HashMap<&Digest, &Vec<u8>> =
+        export.blobs.iter().map(|(h, b)| (h, b)).collect();
+    let tampered = |seq: Seq, message: String| CodecError::Tampered {
+        cast: export.head.cast.clone(),
+        seq,
+        message,
+    };
+    for record in &export.events {
+        let Ok(event) = record.event() else { continue };
+        for hash in event.blob_refs() {
+            match carried.get(&hash) {
+                Some(bytes) if blob_hash(bytes) != hash => {
+                    return Err(tampered(
+                        record.seq,
+                        format!("blob {hash} does not match its content"),
+                    ));
+                }
+                Some(_) => {}
+                None if log.get_blob(&hash)?.is_some() => {}
+                None => {
+                    return Err(tampered(
+                        record.seq,
+                        format!(
+                            "it references blob {hash}, which neither the export nor this database holds"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     for (hash, bytes) in &export.blobs {
         if blob_hash(bytes) != *hash {
             return Err(CodecError::Malformed {
                 line: 0,
-                message: format!("blob {hash} does not match its content"),
+                message: format!("blob {hash} does not match its content (no event references it)"),
             });
         }
     }

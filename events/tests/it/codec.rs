@@ -160,14 +160,36 @@ fn a_blob_that_does_not_match_its_address_is_refused() {
     let decoded = codec::decode(tampered.as_bytes()).unwrap();
     let log = InMemoryLog::new();
     let err = codec::import(&log, &decoded).unwrap_err();
+    // Named by the first event that references it (event 4 is the prompt placing it).
     assert!(
-        matches!(&err, CodecError::Malformed { message, .. } if message.contains("does not match")),
+        matches!(&err, CodecError::Tampered { seq: Seq(4), message, .. } if message.contains("does not match")),
         "{err:?}"
     );
     assert!(log.casts().unwrap().is_empty());
     for (hash, _) in &export.blobs {
         assert_eq!(log.get_blob(hash).unwrap(), None);
     }
+}
+
+/// An export missing a blob one of its events references is refused (naming the event), unless
+/// the database already holds that blob; nothing is stored when it is refused.
+#[test]
+fn a_referenced_blob_missing_from_the_export_is_refused_unless_the_log_has_it() {
+    let [export, _] = exports();
+    let mut short = export;
+    let (missing, bytes) = short.blobs.remove(1);
+    let log = InMemoryLog::new();
+    let err = codec::import(&log, &short).unwrap_err();
+    assert!(
+        matches!(&err, CodecError::Tampered { seq: Seq(4), message, .. }
+            if message.contains(&missing.to_string()) && message.contains("neither the export nor this database")),
+        "{err:?}"
+    );
+    assert!(log.casts().unwrap().is_empty());
+    assert_eq!(log.get_blob(&missing).unwrap(), None);
+    log.put_blob(&bytes).unwrap();
+    codec::import(&log, &short).unwrap();
+    assert_eq!(log.casts().unwrap().len(), 1);
 }
 
 #[test]

@@ -236,23 +236,20 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
 pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
     let a = super::inspect::head_of(log, a)?;
     let b = super::inspect::head_of(log, b)?;
-    let ha = history(log, &a.cast)?;
-    let hb = history(log, &b.cast)?;
-    // A recast shares exactly its fork prefix with its parent.
-    let fork_of = |h: &castlog_events::CastHead, other: &CastId| {
-        h.parent
-            .as_ref()
-            .filter(|p| &p.cast == other)
-            .map(|p| p.seq.get())
+    // Full histories (a recast's ancestors' prefix, then its own events), without the fork
+    // markers: a recast that decided what its parent decided shares that much more with it.
+    let decisions = |cast: &CastId| -> Result<Vec<Recorded>, CliError> {
+        let mut all = history(log, cast)?;
+        all.retain(|r| r.kind != "cast_forked");
+        Ok(all)
     };
-    let common = match fork_of(&b, &a.cast).or_else(|| fork_of(&a, &b.cast)) {
-        Some(seq) => seq,
-        None => ha
-            .iter()
-            .zip(&hb)
-            .take_while(|(x, y)| normalized(x) == normalized(y))
-            .count() as u64,
+    let ha = decisions(&a.cast)?;
+    let hb = decisions(&b.cast)?;
+    // A shared ancestor's record is the same record on both sides: no need to re-encode it.
+    let same = |x: &Recorded, y: &Recorded| {
+        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash) || normalized(x) == normalized(y)
     };
+    let common = ha.iter().zip(&hb).take_while(|(x, y)| same(x, y)).count() as u64;
     let describe = |h: &[Recorded]| {
         h.get(common as usize).map(|r| {
             let line = castlog_projections::timeline::TimelineLine::of(r);

@@ -72,7 +72,9 @@ fn a_recast_at_item_two_diffs_from_its_fork_point() {
     assert_eq!(shown["parent"]["seq"].as_u64().unwrap(), fork_seq);
 
     let diff = sandbox.run(&["diff", "a", "b", "--json"]).json();
-    assert_eq!(diff["common_prefix"].as_u64().unwrap(), fork_seq);
+    // The fork prefix, then the prompt the child dispatches at the fork point, which is the
+    // parent's own (the fork marker itself is no decision).
+    assert_eq!(diff["common_prefix"].as_u64().unwrap(), fork_seq + 1);
     let all = steps(&diff);
     let first_changed = all.iter().position(|(_, s)| s != "same").unwrap();
     assert!(all[..first_changed].iter().all(|(_, s)| s == "same"));
@@ -462,4 +464,42 @@ fn a_recast_config_without_the_socket_in_flight_is_refused() {
         refused.stderr
     );
     assert_eq!(sandbox.run(&["casts", "--json"]).stdout, casts);
+}
+
+/// A recast answered by its parent's recording decides what the parent decided: `diff` finds no
+/// divergence (the fork marker is no decision), and neither between that recast and a recast
+/// of it, whose prefix runs through both ancestors.
+#[test]
+fn recasts_that_decide_the_same_show_no_divergence() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let events = |cast: &str| {
+        sandbox.run(&["show", cast, "--json"]).json()["events"]
+            .as_array()
+            .unwrap()
+            .len() as u64
+    };
+    for (parent, at, child) in [("a", "52", "b"), ("b", "7", "g")] {
+        let run = sandbox.run(&[
+            "recast",
+            parent,
+            "--at",
+            at,
+            "--cast",
+            child,
+            "--agent",
+            "recorded:a",
+            "--json",
+        ]);
+        assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
+    }
+    for (x, y) in [("a", "b"), ("b", "g"), ("a", "g")] {
+        let diff = sandbox.run(&["diff", x, y, "--json"]).json();
+        assert!(diff["first_divergence"].is_null(), "{x} {y}: {diff}");
+        assert_eq!(
+            diff["common_prefix"].as_u64().unwrap(),
+            events("a"),
+            "{x} {y}"
+        );
+    }
 }

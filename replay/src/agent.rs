@@ -390,6 +390,34 @@ mod tests {
         assert!(matches!(agent.turn(&ask(true)), AgentTurn::Continue));
     }
 
+    /// A program that answers and exits, leaving a background job that holds its stdout, is
+    /// answered at once (after a short grace), not timed out.
+    #[test]
+    fn a_command_agent_that_leaves_a_background_job_is_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = CommandAgent::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "cat >/dev/null; echo hello; sleep 30 &".into(),
+            ],
+            dir.path().to_path_buf(),
+            Duration::from_secs(20),
+        );
+        let started = std::time::Instant::now();
+        let turn = agent.turn(&TurnRequest {
+            messages: &[],
+            refinement: false,
+            model: None,
+            thinking: None,
+        });
+        assert!(
+            matches!(&turn, AgentTurn::Reply { text, .. } if text == "hello\n"),
+            "{turn:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
     /// A reply longer than the cap is an interruption naming the limit, never a cut reply.
     #[test]
     fn a_reply_past_the_output_cap_is_an_interruption() {

@@ -6,7 +6,9 @@
 //!   script's `sleep` is a grandchild that holds stdout and stderr open after the shell itself
 //!   is gone, so killing only the direct child does not end the run; killing the group does.
 //! - The timeout bounds the whole run: the program has exited *and* both pipes are closed. A
-//!   child that exits while a grandchild keeps its stdout open has not finished.
+//!   child that exits while a grandchild keeps its stdout open has not finished yet: the pipes
+//!   get [`AFTER_EXIT`] to close, then the group is killed and what was written is the output
+//!   (a program that answers and leaves a background job behind is not a timeout).
 //! - At the timeout the group gets SIGKILL (through the `kill` program, since the crates use no
 //!   `unsafe`; the direct child alone if that fails). The group id cannot have been reused
 //!   then: the child is not yet reaped, or a member still holds a pipe, and a group id stays
@@ -27,6 +29,9 @@ pub const OUTPUT_CAP: usize = 1 << 20;
 
 /// After a kill, how long the output readers may take to reach the end of their pipes.
 pub const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// After the program exits, how long the processes it left may keep its pipes open.
+pub const AFTER_EXIT: Duration = Duration::from_secs(1);
 
 /// How often a running child is looked at.
 const POLL: Duration = Duration::from_millis(5);
@@ -126,6 +131,7 @@ pub fn run(
     running().push(child.id());
     let started = Instant::now();
     let mut status: Option<ExitStatus> = None;
+    let mut exited: Option<Instant> = None;
     let mut timed_out = false;
     loop {
         if status.is_none() {
@@ -136,6 +142,10 @@ pub fn run(
             }
         }
         if status.is_some() && out_reader.is_finished() && err_reader.is_finished() {
+            break;
+        }
+        // Exited, with its pipes held open by what it left behind: those are killed below.
+        if status.is_some() && exited.get_or_insert_with(Instant::now).elapsed() >= AFTER_EXIT {
             break;
         }
         if started.elapsed() >= timeout {

@@ -243,7 +243,12 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
             driver.post_with(sender);
         }
         crate::progress::watch(&mut driver, args.json);
-        driver.drive(agent.as_mut())?
+        // The cast exists from here on: an error names it (its id may have been generated).
+        driver.drive(agent.as_mut()).map_err(|e| {
+            let mut err = CliError::from(e);
+            err.message = format!("cast {cast}: {}", err.message);
+            err
+        })?
     };
     report(&log, &cast, Seq::FIRST, &stop, args.json)
 }

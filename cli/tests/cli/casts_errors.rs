@@ -341,6 +341,7 @@ fn a_cast_written_by_another_process_meanwhile_stops_with_a_way_on() {
     assert_user_error(
         &run,
         &[
+            "castlog: cast busy: conflict",
             "another castlog process wrote to cast busy meanwhile",
             "castlog resume busy --agent SPEC",
         ],

@@ -387,6 +387,10 @@ pub struct CastResumed {
     /// Whether an unanswered prompt will be dispatched again.
     #[serde(default, skip_serializing_if = "is_false")]
     pub redispatch: bool,
+    /// The prompt is sent again because the cast was forked while it was in flight, not
+    /// because work was cut off (no recovery note).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub after_fork: bool,
 }
 
 /// A socket visit began.

@@ -108,7 +108,9 @@ pub fn describe(event: &Event) -> String {
                 .unwrap_or_default()
         ),
         Event::CastResumed(e) => {
-            if e.redispatch {
+            if e.after_fork {
+                "forked with a prompt in flight, dispatching it again".into()
+            } else if e.redispatch {
                 "resumed, re-dispatching the unanswered prompt".into()
             } else {
                 "resumed".into()

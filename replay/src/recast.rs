@@ -310,7 +310,7 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         .as_ref()
         .is_some_and(|c| c.phase == Phase::AwaitingReply)
     {
-        driver.apply(&Input::Resume)?;
+        driver.apply(&Input::ForkRedispatch)?;
     }
     Ok(driver)
 }

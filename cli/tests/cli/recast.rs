@@ -503,3 +503,50 @@ fn recasts_that_decide_the_same_show_no_divergence() {
         );
     }
 }
+
+/// A recast forked while a prompt was in flight sends that very prompt again (no recovery
+/// note: nothing was cut off), so the parent's recording answers it.
+#[test]
+fn a_recast_with_a_prompt_in_flight_sends_the_parents_prompt_again() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let shown = sandbox.run(&["show", "a", "--json"]).json();
+    let first_prompt = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "prompt_dispatched" && e["payload"]["socket"] == "Socket-3")
+        .unwrap()
+        .clone();
+    let at = first_prompt["seq"].as_u64().unwrap().to_string();
+    let run = sandbox.run(&[
+        "recast",
+        "a",
+        "--at",
+        &at,
+        "--cast",
+        "f",
+        "--agent",
+        "recorded:a",
+        "--json",
+    ]);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
+    let child = sandbox.run(&["show", "f", "--json"]).json();
+    let again = child["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "prompt_dispatched")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        again["payload"]["prompt_hash"],
+        first_prompt["payload"]["prompt_hash"]
+    );
+    let prompt = sandbox.run(&["prompt", "f", "Socket-3:1", "--json"]).json();
+    assert!(
+        !prompt["messages"].to_string().contains("## Recovery"),
+        "{prompt}"
+    );
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+}

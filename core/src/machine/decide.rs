@@ -396,7 +396,10 @@ impl CastState {
                 match phase_of(d.state) {
                     Some(Phase::AwaitingReply) => {
                         let turn = d.state.current.as_ref().map_or(Turn(1), |c| c.turn);
-                        d.emit(CastResumed { redispatch: true });
+                        d.emit(CastResumed {
+                            redispatch: true,
+                            after_fork: false,
+                        });
                         d.dispatch(turn, true);
                     }
                     Some(Phase::AwaitingRefinement) => {
@@ -406,8 +409,26 @@ impl CastState {
                             "it waits for a refinement: use `castlog refine` or `castlog continue`",
                         ));
                     }
-                    _ => d.emit(CastResumed { redispatch: false }),
+                    _ => d.emit(CastResumed {
+                        redispatch: false,
+                        after_fork: false,
+                    }),
                 }
+            }
+            Input::ForkRedispatch => {
+                if phase_of(d.state) != Some(Phase::AwaitingReply) {
+                    return Err(not_now(
+                        d.state,
+                        "re-dispatch after a fork",
+                        "no prompt was in flight at the fork point",
+                    ));
+                }
+                let turn = d.state.current.as_ref().map_or(Turn(1), |c| c.turn);
+                d.emit(CastResumed {
+                    redispatch: true,
+                    after_fork: true,
+                });
+                d.dispatch(turn, true);
             }
             Input::DispatchDue { key } => {
                 if d.state.status == Status::Completed

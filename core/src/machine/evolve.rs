@@ -233,7 +233,7 @@ impl CastState {
             }
             Event::CastResumed(e) => {
                 if let Some(c) = &mut self.current {
-                    c.recovering |= e.redispatch;
+                    c.recovering |= e.redispatch && !e.after_fork;
                 }
             }
             Event::SocketStarted(e) => self.start_socket(e),

@@ -227,7 +227,19 @@ pub fn describe(event: &Event) -> String {
         ),
         Event::PostStaged(e) => format!("claim {} staged as {}", e.claim, e.message_id),
         Event::PostRefused(e) => format!("claim {} refused: {}", e.claim, e.reason),
-        Event::PostResolved(e) => format!("claim {} resolved: {:?}", e.claim, e.resolution),
+        Event::PostResolved(e) => format!(
+            "claim {} resolved: {}",
+            e.claim,
+            match &e.resolution {
+                castlog_core::event::Resolution::Staged { message_id } => {
+                    format!("staged as message {message_id}")
+                }
+                castlog_core::event::Resolution::Abandoned => "abandoned".to_owned(),
+                castlog_core::event::Resolution::Approved => "approved".to_owned(),
+                castlog_core::event::Resolution::Posted => "posted".to_owned(),
+                castlog_core::event::Resolution::Declined => "declined".to_owned(),
+            }
+        ),
         Event::PostResponseRecorded(e) => {
             format!("claim {} was {}", e.claim, e.response.as_str())
         }

@@ -142,6 +142,14 @@ fn boundary(
     )))
 }
 
+/// `at` as a seq number: ASCII digits only (`+7` is a name, as a waypoint may be called).
+pub fn seq_number(at: &str) -> Option<u64> {
+    if at.is_empty() || !at.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    at.parse().ok()
+}
+
 /// Resolves `--at` for a recast: as [`resolve_at`], and a waypoint (which may name any seq, for
 /// reading) must name a decision boundary.
 pub fn resolve_boundary(
@@ -150,7 +158,7 @@ pub fn resolve_boundary(
     at: &str,
 ) -> Result<Seq, DriveError> {
     let seq = resolve_at(log, cast, at)?;
-    if at.parse::<u64>().is_ok() || at.contains(':') {
+    if seq_number(at).is_some() || at.contains(':') {
         return Ok(seq);
     }
     let len = log.head(cast)?.map_or(0, |h| h.seq.get());
@@ -171,7 +179,7 @@ pub fn resolve_at(
     }
     let ends = decision_ends(log, cast)?;
     let bad = |message: String| DriveError::Agent(message);
-    if let Ok(n) = at.parse::<u64>() {
+    if let Some(n) = seq_number(at) {
         return boundary(&ends, cast, Seq(n), own.len() as u64, "");
     }
     if let Some((socket, visit)) = at.split_once(':')

@@ -17,7 +17,7 @@ use crate::output;
 
 /// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
 pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
-    let Ok(n) = at.parse::<u64>() else {
+    let Some(n) = castlog_replay::recast::seq_number(at) else {
         return Ok(resolve_at(log, cast, at)?);
     };
     let head = super::inspect::head_of(log, cast.as_str())?;

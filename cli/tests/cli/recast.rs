@@ -203,6 +203,10 @@ fn waypoints_name_points_for_state_and_recast() {
     assert_eq!(sandbox.run(&["casts", "--json"]).stdout, casts);
     let name = sandbox.run(&["mark", "a", "12"]);
     assert_eq!(name.code, 1, "a numeric waypoint name would shadow seqs");
+    // `+7` is a name (seqs are digits only), so --at reads it as the waypoint.
+    assert_eq!(sandbox.run(&["mark", "a", "+7", "--at", "52"]).code, 0);
+    let plus = sandbox.run(&["state", "a", "--at", "+7", "--json"]).json();
+    assert_eq!(plus, at_seq);
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }
 

@@ -337,7 +337,10 @@ pub struct RunArgs {
     /// The request the cast works on.
     #[arg(long)]
     pub task: String,
-    /// Who answers prompts: scripted:FILE or cmd:PROGRAM ARGS...
+    /// Who answers prompts: scripted:FILE (JSONL answers), cmd:PROGRAM ARGS... (prompt on
+    /// stdin, reply on stdout; split on whitespace, no shell quoting), openai:BASE_URL#MODEL
+    /// (any OpenAI-compatible endpoint; key from CASTLOG_API_KEY or OPENAI_API_KEY) or
+    /// recorded:CAST (answers from a cast's log by prompt hash; see --fallback).
     #[arg(long)]
     pub agent: String,
     /// The cast id [default: cast-<time>].
@@ -359,7 +362,8 @@ pub struct RunArgs {
 pub struct CastAgentArgs {
     /// The cast.
     pub cast: String,
-    /// Who answers the next prompts (without it the cast is left waiting for an agent).
+    /// Who answers the next prompts, as for `run --agent` (without it the cast is left waiting
+    /// for an agent).
     #[arg(long)]
     pub agent: Option<String>,
     /// Posting: dry run unless --post.
@@ -377,7 +381,7 @@ pub struct RefineArgs {
     pub cast: String,
     /// The message.
     pub text: String,
-    /// Who answers the next prompts.
+    /// Who answers the next prompts, as for `run --agent`.
     #[arg(long)]
     pub agent: Option<String>,
     /// Print one JSON document on stdout instead of text.

@@ -117,6 +117,8 @@ events! {
     SocketStarted(SocketStarted) = "socket_started", v 1;
     /// A prompt was handed to the agent.
     PromptDispatched(PromptDispatched) = "prompt_dispatched", v 1;
+    /// The prompt just recorded was not sent: the command that recorded it had no agent.
+    PromptHeld(PromptHeld) = "prompt_held", v 1;
     /// The agent answered a dispatched prompt.
     AgentReplied(AgentReplied) = "agent_replied", v 1;
     /// The agent could not answer.
@@ -447,6 +449,19 @@ pub struct Placement {
     pub rule: String,
     /// The blob holding the entry's text.
     pub body: Digest,
+}
+
+/// The prompt in flight was recorded by a command that had no agent to send it to (`refine`,
+/// `continue`, `recast`, `claims resolve` without `--agent`): sending it later is its first
+/// sending, not a recovery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptHeld {
+    /// The socket.
+    pub socket: SocketId,
+    /// The visit.
+    pub visit: Visit,
+    /// The turn.
+    pub turn: Turn,
 }
 
 /// A prompt was handed to the agent.

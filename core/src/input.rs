@@ -67,6 +67,9 @@ pub enum Input {
     Revive,
     /// A driver picks the cast up again.
     Resume,
+    /// The prompt just recorded is not sent now (no agent was given): a later `resume` sends
+    /// it as it is, without a recovery note.
+    HoldPrompt,
     /// A recast forked while a prompt was in flight sends that prompt again for the child. It
     /// is recorded as a re-dispatch, but nothing was cut off: the prompt carries no recovery
     /// note (unless the parent had stopped), so it is the parent's prompt when nothing changed.

@@ -126,6 +126,10 @@ pub fn describe(event: &Event) -> String {
                 .map(|i| format!(" item {i}"))
                 .unwrap_or_default()
         ),
+        Event::PromptHeld(e) => format!(
+            "{}:{} turn {} prompt held: not sent, no agent was given (`resume --agent` sends it)",
+            e.socket, e.visit, e.turn
+        ),
         Event::PromptDispatched(e) => format!(
             "{}:{} turn {} prompt {} ({} entries){}",
             e.socket,

@@ -84,6 +84,7 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             reason: e.reason.clone(),
         },
         Event::CastRevived(_) | Event::AllowanceExtended(_) => Input::Revive,
+        Event::PromptHeld(_) => Input::HoldPrompt,
         Event::CastResumed(e) if e.after_fork => Input::ForkRedispatch,
         Event::CastResumed(_) => Input::Resume,
         Event::SteeringNoted(e) => Input::Steer {

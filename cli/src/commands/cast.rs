@@ -303,14 +303,17 @@ fn feed(
             drop(driver);
             stop
         }
-        None => Stop {
+        None => {
+            driver.hold_unsent(from)?;
+            Stop {
             status: driver.state.status,
             message: (driver.state.status == castlog_core::machine::Status::AwaitingAgent).then(|| {
                 format!(
                     "the next prompt is recorded; `castlog resume {cast} --agent SPEC` sends it to an agent"
                 )
             }),
-        },
+            }
+        }
     };
     report(&log, &cast, from, &stop, json)
 }

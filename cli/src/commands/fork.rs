@@ -105,12 +105,15 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             drop(driver);
             stop
         }
-        None => Stop {
-            status: driver.state.status,
-            message: Some(format!(
-                "forked from {parent} at seq {at}; `castlog resume {child} --agent SPEC` drives it on"
-            )),
-        },
+        None => {
+            driver.hold_unsent(Seq::FIRST)?;
+            Stop {
+                status: driver.state.status,
+                message: Some(format!(
+                    "forked from {parent} at seq {at}; `castlog resume {child} --agent SPEC` drives it on"
+                )),
+            }
+        }
     };
     super::cast::report(&log, &child, Seq::FIRST, &stop, args.json)
 }

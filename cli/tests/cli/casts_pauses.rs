@@ -405,3 +405,48 @@ fn resume_needs_an_agent_and_records_nothing_without_one() {
     assert!(run.stderr.contains("--agent SPEC"), "{}", run.stderr);
     assert_eq!(events(&sandbox, "idle").len(), before);
 }
+
+/// A prompt recorded by a command without an agent is held, not sent: `resume` later sends it
+/// as it was recorded (its first sending is no crash recovery, so no recovery note), and the
+/// log still re-decides.
+#[test]
+fn a_prompt_recorded_without_an_agent_is_held_and_sent_unchanged() {
+    let sandbox = Sandbox::new();
+    let first = script_head(&sandbox, "consult.jsonl", 1, "first-draft.jsonl");
+    let out = run_cast(
+        &sandbox,
+        &fixture("loadouts/consult.json"),
+        None,
+        &first,
+        "held",
+    );
+    assert_eq!(out["status"], "awaiting_refinement", "{out}");
+    let out = report(&sandbox, &["refine", "held", "keep it to two items"]);
+    assert_eq!(out["status"], "awaiting_agent", "{out}");
+    let recorded = events(&sandbox, "held");
+    assert_eq!(recorded.last().unwrap()["kind"], "prompt_held");
+    let held_prompt =
+        of_kind(&recorded, "prompt_dispatched").last().unwrap()["payload"]["prompt_hash"].clone();
+    let rest = sandbox.write(
+        "rest.jsonl",
+        &[
+            fixture_lines("scripts/consult.jsonl")[0].clone(),
+            r#"{"reply": "Second draft."}"#.to_owned(),
+            r#"{"continue": true}"#.to_owned(),
+        ]
+        .join("\n"),
+    );
+    let out = report(
+        &sandbox,
+        &["resume", "held", "--agent", &format!("scripted:{rest}")],
+    );
+    assert_eq!(out["status"], "awaiting_agent", "{out}");
+    let after = events(&sandbox, "held");
+    let resent = of_kind(&after, "prompt_dispatched")
+        .into_iter()
+        .find(|e| e["payload"]["redispatch"] == true)
+        .unwrap()
+        .clone();
+    assert_eq!(resent["payload"]["prompt_hash"], held_prompt);
+    assert_verified(&sandbox);
+}

@@ -415,6 +415,26 @@ impl CastState {
                     }),
                 }
             }
+            Input::HoldPrompt => {
+                let held = d
+                    .state
+                    .current
+                    .as_ref()
+                    .filter(|c| c.phase == Phase::AwaitingReply && !c.held)
+                    .map(|c| (c.socket.clone(), c.visit, c.turn));
+                let Some((socket, visit, turn)) = held else {
+                    return Err(not_now(
+                        d.state,
+                        "holding the prompt",
+                        "no unsent prompt is in flight",
+                    ));
+                };
+                d.emit(crate::event::PromptHeld {
+                    socket,
+                    visit,
+                    turn,
+                });
+            }
             Input::ForkRedispatch => {
                 if phase_of(d.state) != Some(Phase::AwaitingReply) {
                     return Err(not_now(

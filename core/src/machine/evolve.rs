@@ -233,7 +233,14 @@ impl CastState {
             }
             Event::CastResumed(e) => {
                 if let Some(c) = &mut self.current {
-                    c.recovering |= e.redispatch && !e.after_fork;
+                    // A held prompt was never sent: sending it is no recovery.
+                    c.recovering |= e.redispatch && !e.after_fork && !c.held;
+                    c.held = false;
+                }
+            }
+            Event::PromptHeld(_) => {
+                if let Some(c) = &mut self.current {
+                    c.held = true;
                 }
             }
             Event::SocketStarted(e) => self.start_socket(e),
@@ -252,6 +259,7 @@ impl CastState {
                     c.transient_failures = 0;
                     c.interrupted = false;
                     c.recovering = false;
+                    c.held = false;
                 }
                 self.status = Status::AwaitingAgent;
             }
@@ -485,6 +493,7 @@ impl CastState {
             transient_failures: 0,
             interrupted: false,
             recovering: false,
+            held: false,
             claim: waiting.clone(),
         });
         self.status = if waiting.is_some() {

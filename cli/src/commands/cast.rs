@@ -318,8 +318,19 @@ fn feed(
     report(&log, &cast, from, &stop, json)
 }
 
+/// A person's message must say something: an empty one is a slip of the shell, not a turn.
+fn said(what: &str, text: &str) -> Result<(), CliError> {
+    if text.trim().is_empty() {
+        return Err(CliError::user(format!(
+            "the {what} is empty: say what the next prompt should take into account"
+        )));
+    }
+    Ok(())
+}
+
 /// `castlog refine`.
 pub fn refine(db: &Path, args: &RefineArgs) -> Result<(), CliError> {
+    said("refinement", &args.text)?;
     let input = Input::UserRefined {
         text: args.text.clone(),
         origin: None,
@@ -395,6 +406,7 @@ pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
 
 /// `castlog steer`.
 pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
+    said("steering note", &args.text)?;
     let input = Input::Steer {
         text: args.text.clone(),
         locked: args.locked,

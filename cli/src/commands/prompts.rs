@@ -108,6 +108,26 @@ pub fn audit(db: &Path, args: &AuditArgs) -> Result<(), CliError> {
     } else {
         Vec::new()
     };
+    // A filter that matches nothing in the cast is a mistyped name, not an empty answer.
+    if let Some(socket) = &args.socket
+        && !audit.prompts.iter().any(|p| p.socket.as_str() == socket)
+    {
+        return Err(CliError::user(format!(
+            "cast {} has no prompt of socket {socket:?} (see `castlog audit {}`)",
+            args.cast, args.cast
+        )));
+    }
+    if let Some(source) = &args.source_type
+        && !audit
+            .prompts
+            .iter()
+            .any(|p| p.placements.iter().any(|pl| pl.source_type == *source))
+    {
+        return Err(CliError::user(format!(
+            "no prompt of cast {} places an entry of source type {source:?}",
+            args.cast
+        )));
+    }
     let keep_socket = |s: &str| args.socket.as_deref().is_none_or(|want| want == s);
     let findings: Vec<_> = findings
         .into_iter()

@@ -384,3 +384,38 @@ fn agent_timeout_bounds_an_openai_request() {
     let zero = sandbox.run(&["--agent-timeout", "0", "casts"]);
     assert_eq!(zero.code, 1, "{}", zero.stderr);
 }
+
+/// Filters and messages that say nothing are refused: an empty refinement or steering note,
+/// and an `audit` filter naming a socket or source type the cast has no prompt of.
+#[test]
+fn empty_messages_and_filters_that_match_nothing_are_refused() {
+    let sandbox = Sandbox::new();
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let run = sandbox.finish(&mut sandbox.build_loop("b", &script));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_user_error(
+        &sandbox.run(&["refine", "b", "  "]),
+        &["the refinement is empty"],
+    );
+    assert_user_error(
+        &sandbox.run(&["steer", "b", ""]),
+        &["the steering note is empty"],
+    );
+    assert_user_error(
+        &sandbox.run(&["audit", "b", "--socket", "Socket-9"]),
+        &["has no prompt of socket \"Socket-9\""],
+    );
+    assert_user_error(
+        &sandbox.run(&["audit", "b", "--source-type", "nope"]),
+        &["source type \"nope\""],
+    );
+    let found = sandbox.run(&[
+        "audit",
+        "b",
+        "--socket",
+        "Socket-3",
+        "--source-type",
+        "workItem",
+    ]);
+    assert_eq!(found.code, 0, "{}", found.stderr);
+}

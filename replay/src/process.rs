@@ -149,7 +149,8 @@ pub fn run(
             break;
         }
         if started.elapsed() >= timeout {
-            timed_out = true;
+            // A program that has exited answered in time; only what it left behind is cut.
+            timed_out = status.is_none();
             break;
         }
         std::thread::sleep(POLL);
@@ -249,19 +250,33 @@ mod tests {
     }
 
     // The timeout must stop what the program started, not only the program: here the shell
-    // waits on a `sleep` that holds the pipes, then the shell is gone and a background `sleep`
-    // still holds them.
+    // waits on a `sleep` that holds the pipes.
     #[test]
     fn a_timeout_stops_the_grandchildren_holding_the_pipes() {
         let dir = tempfile::tempdir().unwrap();
-        for script in ["sleep 30; echo late", "sleep 30 & echo early"] {
+        let started = Instant::now();
+        let script = "sleep 30; echo late";
+        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(1)).unwrap();
+        let took = started.elapsed();
+        assert!(done.timed_out, "{done:?}");
+        assert_eq!(done.code, None);
+        assert!(!done.stdout.contains("late"), "{done:?}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+    }
+
+    // A shell that answers and exits while a background `sleep` still holds the pipes has
+    // answered, whether the timeout or the grace after its exit comes first: its output is
+    // kept and the `sleep` is stopped.
+    #[test]
+    fn a_program_that_exits_leaving_a_job_behind_has_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        for timeout in [Duration::from_millis(300), Duration::from_secs(5)] {
             let started = Instant::now();
-            let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(1)).unwrap();
-            let took = started.elapsed();
-            assert!(done.timed_out, "{script}: {done:?}");
-            assert_eq!(done.code, None, "{script}");
-            assert!(!done.stdout.contains("late"), "{script}: {done:?}");
-            assert!(took < Duration::from_secs(10), "{script} took {took:?}");
+            let done = run(&sh("sleep 30 & echo early"), dir.path(), &[], b"", timeout).unwrap();
+            assert!(!done.timed_out, "{timeout:?}: {done:?}");
+            assert_eq!(done.code, Some(0));
+            assert_eq!(done.stdout, "early\n");
+            assert!(started.elapsed() < Duration::from_secs(4), "{timeout:?}");
         }
     }
 }

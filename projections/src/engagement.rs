@@ -398,6 +398,12 @@ impl EngagementReport {
         out.push(String::new());
         out.push(if self.live_verified {
             "SOURCE RE-FETCHED LIVE: author, channel and (when returned) the message text were checked.".into()
+        } else if self.candidate.is_empty() && !self.checked_ok.is_empty() {
+            // Nothing was chosen: the live check passed for some, which the drafts then lost.
+            format!(
+                "NO QUESTION WAS CHOSEN: {} source(s) were confirmed live, but no draft from them was accepted.",
+                self.checked_ok.len()
+            )
         } else {
             "NO SOURCE WAS CONFIRMED LIVE: an edited or deleted message cannot be ruled out.".into()
         });

@@ -589,3 +589,31 @@ fn a_blank_quote_is_never_confirmed_live() {
     assert_eq!(report["send"], "none", "{report}");
     assert_eq!(report["live_verified"], false, "{report}");
 }
+
+/// When sources were confirmed live but every draft was rejected, the report says so instead
+/// of claiming no source was confirmed.
+#[test]
+fn a_skip_after_live_sources_says_they_were_confirmed() {
+    let sandbox = Sandbox::new();
+    let judge = sandbox.write(
+        "strict.sh",
+        "cat >/dev/null\necho '{\"asserts\": true, \"presupposes\": false, \"reason\": \"invented\"}'\n",
+    );
+    let mut args: Vec<String> = vec!["engage".into(), fixture("engage/input.json")];
+    args.extend(roles());
+    let at = args.iter().position(|a| a == "--judge").unwrap();
+    args[at + 1] = format!("cmd:sh {judge}");
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = sandbox.run(&refs);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("NO QUESTION WAS CHOSEN") && run.stdout.contains("confirmed live"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("NO SOURCE WAS CONFIRMED LIVE"),
+        "{}",
+        run.stdout
+    );
+}

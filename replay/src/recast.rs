@@ -194,6 +194,14 @@ pub fn resolve_at(
             _ => None,
         });
         let Some(started) = started else {
+            // A recast's seqs are its own: a visit of the prefix it was forked from is read on
+            // the cast that made it.
+            if let Ok(Event::CastForked(forked)) = own[0].event() {
+                return Err(bad(format!(
+                    "cast {cast} has no visit {visit} of {socket} of its own; it was forked from {} at seq {}, so a visit before that is read there: `--at` it on cast {}",
+                    forked.parent, forked.parent_seq, forked.parent
+                )));
+            }
             return Err(bad(format!("cast {cast} has no visit {visit} of {socket}")));
         };
         return ends

@@ -552,5 +552,9 @@ fn a_recast_with_a_prompt_in_flight_sends_the_parents_prompt_again() {
         !prompt["messages"].to_string().contains("## Recovery"),
         "{prompt}"
     );
+    // A visit of the prefix is read on the parent; the error says where.
+    let before = sandbox.run(&["state", "f", "--at", "Socket-1:1"]);
+    assert_eq!(before.code, 1);
+    assert!(before.stderr.contains("forked from a at seq"), "{}", before.stderr);
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }

@@ -450,3 +450,61 @@ fn a_prompt_recorded_without_an_agent_is_held_and_sent_unchanged() {
     assert_eq!(resent["payload"]["prompt_hash"], held_prompt);
     assert_verified(&sandbox);
 }
+
+/// A held prompt goes out exactly as recorded, whatever happens in between: one recorded by a
+/// revive (so carrying the recovery note) keeps its note when resumed, and one recorded
+/// without the note gets none when its cast is aborted and then resumed.
+#[test]
+fn a_held_prompt_keeps_exactly_its_recovery_note() {
+    let sandbox = Sandbox::new();
+    let short = script_head(&sandbox, "build-loop.jsonl", 2, "short.jsonl");
+    let full = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let prompts = |cast: &str| -> Vec<Value> {
+        of_kind(&events(&sandbox, cast), "prompt_dispatched")
+            .into_iter()
+            .map(|e| e["payload"]["prompt_hash"].clone())
+            .collect()
+    };
+    let out = run_cast(
+        &sandbox,
+        &fixture("loadouts/build-loop.json"),
+        None,
+        &short,
+        "rv",
+    );
+    assert_eq!(out["status"], "awaiting_agent", "{out}");
+    report(&sandbox, &["abort", "rv"]);
+    report(&sandbox, &["revive", "rv"]);
+    let held = prompts("rv").last().unwrap().clone();
+    report(&sandbox, &["resume", "rv", "--agent", &full]);
+    let sent = prompts("rv");
+    let held_at = sent.iter().position(|h| *h == held).unwrap();
+    assert_eq!(
+        sent[held_at + 1],
+        held,
+        "the revived prompt went out as held"
+    );
+
+    let boundary = events(&sandbox, "rv")
+        .iter()
+        .find(|e| e["kind"] == "prompt_held")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap()
+        - 1;
+    let plain = sandbox.run(&[
+        "recast",
+        "rv",
+        "--at",
+        &boundary.to_string(),
+        "--cast",
+        "ab",
+    ]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let forked = prompts("ab")[0].clone();
+    assert_eq!(forked, held, "a fork sends the prompt in flight as it was");
+    report(&sandbox, &["abort", "ab"]);
+    report(&sandbox, &["resume", "ab", "--agent", &full]);
+    assert_eq!(prompts("ab")[1], forked);
+    assert_verified(&sandbox);
+}

@@ -224,7 +224,9 @@ impl CastState {
                 self.failure = None;
                 self.status = Status::Running;
                 if let Some(c) = &mut self.current {
-                    c.recovering = true;
+                    // A held prompt was never sent: it goes out as it was recorded.
+                    c.recovering = if c.held { held_note(c) } else { true };
+                    c.held = false;
                     // A revived pause still waits for the person.
                     if c.phase == Phase::AwaitingRefinement {
                         self.status = Status::AwaitingRefinement;
@@ -233,8 +235,17 @@ impl CastState {
             }
             Event::CastResumed(e) => {
                 if let Some(c) = &mut self.current {
-                    // A held prompt was never sent: sending it is no recovery.
-                    c.recovering |= e.redispatch && !e.after_fork && !c.held;
+                    // A held prompt was never sent, and a fork sends the prompt in flight at
+                    // its fork point again: either goes out as it was recorded (with the
+                    // recovery note only if it carried one, or if the fork itself recovers a
+                    // stopped cast). A resume after a crash adds the note.
+                    c.recovering = if c.held {
+                        held_note(c)
+                    } else if e.after_fork {
+                        c.recovering || held_note(c)
+                    } else {
+                        c.recovering || e.redispatch
+                    };
                     c.held = false;
                 }
             }
@@ -594,4 +605,12 @@ fn repair_text(issues: &[String], bad: &str) -> String {
         }
     }
     text
+}
+
+/// Whether the prompt in flight carried the recovery note (its placements name it).
+fn held_note(current: &super::Current) -> bool {
+    current
+        .placements
+        .iter()
+        .any(|p| p.source_type == "recoveryTicket")
 }

@@ -326,6 +326,10 @@ impl Agent for CommandAgent {
                     done.stderr.trim()
                 ),
             },
+            Ok(done) if done.abandoned => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: "the agent command exited, but a process it started outside its process group still held its output; nothing of it was used".into(),
+            },
             Ok(done) if done.stdout_truncated => AgentTurn::Failed {
                 class: FailureClass::Interruption,
                 message: format!(

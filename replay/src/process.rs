@@ -51,6 +51,9 @@ pub struct Finished {
     pub truncated: bool,
     /// Whether stdout was cut at the cap.
     pub stdout_truncated: bool,
+    /// Whether a pipe was still held open after the grace, by a process outside the group:
+    /// what was written to it is lost (the run is also marked truncated).
+    pub abandoned: bool,
 }
 
 fn capture(mut stream: impl Read) -> (Vec<u8>, bool) {
@@ -150,6 +153,9 @@ pub fn run(
         }
         if started.elapsed() >= timeout {
             // A program that has exited answered in time; only what it left behind is cut.
+            if status.is_none() {
+                status = child.try_wait().ok().flatten();
+            }
             timed_out = status.is_none();
             break;
         }
@@ -164,8 +170,8 @@ pub fn run(
     }
     running().retain(|group| *group != child.id());
     let grace_ends = Instant::now() + KILL_GRACE;
-    let (out, out_cut) = collect(out_reader, grace_ends);
-    let (err, err_cut) = collect(err_reader, grace_ends);
+    let (out, out_cut, out_lost) = collect(out_reader, grace_ends);
+    let (err, err_cut, err_lost) = collect(err_reader, grace_ends);
     Ok(Finished {
         code: if timed_out {
             None
@@ -175,8 +181,9 @@ pub fn run(
         timed_out,
         stdout: String::from_utf8_lossy(&out).into_owned(),
         stderr: String::from_utf8_lossy(&err).into_owned(),
-        truncated: out_cut || err_cut,
+        truncated: out_cut || err_cut || out_lost || err_lost,
         stdout_truncated: out_cut,
+        abandoned: out_lost || err_lost,
     })
 }
 
@@ -201,14 +208,17 @@ fn signal_group(group: u32) -> bool {
 
 /// What a reader captured, waiting for it until `by` at the latest; a reader still blocked
 /// then is abandoned and counts as having captured nothing.
-fn collect(reader: Reader, by: Instant) -> (Vec<u8>, bool) {
+/// The bytes a reader kept, whether they were cut at the cap, and whether the reader had to be
+/// abandoned (its pipe still open at `by`: its bytes are lost).
+fn collect(reader: Reader, by: Instant) -> (Vec<u8>, bool, bool) {
     while !reader.is_finished() && Instant::now() < by {
         std::thread::sleep(POLL);
     }
     if reader.is_finished() {
-        reader.join().unwrap_or_default()
+        let (bytes, cut) = reader.join().unwrap_or_default();
+        (bytes, cut, false)
     } else {
-        (Vec::new(), false)
+        (Vec::new(), false, true)
     }
 }
 
@@ -262,6 +272,24 @@ mod tests {
         assert_eq!(done.code, None);
         assert!(!done.stdout.contains("late"), "{done:?}");
         assert!(took < Duration::from_secs(10), "took {took:?}");
+    }
+
+    // A process that left the group (setsid) keeps the pipe after the group is killed: its
+    // reader is abandoned, and the run says its output was lost instead of passing for an
+    // empty answer.
+    #[test]
+    fn output_held_outside_the_group_is_marked_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        let script = "echo hi; setsid sleep 4 &";
+        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(20)).unwrap();
+        assert!(done.abandoned && done.truncated, "{done:?}");
+        assert!(!done.timed_out);
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     // A shell that answers and exits while a background `sleep` still holds the pipes has

@@ -59,6 +59,7 @@ fn ok(stdout: String) -> Finished {
         stderr: String::new(),
         truncated: false,
         stdout_truncated: false,
+        abandoned: false,
     }
 }
 
@@ -70,6 +71,7 @@ fn failed(message: String) -> Finished {
         stderr: message,
         truncated: false,
         stdout_truncated: false,
+        abandoned: false,
     }
 }
 

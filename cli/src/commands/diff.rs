@@ -302,12 +302,12 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
         *counts.entry(status).or_default() += 1;
         rows.push(json!({ "key": key, "status": status, "changes": changes }));
     }
-    let outcome = |h: &[Recorded]| {
-        castlog_replay::driver::fold(log, &h.last().map_or(a.cast.clone(), |r| r.cast.clone()))
+    let outcome = |cast: &CastId| {
+        castlog_replay::driver::fold(log, cast)
             .map(|(s, _)| s.status.as_str())
             .unwrap_or("unknown")
     };
-    let (oa, ob) = (outcome(&ha), outcome(&hb));
+    let (oa, ob) = (outcome(&a.cast), outcome(&b.cast));
     let summary = format!(
         "{} same, {} changed, {} only in {}, {} only in {}; {} {oa}, {} {ob}",
         counts["same"],

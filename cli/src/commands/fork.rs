@@ -75,6 +75,13 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             }
         }
     };
+    // Kept refinements and continues are applied when the child pauses for a person, which
+    // it only reaches when driven.
+    if !args.keep_inputs.is_empty() && args.agent.is_none() {
+        return Err(CliError::user(
+            "--keep-inputs re-applies the parent's inputs as the new cast is driven: give --agent SPEC too",
+        ));
+    }
     let sender = super::cast::sender(&args.posting)?;
     // Check the agent before anything is recorded; it is built again for the child below.
     let agent = match &args.agent {

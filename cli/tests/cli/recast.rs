@@ -358,9 +358,26 @@ fn kept_inputs_are_reapplied_with_their_origin() {
         &first_draft.to_string(),
         "--keep-inputs",
         "3",
+        "--agent",
+        "recorded:p",
     ]);
     assert_eq!(bad.code, 1);
     assert!(bad.stderr.contains("--keep-inputs 3"), "{}", bad.stderr);
+    // Kept inputs are applied as the child is driven: without an agent they are refused.
+    let undriven = sandbox.run(&[
+        "recast",
+        "p",
+        "--at",
+        &first_draft.to_string(),
+        "--keep-inputs",
+        &refined.to_string(),
+    ]);
+    assert_eq!(undriven.code, 1);
+    assert!(
+        undriven.stderr.contains("give --agent SPEC"),
+        "{}",
+        undriven.stderr
+    );
     let casts = sandbox.run(&["casts", "--json"]).json();
     assert_eq!(
         casts["casts"].as_array().unwrap().len(),
@@ -555,6 +572,28 @@ fn a_recast_with_a_prompt_in_flight_sends_the_parents_prompt_again() {
     // A visit of the prefix is read on the parent; the error says where.
     let before = sandbox.run(&["state", "f", "--at", "Socket-1:1"]);
     assert_eq!(before.code, 1);
-    assert!(before.stderr.contains("forked from a at seq"), "{}", before.stderr);
+    assert!(
+        before.stderr.contains("forked from a at seq"),
+        "{}",
+        before.stderr
+    );
     assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+/// `diff` names each cast's own outcome, also for a recast that has not gone on yet (its
+/// history ends on its parent's events).
+#[test]
+fn diff_names_the_outcome_of_a_recast_not_driven_yet() {
+    let sandbox = Sandbox::new();
+    run_build_loop(&sandbox, "a", &fixture("scripts/build-loop.jsonl"));
+    let fork = sandbox.run(&["recast", "a", "--at", "52", "--cast", "idle", "--json"]);
+    assert_eq!(fork.code, 0, "{}", fork.stderr);
+    let status = fork.json()["status"].as_str().unwrap().to_owned();
+    assert_ne!(status, "completed");
+    let diff = sandbox.run(&["diff", "a", "idle", "--json"]).json();
+    let summary = diff["summary"].as_str().unwrap();
+    assert!(
+        summary.ends_with(&format!("a completed, idle {status}")),
+        "{summary}"
+    );
 }

@@ -65,6 +65,14 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
             }
             Event::PromptDispatched(e) => {
                 if let Some(step) = open.and_then(|i| out.get_mut(i)) {
+                    // The same prompt sent again (a held or forked prompt, a retry) is one
+                    // prompt of the step, not a second.
+                    let again = step.prompts.last().is_some_and(|(turn, hash, _)| {
+                        *turn == e.turn.get() && *hash == e.prompt_hash
+                    });
+                    if e.redispatch && again {
+                        continue;
+                    }
                     for p in &e.placements {
                         step.placements.push(format!(
                             "turn {} {} {:?} #{} {}",

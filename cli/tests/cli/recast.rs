@@ -569,6 +569,13 @@ fn a_recast_with_a_prompt_in_flight_sends_the_parents_prompt_again() {
         !prompt["messages"].to_string().contains("## Recovery"),
         "{prompt}"
     );
+    // Sent again unchanged, the prompt is the same step's one prompt: nothing changed.
+    let diff = sandbox.run(&["diff", "a", "f", "--json"]).json();
+    assert!(
+        diff["summary"].as_str().unwrap().contains(" 0 changed"),
+        "{}",
+        diff["summary"]
+    );
     // A visit of the prefix is read on the parent; the error says where.
     let before = sandbox.run(&["state", "f", "--at", "Socket-1:1"]);
     assert_eq!(before.code, 1);

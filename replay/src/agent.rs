@@ -318,6 +318,10 @@ impl Agent for CommandAgent {
                 class: FailureClass::Interruption,
                 message: format!("the agent command timed out after {:?}", self.timeout),
             },
+            Ok(done) if done.stdout_lost => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: "the agent command exited, but a process it started outside its process group still held its output; nothing of it was used".into(),
+            },
             Ok(done) if done.code != Some(0) => AgentTurn::Failed {
                 class: FailureClass::Interruption,
                 message: format!(
@@ -325,10 +329,6 @@ impl Agent for CommandAgent {
                     done.code.map_or("a signal".into(), |c| format!("code {c}")),
                     done.stderr.trim()
                 ),
-            },
-            Ok(done) if done.abandoned => AgentTurn::Failed {
-                class: FailureClass::Interruption,
-                message: "the agent command exited, but a process it started outside its process group still held its output; nothing of it was used".into(),
             },
             Ok(done) if done.stdout_truncated => AgentTurn::Failed {
                 class: FailureClass::Interruption,

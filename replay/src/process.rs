@@ -51,9 +51,10 @@ pub struct Finished {
     pub truncated: bool,
     /// Whether stdout was cut at the cap.
     pub stdout_truncated: bool,
-    /// Whether a pipe was still held open after the grace, by a process outside the group:
-    /// what was written to it is lost (the run is also marked truncated).
-    pub abandoned: bool,
+    /// Whether stdout was still held open after the grace, by a process outside the group:
+    /// what was written to it is lost, and the run counts as failed (`code` is `None`, stderr
+    /// says why, and it is marked truncated).
+    pub stdout_lost: bool,
 }
 
 fn capture(mut stream: impl Read) -> (Vec<u8>, bool) {
@@ -171,7 +172,14 @@ pub fn run(
     running().retain(|group| *group != child.id());
     let grace_ends = Instant::now() + KILL_GRACE;
     let (out, out_cut, out_lost) = collect(out_reader, grace_ends);
-    let (err, err_cut, err_lost) = collect(err_reader, grace_ends);
+    let (mut err, err_cut, err_lost) = collect(err_reader, grace_ends);
+    if out_lost && !timed_out {
+        // Whatever it answered is gone: this run did not answer.
+        status = None;
+        err.extend_from_slice(
+            b"\ncastlog: its output was lost: a process it started outside its process group held stdout open",
+        );
+    }
     Ok(Finished {
         code: if timed_out {
             None
@@ -183,7 +191,7 @@ pub fn run(
         stderr: String::from_utf8_lossy(&err).into_owned(),
         truncated: out_cut || err_cut || out_lost || err_lost,
         stdout_truncated: out_cut,
-        abandoned: out_lost || err_lost,
+        stdout_lost: out_lost,
     })
 }
 
@@ -283,13 +291,20 @@ mod tests {
         let started = Instant::now();
         let script = "echo hi; setsid sleep 4 &";
         let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(20)).unwrap();
-        assert!(done.abandoned && done.truncated, "{done:?}");
+        let took = started.elapsed();
+        assert!(done.stdout_lost && done.truncated, "{done:?}");
         assert!(!done.timed_out);
-        assert!(
-            started.elapsed() < Duration::from_secs(4),
-            "{:?}",
-            started.elapsed()
+        assert_eq!(
+            done.code, None,
+            "a run whose answer was lost did not answer"
         );
+        assert!(done.stderr.contains("output was lost"), "{done:?}");
+        assert!(took < Duration::from_secs(4), "{took:?}");
+        // Only stderr held: stdout was read to its end, and the run answered.
+        let script = "echo whole; setsid sleep 4 >/dev/null </dev/null &";
+        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(20)).unwrap();
+        assert!(!done.stdout_lost && done.truncated, "{done:?}");
+        assert_eq!((done.code, done.stdout.as_str()), (Some(0), "whole\n"));
     }
 
     // A shell that answers and exits while a background `sleep` still holds the pipes has

@@ -59,7 +59,7 @@ fn ok(stdout: String) -> Finished {
         stderr: String::new(),
         truncated: false,
         stdout_truncated: false,
-        abandoned: false,
+        stdout_lost: false,
     }
 }
 
@@ -71,7 +71,7 @@ fn failed(message: String) -> Finished {
         stderr: message,
         truncated: false,
         stdout_truncated: false,
-        abandoned: false,
+        stdout_lost: false,
     }
 }
 

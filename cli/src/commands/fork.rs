@@ -76,11 +76,19 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         }
     };
     // Kept refinements and continues are applied when the child pauses for a person, which
-    // it only reaches when driven.
-    if !args.keep_inputs.is_empty() && args.agent.is_none() {
-        return Err(CliError::user(
-            "--keep-inputs re-applies the parent's inputs as the new cast is driven: give --agent SPEC too",
-        ));
+    // it only reaches when driven (steering notes are applied at once).
+    if args.agent.is_none() {
+        for seq in &args.keep_inputs {
+            let kept = log.read(&parent, Seq(*seq), Some(Seq(*seq)))?;
+            if kept
+                .first()
+                .is_some_and(|r| matches!(r.kind.as_str(), "user_refined" | "finalize_requested"))
+            {
+                return Err(CliError::user(format!(
+                    "--keep-inputs {seq} is a refinement or continue, applied as the new cast is driven: give --agent SPEC too"
+                )));
+            }
+        }
     }
     let sender = super::cast::sender(&args.posting)?;
     // Check the agent before anything is recorded; it is built again for the child below.

@@ -265,8 +265,16 @@ pub(crate) fn sender(
         (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd())
             .map(Some)
             .map_err(|e| CliError::user(e.to_string())),
-        // Without --post nothing reaches a sender, whatever --sender says.
-        (_, false) => Ok(None),
+        // Without --post nothing reaches a sender, whatever --sender says: say so.
+        (Some(spec), false) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "castlog: note: dry run: --sender {spec} is used only with --post"
+            );
+            Ok(None)
+        }
+        (None, false) => Ok(None),
     }
 }
 

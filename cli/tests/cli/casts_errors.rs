@@ -419,3 +419,24 @@ fn empty_messages_and_filters_that_match_nothing_are_refused() {
     ]);
     assert_eq!(found.code, 0, "{}", found.stderr);
 }
+
+/// `--sender` without `--post` sends nothing (a dry run) and says so on stderr.
+#[test]
+fn a_sender_without_post_is_named_as_a_dry_run() {
+    let sandbox = Sandbox::new();
+    let out_dir = sandbox.path("outbox");
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/post.json"),
+        "--task",
+        TASK,
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/post.jsonl")),
+        "--sender",
+        &format!("file:{}", out_dir.display()),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("dry run: --sender"), "{}", run.stderr);
+    assert!(!out_dir.exists() || std::fs::read_dir(&out_dir).unwrap().next().is_none());
+}

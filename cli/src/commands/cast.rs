@@ -67,6 +67,16 @@ pub(crate) fn agent(
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
 ) -> Result<Box<dyn Agent>, CliError> {
+    if !spec.starts_with("recorded:") && FALLBACK.get().is_some_and(Option::is_some) {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "castlog: note: --fallback is used only by recorded:CAST agents; {spec} answers by itself"
+            );
+        });
+    }
     agent_spec(spec, used, log, cast)
 }
 

@@ -440,3 +440,29 @@ fn a_sender_without_post_is_named_as_a_dry_run() {
     assert!(run.stderr.contains("dry run: --sender"), "{}", run.stderr);
     assert!(!out_dir.exists() || std::fs::read_dir(&out_dir).unwrap().next().is_none());
 }
+
+/// `--fallback` serves only `recorded:` agents; given with another agent it is named as
+/// unused instead of being dropped in silence.
+#[test]
+fn a_fallback_with_a_live_agent_is_named_as_unused() {
+    let sandbox = Sandbox::new();
+    let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
+    let run = sandbox.run(&[
+        "--fallback",
+        &script,
+        "run",
+        &fixture("loadouts/build-loop.json"),
+        "--task",
+        TASK,
+        "--agent",
+        &script,
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--fallback is used only by recorded:CAST agents"),
+        "{}",
+        run.stderr
+    );
+}

@@ -227,7 +227,9 @@ impl Event {
     }
 }
 
-fn is_false(value: &bool) -> bool {
+/// For `skip_serializing_if`: a false flag is left out, so records and states written before
+/// the flag existed read (and re-encode) the same.
+pub(crate) fn is_false(value: &bool) -> bool {
     !*value
 }
 

@@ -222,6 +222,17 @@ impl<'s, 'a> Decider<'s, 'a> {
         }
     }
 
+    /// Records that the unanswered prompt is sent again (after a crash, or for a fork made
+    /// while it was in flight) and dispatches it at its turn.
+    fn send_again(&mut self, after_fork: bool) {
+        let turn = self.state.current.as_ref().map_or(Turn(1), |c| c.turn);
+        self.emit(CastResumed {
+            redispatch: true,
+            after_fork,
+        });
+        self.dispatch(turn, true);
+    }
+
     /// Renders and dispatches the current visit's prompt for `turn`.
     pub fn dispatch(&mut self, turn: Turn, redispatch: bool) {
         let Some(current) = self.state.current.clone() else {
@@ -394,14 +405,7 @@ impl CastState {
                     return Err(r);
                 }
                 match phase_of(d.state) {
-                    Some(Phase::AwaitingReply) => {
-                        let turn = d.state.current.as_ref().map_or(Turn(1), |c| c.turn);
-                        d.emit(CastResumed {
-                            redispatch: true,
-                            after_fork: false,
-                        });
-                        d.dispatch(turn, true);
-                    }
+                    Some(Phase::AwaitingReply) => d.send_again(false),
                     Some(Phase::AwaitingRefinement) => {
                         return Err(not_now(
                             d.state,
@@ -443,12 +447,7 @@ impl CastState {
                         "no prompt was in flight at the fork point",
                     ));
                 }
-                let turn = d.state.current.as_ref().map_or(Turn(1), |c| c.turn);
-                d.emit(CastResumed {
-                    redispatch: true,
-                    after_fork: true,
-                });
-                d.dispatch(turn, true);
+                d.send_again(true);
             }
             Input::DispatchDue { key } => {
                 if d.state.status == Status::Completed

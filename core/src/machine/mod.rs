@@ -135,7 +135,7 @@ pub struct Current {
     /// The visit was revived or resumed: its next prompt carries a recovery note.
     pub recovering: bool,
     /// The prompt in flight was recorded but never sent (no agent was given).
-    #[serde(default, skip_serializing_if = "crate::machine::is_false")]
+    #[serde(default, skip_serializing_if = "crate::event::is_false")]
     pub held: bool,
     /// The claim a post socket's visit made (or waits on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,9 +306,4 @@ impl CastState {
             .get(&allowance_key(allowance))
             .map_or(configured, |a| a.effective)
     }
-}
-
-/// For `skip_serializing_if`: a false flag is left out, so states without it read the same.
-pub(crate) fn is_false(flag: &bool) -> bool {
-    !*flag
 }

@@ -408,24 +408,20 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             .append_with_blobs(cast, expected, blobs, &pending)?)
     }
 
-    /// Records that the prompt in flight is not sent now, when it was recorded at or after
-    /// `since` (by the command that ends here) and there is no agent to send it to: a later
-    /// `resume` then sends it as it is, not as a recovery after a crash.
-    pub fn hold_unsent(&mut self, since: Seq) -> Result<(), DriveError> {
-        let in_flight = self
-            .state
-            .current
-            .as_ref()
-            .is_some_and(|c| c.phase == Phase::AwaitingReply && !c.held);
-        if !in_flight || self.state.head < since {
-            return Ok(());
-        }
-        let recorded_now = self
-            .log
-            .read(&self.state.cast, since, None)?
-            .iter()
-            .any(|r| r.kind == "prompt_dispatched");
-        if recorded_now {
+    /// Records that the prompt in flight is not sent now, when this driver dispatched it and
+    /// there is no agent to send it to: a later `resume` then sends it as it is, not as a
+    /// recovery after a crash. (`last_prompt` is the prompt this driver dispatched and has not
+    /// handed to an agent, so no read of the log is needed to tell.)
+    pub fn hold_unsent(&mut self) -> Result<(), DriveError> {
+        let dispatched_here = self.state.current.as_ref().is_some_and(|c| {
+            c.phase == Phase::AwaitingReply
+                && !c.held
+                && self
+                    .last_prompt
+                    .as_ref()
+                    .is_some_and(|(hash, _)| c.prompt == Some(*hash))
+        });
+        if dispatched_here {
             self.apply(&Input::HoldPrompt)?;
         }
         Ok(())

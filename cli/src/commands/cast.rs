@@ -322,7 +322,7 @@ fn feed(
             stop
         }
         None => {
-            driver.hold_unsent(from)?;
+            driver.hold_unsent()?;
             Stop {
             status: driver.state.status,
             message: (driver.state.status == castlog_core::machine::Status::AwaitingAgent).then(|| {

@@ -200,10 +200,9 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
             c.claim.as_ref() == Some(&claim.claim)
                 && c.phase == castlog_core::machine::Phase::AwaitingPostOutcome
         });
-        let from = driver.state.head.next();
         driver.apply(&record.input(&claim))?;
         // The resolution may have moved the cast on to its next prompt, which nobody sends now.
-        driver.hold_unsent(from)?;
+        driver.hold_unsent()?;
         continues = waiting && !driver.state.status.is_stopped();
     } else {
         append_record(&log, &cast, &claim, &record)?;

@@ -121,7 +121,7 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             stop
         }
         None => {
-            driver.hold_unsent(Seq::FIRST)?;
+            driver.hold_unsent()?;
             Stop {
                 status: driver.state.status,
                 message: Some(format!(

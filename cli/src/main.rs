@@ -7,7 +7,6 @@ mod error;
 mod output;
 mod progress;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -34,9 +33,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let mut stderr = std::io::stderr().lock();
-            // If stderr is gone there is nobody left to tell.
-            let _ = writeln!(stderr, "castlog: {}", err.message);
+            output::to_stderr(format_args!("{}", err.message));
             ExitCode::from(err.code)
         }
     }

@@ -44,6 +44,13 @@ pub fn write_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes `castlog: <line>` to stderr (a note or a warning beside the command's output); a
+/// closed stderr leaves nobody to tell.
+pub fn to_stderr(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "castlog: {line}");
+}
+
 /// `println!` that survives a closed stdout.
 #[macro_export]
 macro_rules! say {

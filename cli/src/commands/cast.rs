@@ -70,11 +70,9 @@ pub(crate) fn agent(
     if !spec.starts_with("recorded:") && FALLBACK.get().is_some_and(Option::is_some) {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "castlog: note: --fallback is used only by recorded:CAST agents; {spec} answers by itself"
-            );
+            crate::output::to_stderr(format_args!(
+                "note: --fallback is used only by recorded:CAST agents; {spec} answers by itself"
+            ));
         });
     }
     agent_spec(spec, used, log, cast)
@@ -277,11 +275,9 @@ pub(crate) fn sender(
             .map_err(|e| CliError::user(e.to_string())),
         // Without --post nothing reaches a sender, whatever --sender says: say so.
         (Some(spec), false) => {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "castlog: note: dry run: --sender {spec} is used only with --post"
-            );
+            crate::output::to_stderr(format_args!(
+                "note: dry run: --sender {spec} is used only with --post"
+            ));
             Ok(None)
         }
         (None, false) => Ok(None),

@@ -18,8 +18,7 @@ use crate::output;
 fn caught<P: Projection>(log: &SqliteLog, cast: &CastId) -> Result<(P, CatchUp), CliError> {
     let (p, report) = catch_up::<P>(log, log, cast)?;
     if let Some(warning) = &report.warning {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "castlog: warning: {warning}");
+        crate::output::to_stderr(format_args!("warning: {warning}"));
     }
     Ok((p, report))
 }

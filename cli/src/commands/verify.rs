@@ -62,26 +62,17 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
             report.problems.extend(check_blobs(&log, head)?);
         }
         // Snapshots are checked against a fold from the first event (they are only caches).
+        // Kept state snapshots and projection checkpoints are caches (`state --at`, `replay`,
+        // `export --artifacts` start from them): each must be the fold of the log at its seq.
         if intact {
-            for (seq, message) in castlog_replay::driver::check_snapshots(&log, &head.cast)
-                .or_else(|e| match e {
+            let snapshots =
+                castlog_replay::driver::check_snapshots(&log, &head.cast).or_else(|e| match e {
                     DriveError::Log(log) => Err(CliError::from(log)),
                     // A cast the machine does not fold keeps no snapshots.
                     _ => Ok(Vec::new()),
-                })?
-            {
-                report.problems.push(Problem {
-                    cast: head.cast.clone(),
-                    seq,
-                    kind: ProblemKind::Snapshot,
-                    message,
-                });
-            }
-        }
-        // Projection checkpoints feed `replay` and `export --artifacts`: each must be the fold
-        // of the log at its seq.
-        if intact {
-            for (seq, message) in projection_checkpoints(&log, &head.cast)? {
+                })?;
+            let checkpoints = projection_checkpoints(&log, &head.cast)?;
+            for (seq, message) in snapshots.into_iter().chain(checkpoints) {
                 report.problems.push(Problem {
                     cast: head.cast.clone(),
                     seq,

@@ -10,7 +10,8 @@ mod progress;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
 use error::CliError;
@@ -19,8 +20,14 @@ use error::CliError;
 const DEFAULT_DB: &str = "castlog.db";
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches().and_then(|matches| {
+        // `bench` writes only where --db says on its command line, never into the database
+        // CASTLOG_DB names for the other commands.
+        let db_on_line = matches.value_source("db") == Some(ValueSource::CommandLine);
+        Cli::from_arg_matches(&matches).map(|cli| (cli, db_on_line))
+    });
+    let (cli, db_on_line) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => {
             // `--help` and `--version` print and succeed; anything else is a usage error, the
             // user's to fix (exit 1, like every other bad input).
@@ -30,7 +37,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match run(cli) {
+    match run(cli, db_on_line) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             output::to_stderr(format_args!("{}", err.message));
@@ -39,7 +46,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), CliError> {
+fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     progress::init_tracing();
     progress::set_quiet(cli.quiet);
     commands::cast::set_agent_format(cli.agent_format == "json");
@@ -53,11 +60,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
         Command::Replay(args) => commands::projections::replay(&existing_db(db.as_deref())?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
-        // `bench` writes only where --db says on its command line, never into the database
-        // CASTLOG_DB names for the other commands.
-        Command::Bench(bench) => {
-            commands::bench::run(db.as_deref().filter(|_| db_flag_given()), bench)
-        }
+        Command::Bench(bench) => commands::bench::run(db.as_deref().filter(|_| db_on_line), bench),
         Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),
         Command::Refine(args) => commands::cast::refine(&existing_db(db.as_deref())?, &args),
         Command::Continue(args) => commands::cast::finalize(&existing_db(db.as_deref())?, &args),
@@ -93,9 +96,4 @@ fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
             path.display()
         )))
     }
-}
-
-/// Whether `--db` was given on the command line (not only through `CASTLOG_DB`).
-fn db_flag_given() -> bool {
-    std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db="))
 }

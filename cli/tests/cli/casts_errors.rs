@@ -328,16 +328,7 @@ fn a_cast_written_by_another_process_meanwhile_stops_with_a_way_on() {
         ),
     );
     let agent = format!("cmd:sh {steer}");
-    let run = sandbox.run(&[
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        TASK,
-        "--agent",
-        &agent,
-        "--cast",
-        "busy",
-    ]);
+    let run = sandbox.finish(&mut sandbox.build_loop("busy", &agent));
     assert_user_error(
         &run,
         &[
@@ -364,19 +355,11 @@ fn agent_timeout_bounds_an_openai_request() {
     });
     let agent = format!("openai:http://127.0.0.1:{port}/v1#m");
     let started = std::time::Instant::now();
-    let run = sandbox.run(&[
-        "--agent-timeout",
-        "1",
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        TASK,
-        "--agent",
-        &agent,
-        "--cast",
-        "slow",
-        "--json",
-    ]);
+    let run = sandbox.finish(
+        sandbox
+            .build_loop("slow", &agent)
+            .args(["--agent-timeout", "1"]),
+    );
     let took = started.elapsed();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json()["status"], "awaiting_agent", "{}", run.stdout);
@@ -447,17 +430,11 @@ fn a_sender_without_post_is_named_as_a_dry_run() {
 fn a_fallback_with_a_live_agent_is_named_as_unused() {
     let sandbox = Sandbox::new();
     let script = format!("scripted:{}", fixture("scripts/build-loop.jsonl"));
-    let run = sandbox.run(&[
-        "--fallback",
-        &script,
-        "run",
-        &fixture("loadouts/build-loop.json"),
-        "--task",
-        TASK,
-        "--agent",
-        &script,
-        "--json",
-    ]);
+    let run = sandbox.finish(
+        sandbox
+            .build_loop("fb", &script)
+            .args(["--fallback", &script]),
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr

@@ -235,9 +235,9 @@ fn raw_baseline(
     let sync = durability.synchronous();
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync};
-         CREATE TABLE events (cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
-           kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL, prev BLOB NOT NULL,
-           hash BLOB NOT NULL, UNIQUE (cast_id, seq));"
+         CREATE TABLE events (id INTEGER PRIMARY KEY, cast_id INTEGER NOT NULL,
+           seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL, v INTEGER NOT NULL,
+           payload BLOB NOT NULL, prev BLOB NOT NULL, hash BLOB NOT NULL);"
     ))
     .map_err(sql)?;
     // The same sealed bytes castlog stores, made before the clock starts.
@@ -257,8 +257,8 @@ fn raw_baseline(
         {
             let mut stmt = tx
                 .prepare_cached(
-                    "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
-                     VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                     VALUES ((1 << 32) + ?1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .map_err(sql)?;
             for r in chunk.iter() {
@@ -282,7 +282,10 @@ fn raw_baseline(
     let mut touched = 0usize;
     {
         let mut stmt = conn
-            .prepare("SELECT seq, at_ms, kind, v, payload, prev, hash FROM events WHERE cast_id = 1 ORDER BY seq")
+            .prepare(
+                "SELECT seq, at_ms, kind, v, payload, prev, hash FROM events
+                 WHERE id BETWEEN (1 << 32) + 1 AND (2 << 32) - 1 ORDER BY id",
+            )
             .map_err(sql)?;
         let mut rows = stmt.query([]).map_err(sql)?;
         while let Some(row) = rows.next().map_err(sql)? {

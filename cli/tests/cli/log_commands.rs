@@ -160,7 +160,8 @@ fn a_duplicated_seq_is_named() {
     let sandbox = Sandbox::new();
     sandbox.append("c", 6);
     let conn = raw(&sandbox);
-    // UNIQUE(cast_id, seq) is part of the table, so rebuild it without the constraint first.
+    // An event's address (its row id) is unique by the table's definition, so rebuild the table
+    // with the address as a plain column first.
     conn.execute_batch(
         "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;
          CREATE TABLE loose AS SELECT * FROM events;

@@ -197,8 +197,20 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let sandbox = Sandbox::new();
     cast(&sandbox);
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
-    // Back to version 1: blobs whole again (no chunks table, no chunked column), no
-    // checkpoints.
+    // Back to version 1: events keyed by a UNIQUE(cast_id, seq) index, blobs whole again (no
+    // chunks table, no chunked column), no checkpoints.
+    conn.execute_batch(
+        "CREATE TABLE events_v1 (
+             cast_id INTEGER NOT NULL REFERENCES casts(id), seq INTEGER NOT NULL,
+             at_ms INTEGER NOT NULL, kind TEXT NOT NULL, v INTEGER NOT NULL,
+             payload BLOB NOT NULL, prev BLOB NOT NULL, hash BLOB NOT NULL,
+             UNIQUE (cast_id, seq));
+         INSERT INTO events_v1 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
+             FROM events ORDER BY seq DESC;
+         DROP TABLE events;
+         ALTER TABLE events_v1 RENAME TO events;",
+    )
+    .unwrap();
     conn.execute_batch(
         "WITH RECURSIVE parts(id, i, acc) AS (
              SELECT id, 0, CAST('' AS BLOB) FROM blobs WHERE chunked = 1
@@ -226,7 +238,19 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, castlog_events::sqlite::SCHEMA_VERSION);
+    let (events, misplaced): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), count(*) FILTER (WHERE id != cast_id * 4294967296 + seq) FROM events",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(events > 0);
+    assert_eq!(
+        misplaced, 0,
+        "the migration addresses every event by cast and seq"
+    );
     let (blobs, indexed, above): (i64, i64, i64) = conn
         .query_row(
             "SELECT (SELECT count(*) FROM blobs), (SELECT count(*) FROM blob_index),

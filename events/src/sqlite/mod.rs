@@ -10,7 +10,8 @@
 //!   readers see the last committed state while the writer writes.
 //!
 //! Several `SqliteLog`s (in one process or many) may open the same file: `BEGIN IMMEDIATE`
-//! serializes their writers, `UNIQUE(cast_id, seq)` and the head check turn a stale writer into a
+//! serializes their writers, the event row id (unique per cast and seq, see [`event_row_id`])
+//! and the head check turn a stale writer into a
 //! [`LogError::Conflict`], and the busy timeout makes them wait for each other instead of failing.
 //!
 //! # Schema
@@ -25,8 +26,12 @@
 //! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
 //! commits may be lost if the machine loses power.
 
+mod address;
 mod blobs;
 mod writer;
+
+pub use address::MAX_SEQ;
+use address::event_row_id;
 
 use std::io::Read;
 use std::ops::ControlFlow;
@@ -48,6 +53,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema/v3.sql"),
     include_str!("schema/v4.sql"),
     include_str!("schema/v5.sql"),
+    include_str!("schema/v6.sql"),
 ];
 
 /// The schema version this build writes.
@@ -730,15 +736,20 @@ fn scan_rows(
     from: Seq,
     visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
 ) -> Result<(), LogError> {
+    let from = from.max(Seq::FIRST);
+    let (Some(first), Some(last)) = (event_row_id(key, from), event_row_id(key, Seq(MAX_SEQ)))
+    else {
+        // Past the last seq a cast can have (or a key no cast has): there is nothing there.
+        return Ok(());
+    };
     let mut stmt = conn
         .prepare_cached(
             "SELECT seq, at_ms, kind, v, payload, prev, hash FROM events
-             WHERE cast_id = ?1 AND seq >= ?2
-             ORDER BY seq, rowid",
+             WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
         )
         .map_err(|e| map_err("reading events", &e))?;
     let mut rows = stmt
-        .query(params![key, from.get() as i64])
+        .query(params![first, last])
         .map_err(|e| map_err("reading events", &e))?;
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
         let get = |e: rusqlite::Error| map_err("decoding an event row", &e);

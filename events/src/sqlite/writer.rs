@@ -20,6 +20,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
+use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::{digest_from_sql, map_err};
 
@@ -435,12 +436,12 @@ fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError>
     let Some((key, _, _)) = head_of(conn, &from.cast)? else {
         return Err(bad("no such cast in the log".into()));
     };
+    let Some(id) = event_row_id(key, from.seq) else {
+        return Err(bad("no such event in the log".into()));
+    };
     let stored: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT hash FROM events WHERE cast_id = ?1 AND seq = ?2")
-        .and_then(|mut stmt| {
-            stmt.query_row(params![key, from.seq.get() as i64], |r| r.get(0))
-                .optional()
-        })
+        .prepare_cached("SELECT hash FROM events WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
         .map_err(|e| map_err("reading a fork point", &e))?;
     match stored {
         None => Err(bad("no such event in the log".into())),
@@ -497,12 +498,22 @@ fn insert_cast(
 fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<(), LogError> {
     let mut stmt = conn
         .prepare_cached(
-            "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(|e| map_err("preparing an append", &e))?;
     for r in records {
+        let Some(id) = event_row_id(key, r.seq) else {
+            return Err(LogError::storage(
+                "appending an event",
+                format!(
+                    "cast {} cannot grow past seq {MAX_SEQ} (this one would be seq {})",
+                    r.cast, r.seq
+                ),
+            ));
+        };
         stmt.execute(params![
+            id,
             key,
             r.seq.get() as i64,
             r.at_ms as i64,

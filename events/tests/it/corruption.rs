@@ -100,7 +100,7 @@ fn a_deleted_row_is_missing_at_its_seq(#[case] seq: i64) {
 #[case::at_the_tail(5, 6)]
 fn swapped_rows_are_reported_from_the_first_swapped_seq(#[case] first: i64, #[case] second: i64) {
     let (_dir, path) = closed_log();
-    // Through a temporary seq, so UNIQUE(cast_id, seq) holds at every step.
+    // The seq columns are swapped (through a temporary seq); the rows keep their addresses.
     damage(
         &path,
         &format!(
@@ -147,22 +147,24 @@ fn a_truncated_tail_is_missing_from_the_first_deleted_seq(#[case] deleted: i64) 
 #[case::last(6)]
 fn a_duplicated_seq_is_reported_at_that_seq(#[case] seq: i64) {
     let (_dir, path) = closed_log();
-    // UNIQUE(cast_id, seq) is part of the table definition, so rebuild the table without it
-    // (keeping rowids, hence storage order), then store a copy of one row.
+    // An event's address (its row id) is unique by the table's definition, so rebuild the
+    // table with the address as a plain column (keeping rowids, hence storage order), then
+    // store a copy of one row, address and all.
     damage(
         &path,
         &format!(
             "CREATE TABLE events_loose (
+                 id INTEGER NOT NULL,
                  cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
                  kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL,
                  prev BLOB NOT NULL, hash BLOB NOT NULL
              );
-             INSERT INTO events_loose (rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash)
-                 SELECT rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
+             INSERT INTO events_loose (rowid, id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                 SELECT rowid, id, cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
              DROP TABLE events;
              ALTER TABLE events_loose RENAME TO events;
-             INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
-                 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events
+             INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+                 SELECT id, cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events
                  WHERE cast_id = {VICTIM} AND seq = {seq};"
         ),
     );

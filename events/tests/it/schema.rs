@@ -227,6 +227,65 @@ fn everything_survives_a_reopen() {
     assert_eq!(more[0].prev, origin[5].hash);
 }
 
+/// An event row's id is its address (`cast key * 2^32 + seq`, schema v6): every row of two
+/// casts appended in turns sits at its address and reads back in order. A cast whose head is
+/// at the last seq the format has refuses the next append by name, and stores nothing.
+#[test]
+fn events_are_addressed_by_cast_and_seq_and_a_cast_stops_at_the_last_seq() {
+    let (_dir, path) = scratch();
+    let (a, b) = (sample::cast("a"), sample::cast("b"));
+    {
+        let log = open_sqlite(&path);
+        for round in 0..3u64 {
+            for cast in [&a, &b] {
+                log.append(cast, Seq(round * 2 + 1), &sample::batch(round * 2, 2))
+                    .unwrap();
+            }
+        }
+        for cast in [&a, &b] {
+            let seqs: Vec<u64> = log
+                .read(cast, Seq::FIRST, None)
+                .unwrap()
+                .iter()
+                .map(|r| r.seq.get())
+                .collect();
+            assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
+            let tail: Vec<u64> = log
+                .read(cast, Seq(5), None)
+                .unwrap()
+                .iter()
+                .map(|r| r.seq.get())
+                .collect();
+            assert_eq!(tail, vec![5, 6]);
+        }
+    }
+    let misplaced = "SELECT count(*) FROM events WHERE id != cast_id * 4294967296 + seq";
+    assert_eq!(count(&path, misplaced), 0);
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 12);
+
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE casts SET head_seq = ?1 WHERE cast_id = 'a'",
+            [castlog_events::sqlite::MAX_SEQ as i64],
+        )
+        .unwrap();
+    let log = open_sqlite(&path);
+    let err = log
+        .append(
+            &a,
+            Seq(castlog_events::sqlite::MAX_SEQ + 1),
+            &sample::batch(6, 1),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, LogError::Storage { .. }) && err.to_string().contains("past seq 4294967295"),
+        "{err}"
+    );
+    drop(log);
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 12);
+}
+
 /// Large blobs are stored as content-defined chunks: a run shared by two blobs is stored once,
 /// and a damaged chunk list or a missing chunk is reported as damage naming the blob.
 #[test]

@@ -44,6 +44,10 @@ pub enum ProblemKind {
     Snapshot,
     /// Events are stored under a cast the log no longer lists (its head row is gone).
     Orphaned,
+    /// An event row is not at the address its cast and seq give (a key or seq no cast can
+    /// have, kept apart by the schema v6 upgrade, or a row changed in place): no read of its
+    /// cast sees it. A second copy of a seq is a [`ProblemKind::Duplicate`] instead.
+    Misplaced,
 }
 
 /// One problem found by verification.

@@ -6,6 +6,7 @@ use std::path::Path;
 use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
+use castlog_events::sqlite::MisplacedEvent;
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
 use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
@@ -23,6 +24,45 @@ struct Report {
     casts: u64,
     events: u64,
     problems: Vec<Problem>,
+}
+
+/// The problem a row stored apart from its address is.
+fn misplaced(row: MisplacedEvent) -> Problem {
+    let cast = row
+        .cast
+        .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{}", row.key)));
+    let (kind, message) = match row.seq {
+        Some(seq) if row.shadowed => (
+            ProblemKind::Duplicate,
+            format!(
+                "a second copy of seq {seq} is stored apart from the cast's events (row {}; \
+                 the schema upgrade keeps every copy, placing the earliest stored)",
+                row.row
+            ),
+        ),
+        Some(seq) => (
+            ProblemKind::Misplaced,
+            format!(
+                "seq {seq} is stored in row {}, not at its address: reads of the cast skip it, \
+                 so the cast has a gap there",
+                row.row
+            ),
+        ),
+        None => (
+            ProblemKind::Misplaced,
+            format!(
+                "row {} names cast key {} and seq {}, which no event can have; it is kept apart \
+                 from every cast",
+                row.row, row.key, row.seq_shown
+            ),
+        ),
+    };
+    Problem {
+        cast,
+        seq: row.seq.unwrap_or(Seq(0)),
+        kind,
+        message,
+    }
 }
 
 /// `castlog verify [CAST|--all]`.
@@ -105,6 +145,13 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
                 ),
             });
         }
+    }
+    let verified: Vec<&castlog_core::id::CastId> = heads.iter().map(|h| &h.cast).collect();
+    for row in log.misplaced_events()? {
+        if args.cast.is_some() && !row.cast.as_ref().is_some_and(|c| verified.contains(&c)) {
+            continue;
+        }
+        report.problems.push(misplaced(row));
     }
     report.ok = report.problems.is_empty();
     if args.json {

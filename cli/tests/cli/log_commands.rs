@@ -108,7 +108,7 @@ fn events_of_a_deleted_cast_row_are_named() {
     sandbox.append("gone", 5);
     let conn = raw(&sandbox);
     // As a tool that does not enforce foreign keys (python's sqlite3, the sqlite3 shell) would.
-    conn.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM casts WHERE cast_id = 'gone';")
+    conn.execute_batch("DROP TRIGGER casts_no_delete; DELETE FROM casts WHERE cast_id = 'gone';")
         .unwrap();
     drop(conn);
     let run = sandbox.run(&["verify", "--json"]);
@@ -132,8 +132,11 @@ fn reordered_rows_are_named_by_seq() {
     sandbox.append("c", 10);
     let conn = raw(&sandbox);
     drop_triggers(&conn);
+    // The seq columns are swapped; the rows keep their ids (their addresses), which a CHECK
+    // ties to the seq, so the tampering turns checks off.
     conn.execute_batch(
-        "UPDATE events SET seq = -1 WHERE seq = 3;
+        "PRAGMA ignore_check_constraints = ON;
+         UPDATE events SET seq = -1 WHERE seq = 3;
          UPDATE events SET seq = 3 WHERE seq = 8;
          UPDATE events SET seq = 8 WHERE seq = -1;",
     )
@@ -153,6 +156,59 @@ fn a_truncated_tail_is_named_by_seq() {
         .unwrap();
     drop(conn);
     assert_eq!(first_problem(&sandbox), ("c".into(), 8, "missing".into()));
+}
+
+/// A file damaged under schema version 5 (a copy of seq 5 and a seq no event can have, stored
+/// once its UNIQUE index was gone) still opens: the upgrade keeps every row, and `verify`
+/// names the copy as a duplicate and the other as misplaced, by cast and seq.
+#[test]
+fn rows_an_upgrade_kept_apart_are_named() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 6);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(
+        "DROP TRIGGER casts_no_delete;
+         CREATE TABLE loose (cast_id INTEGER NOT NULL, seq INTEGER NOT NULL,
+             at_ms INTEGER NOT NULL, kind TEXT NOT NULL, v INTEGER NOT NULL,
+             payload BLOB NOT NULL, prev BLOB NOT NULL, hash BLOB NOT NULL);
+         INSERT INTO loose SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
+         DROP TABLE events;
+         ALTER TABLE loose RENAME TO events;
+         INSERT INTO events SELECT * FROM events WHERE seq = 5;
+         INSERT INTO events SELECT cast_id, 0, at_ms, kind, v, payload, prev, hash
+             FROM events WHERE seq = 1;
+         PRAGMA user_version = 5;",
+    )
+    .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let report = run.json();
+    let problems: Vec<(String, u64, String)> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["cast"].as_str().unwrap().to_owned(),
+                p["seq"].as_u64().unwrap(),
+                p["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        problems,
+        vec![
+            ("c".to_owned(), 0, "misplaced".to_owned()),
+            ("c".to_owned(), 5, "duplicate".to_owned()),
+        ]
+    );
+    assert_eq!(report["events"], 6, "the cast itself reads whole");
+    let rows: i64 = raw(&sandbox)
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 8, "every row is kept");
 }
 
 #[test]

@@ -208,7 +208,8 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
          INSERT INTO events_v1 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
              FROM events ORDER BY seq DESC;
          DROP TABLE events;
-         ALTER TABLE events_v1 RENAME TO events;",
+         ALTER TABLE events_v1 RENAME TO events;
+         DROP TRIGGER casts_no_delete;",
     )
     .unwrap();
     conn.execute_batch(

@@ -8,7 +8,10 @@
 //! there, which is the optimistic-concurrency guard a `UNIQUE(cast_id, seq)` index gave
 //! before version 6.
 
-use castlog_core::id::Seq;
+use castlog_core::id::{CastId, Seq};
+
+use super::{SqliteLog, map_err};
+use crate::log::LogError;
 
 /// The last seq a cast can reach.
 pub const MAX_SEQ: u64 = (1 << 32) - 1;
@@ -23,6 +26,93 @@ pub(crate) fn event_row_id(key: i64, seq: Seq) -> Option<i64> {
         .ok()
         .filter(|s| (1..=MAX_SEQ as i64).contains(s))?;
     (1..KEY_LIMIT).contains(&key).then_some((key << 32) | seq)
+}
+
+/// An event row that is not at its address (see [`SqliteLog::misplaced_events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MisplacedEvent {
+    /// Its row id.
+    pub row: i64,
+    /// The cast whose key it names, if the `casts` table lists one.
+    pub cast: Option<CastId>,
+    /// The cast key it names, as stored (SQL literal syntax).
+    pub key: String,
+    /// Its seq, when the row names a cast key and seq that have an address.
+    pub seq: Option<Seq>,
+    /// The seq column as stored (SQL literal syntax).
+    pub seq_shown: String,
+    /// Whether another row is at its address (this one is then a second copy of that seq).
+    pub shadowed: bool,
+}
+
+impl SqliteLog {
+    /// Events stored under a cast key the `casts` table does not list (its row was deleted, so
+    /// no head names them), as `(key, first seq, events)` per key.
+    pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
+        self.read_with(|conn| {
+            let failed = |e: rusqlite::Error| map_err("looking for events of no cast", &e);
+            let mut stmt = conn
+                .prepare(
+                    "SELECT cast_id, min(seq), count(*) FROM events
+                     WHERE id > 0 AND cast_id NOT IN (SELECT id FROM casts)
+                     GROUP BY cast_id ORDER BY cast_id",
+                )
+                .map_err(failed)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                })
+                .map_err(failed)?;
+            rows.map(|row| {
+                let (key, first, count) = row.map_err(failed)?;
+                Ok((key, Seq(first.max(0) as u64), count.max(0) as u64))
+            })
+            .collect()
+        })
+    }
+
+    /// Event rows whose id is not the address their cast key and seq give: rows the schema v6
+    /// upgrade kept apart (a second copy of a seq, or a key or seq no cast can have) and rows
+    /// changed in place. No read of a cast sees them. In row id order.
+    pub fn misplaced_events(&self) -> Result<Vec<MisplacedEvent>, LogError> {
+        self.read_with(|conn| {
+            let failed = |e: rusqlite::Error| map_err("looking for misplaced events", &e);
+            let mut stmt = conn
+                .prepare(
+                    "WITH rows AS (
+                         SELECT id, cast_id AS key, seq,
+                             CASE WHEN typeof(cast_id) = 'integer'
+                                       AND cast_id BETWEEN 1 AND 2147483647
+                                       AND typeof(seq) = 'integer'
+                                       AND seq BETWEEN 1 AND 4294967295
+                                  THEN cast_id * 4294967296 + seq END AS address
+                         FROM events)
+                     SELECT r.id, c.cast_id, quote(r.key), quote(r.seq), r.address,
+                            EXISTS (SELECT 1 FROM events a WHERE a.id = r.address)
+                     FROM rows r LEFT JOIN casts c ON c.id = r.key
+                     WHERE r.id IS NOT r.address ORDER BY r.id",
+                )
+                .map_err(failed)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    let address: Option<i64> = r.get(4)?;
+                    Ok(MisplacedEvent {
+                        row: r.get(0)?,
+                        cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
+                        key: r.get(2)?,
+                        seq: address.map(|a| Seq((a & MAX_SEQ as i64) as u64)),
+                        seq_shown: r.get(3)?,
+                        shadowed: r.get(5)?,
+                    })
+                })
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed)).collect()
+        })
+    }
 }
 
 #[cfg(test)]

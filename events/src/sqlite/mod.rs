@@ -30,8 +30,8 @@ mod address;
 mod blobs;
 mod writer;
 
-pub use address::MAX_SEQ;
 use address::event_row_id;
+pub use address::{MAX_SEQ, MisplacedEvent};
 
 use std::io::Read;
 use std::ops::ControlFlow;
@@ -145,34 +145,6 @@ impl SqliteLog {
     /// while the one before it was being committed (group commit).
     pub fn commits(&self) -> u64 {
         self.writer.commits()
-    }
-
-    /// Events stored under a cast key the `casts` table does not list (its row was deleted, so
-    /// no head names them), as `(key, first seq, events)` per key.
-    pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
-        self.read_with(|conn| {
-            let failed = |e: rusqlite::Error| map_err("looking for events of no cast", &e);
-            let mut stmt = conn
-                .prepare(
-                    "SELECT cast_id, min(seq), count(*) FROM events
-                     WHERE cast_id NOT IN (SELECT id FROM casts) GROUP BY cast_id ORDER BY cast_id",
-                )
-                .map_err(failed)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, i64>(2)?,
-                    ))
-                })
-                .map_err(failed)?;
-            rows.map(|row| {
-                let (key, first, count) = row.map_err(failed)?;
-                Ok((key, Seq(first.max(0) as u64), count.max(0) as u64))
-            })
-            .collect()
-        })
     }
 
     fn send<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Result<T, LogError> {
@@ -727,8 +699,9 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
     })
 }
 
-/// Visits the rows of one cast from `from` on, in storage order (seq, then rowid: a duplicated
-/// seq, possible only in a damaged store, shows up twice).
+/// Visits the rows of one cast from `from` on, in address order (see [`address`]), each with
+/// the seq its column holds: a row whose seq column was changed shows up where it is stored,
+/// and a table rebuilt without its primary key may show a seq twice.
 fn scan_rows(
     conn: &Connection,
     cast: &CastId,

@@ -504,13 +504,18 @@ fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<()
         .map_err(|e| map_err("preparing an append", &e))?;
     for r in records {
         let Some(id) = event_row_id(key, r.seq) else {
-            return Err(LogError::storage(
-                "appending an event",
+            let message = if r.seq.get() > MAX_SEQ {
                 format!(
                     "cast {} cannot grow past seq {MAX_SEQ} (this one would be seq {})",
                     r.cast, r.seq
-                ),
-            ));
+                )
+            } else {
+                format!(
+                    "cast {} has key {key}, which no event address can hold",
+                    r.cast
+                )
+            };
+            return Err(LogError::storage("appending an event", message));
         };
         stmt.execute(params![
             id,

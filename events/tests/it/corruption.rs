@@ -100,11 +100,13 @@ fn a_deleted_row_is_missing_at_its_seq(#[case] seq: i64) {
 #[case::at_the_tail(5, 6)]
 fn swapped_rows_are_reported_from_the_first_swapped_seq(#[case] first: i64, #[case] second: i64) {
     let (_dir, path) = closed_log();
-    // The seq columns are swapped (through a temporary seq); the rows keep their addresses.
+    // The seq columns are swapped (through a temporary seq); the rows keep their addresses,
+    // which a CHECK ties to the seq, so the tampering turns checks off.
     damage(
         &path,
         &format!(
-            "DROP TRIGGER events_no_update;
+            "PRAGMA ignore_check_constraints = ON;
+             DROP TRIGGER events_no_update;
              UPDATE events SET seq = -1 WHERE cast_id = {VICTIM} AND seq = {first};
              UPDATE events SET seq = {first} WHERE cast_id = {VICTIM} AND seq = {second};
              UPDATE events SET seq = {second} WHERE cast_id = {VICTIM} AND seq = -1;"

@@ -286,6 +286,87 @@ fn events_are_addressed_by_cast_and_seq_and_a_cast_stops_at_the_last_seq() {
     assert_eq!(count(&path, "SELECT count(*) FROM events"), 12);
 }
 
+/// The v6 upgrade of a file whose events table was damaged under version 5 (its UNIQUE index
+/// dropped, then a second copy of a seq, seqs and cast keys no event can have) keeps every
+/// row: the cast reads back whole, the rows that cannot be placed are kept apart and listed by
+/// `misplaced_events`, and the CHECK that ties an id to its cast and seq refuses an insert that
+/// does not set the id (what a castlog older than v6 would write).
+#[test]
+fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
+    let (_dir, path) = scratch();
+    let cast = sample::cast("c");
+    let records = {
+        let log = open_sqlite(&path);
+        sample::seed(&log, &cast, 6)
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;
+             DROP TRIGGER casts_no_delete;
+             CREATE TABLE events_v5 (
+                 cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
+                 kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL,
+                 prev BLOB NOT NULL, hash BLOB NOT NULL);
+             INSERT INTO events_v5 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
+                 FROM events ORDER BY id;
+             DROP TABLE events;
+             ALTER TABLE events_v5 RENAME TO events;
+             INSERT INTO events SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
+                 FROM events WHERE seq = 4;
+             INSERT INTO events SELECT cast_id, -1, at_ms, kind, v, payload, prev, hash
+                 FROM events WHERE seq = 2 LIMIT 1;
+             INSERT INTO events SELECT cast_id, 2.5, at_ms, kind, v, payload, prev, hash
+                 FROM events WHERE seq = 2 LIMIT 1;
+             INSERT INTO events SELECT 2147483648, 1, at_ms, kind, v, payload, prev, hash
+                 FROM events WHERE seq = 1 LIMIT 1;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
+
+    let log = open_sqlite(&path);
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), records);
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 10);
+    let misplaced = log.misplaced_events().unwrap();
+    let found: Vec<(Option<u64>, String, String, bool)> = misplaced
+        .iter()
+        .map(|m| {
+            (
+                m.seq.map(Seq::get),
+                m.key.clone(),
+                m.seq_shown.clone(),
+                m.shadowed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (None, "2147483648".into(), "1".into(), false),
+            (None, "1".into(), "2.5".into(), false),
+            (None, "1".into(), "-1".into(), false),
+            (Some(4), "1".into(), "4".into(), true),
+        ],
+        "kept apart under the negative of their old row ids, newest first"
+    );
+    assert!(misplaced.iter().all(|m| m.row < 0));
+    assert_eq!(misplaced[3].cast.as_ref(), Some(&cast));
+    // Healthy files list nothing.
+    let (_other, healthy) = scratch();
+    let fresh = open_sqlite(&healthy);
+    sample::seed(&fresh, &cast, 3);
+    assert_eq!(fresh.misplaced_events().unwrap(), vec![]);
+
+    let old_writer = Connection::open(&path).unwrap().execute(
+        "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
+         VALUES (1, 3, 0, 'k', 1, x'7b7d', x'00', x'00')",
+        [],
+    );
+    let err = old_writer.unwrap_err().to_string();
+    assert!(err.contains("CHECK constraint failed"), "{err}");
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 10);
+}
+
 /// Large blobs are stored as content-defined chunks: a run shared by two blobs is stored once,
 /// and a damaged chunk list or a missing chunk is reported as damage naming the blob.
 #[test]

@@ -211,6 +211,32 @@ fn rows_an_upgrade_kept_apart_are_named() {
     assert_eq!(rows, 8, "every row is kept");
 }
 
+/// A file of an older schema whose events table is gone cannot be upgraded: every command
+/// names it as damage (exit 3), and the file is left as it was.
+#[test]
+fn an_older_file_without_its_events_table_is_named_as_damage() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch("DROP TABLE events; PRAGMA user_version = 5;")
+        .unwrap();
+    drop(conn);
+    for command in [vec!["verify"], vec!["casts"]] {
+        let run = sandbox.run(&command);
+        assert_eq!(run.code, 3, "{command:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("upgrading") && run.stderr.contains("no such table: events"),
+            "{}",
+            run.stderr
+        );
+    }
+    let version: i64 = raw(&sandbox)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5);
+}
+
 #[test]
 fn a_duplicated_seq_is_named() {
     let sandbox = Sandbox::new();

@@ -377,11 +377,17 @@ fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
         let next = i as i64 + 1;
         tx.execute_batch(script)
             .and_then(|()| tx.pragma_update(None, "user_version", next))
-            .map_err(|e| {
-                open_err(format!(
+            .map_err(|e| match map_err("", &e) {
+                // A table the upgrade reads is missing or damaged: the file is, and it is left
+                // as it was (the upgrade rolls back).
+                LogError::Corrupt { .. } => LogError::Corrupt {
+                    context: format!("upgrading {shown} to schema version {next}"),
+                    message: format!("{} (the file is left as it was)", without_sql(&e)),
+                },
+                _ => open_err(format!(
                     "applying schema version {next}: {}",
                     without_sql(&e)
-                ))
+                )),
             })?;
     }
     tx.commit()

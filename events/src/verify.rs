@@ -44,9 +44,10 @@ pub enum ProblemKind {
     Snapshot,
     /// Events are stored under a cast the log no longer lists (its head row is gone).
     Orphaned,
-    /// An event row is not at the address its cast and seq give (a key or seq no cast can
-    /// have, kept apart by the schema v6 upgrade, or a row changed in place): no read of its
-    /// cast sees it. A second copy of a seq is a [`ProblemKind::Duplicate`] instead.
+    /// An event row is not where its own cast key and seq put it: a row changed in place
+    /// (read at its address, under other fields), or a row the schema v6 upgrade kept apart
+    /// in `events_apart` (a key or seq no event can have, a value of another type), which no
+    /// read of a cast sees. A second copy of a seq kept apart is a [`ProblemKind::Duplicate`].
     Misplaced,
 }
 

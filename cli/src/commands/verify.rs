@@ -6,7 +6,7 @@ use std::path::Path;
 use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
-use castlog_events::sqlite::MisplacedEvent;
+use castlog_events::sqlite::{MisplacedEvent, Place};
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
 use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
@@ -26,40 +26,49 @@ struct Report {
     problems: Vec<Problem>,
 }
 
-/// The problem a row stored apart from its address is.
+/// The problem a row no read of its cast sees where its fields put it is.
 fn misplaced(row: MisplacedEvent) -> Problem {
     let cast = row
         .cast
         .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{}", row.key)));
-    let (kind, message) = match row.seq {
-        Some(seq) if row.shadowed => (
+    let seq = row.seq.unwrap_or(Seq(0));
+    let (kind, message) = match row.place {
+        Place::InPlace => (
+            ProblemKind::Misplaced,
+            format!(
+                "the row read as seq {seq} names cast key {} and seq {}: it was changed in place",
+                row.key, row.seq_shown
+            ),
+        ),
+        Place::Apart {
+            old_row,
+            shadowed: true,
+        } => (
             ProblemKind::Duplicate,
             format!(
-                "a second copy of seq {seq} is stored apart from the cast's events (row {}; \
-                 the schema upgrade keeps every copy, placing the earliest stored)",
-                row.row
+                "a second copy of seq {seq} is kept apart from the cast's events (in \
+                 events_apart, row {old_row} before the schema v6 upgrade)"
             ),
         ),
-        Some(seq) => (
+        Place::Apart { old_row, .. } if row.seq.is_some() => (
             ProblemKind::Misplaced,
             format!(
-                "seq {seq} is stored in row {}, not at its address: reads of the cast skip it, \
-                 so the cast has a gap there",
-                row.row
+                "a row for seq {seq} holding a value of another type is kept apart from the \
+                 cast's events (in events_apart, row {old_row} before the schema v6 upgrade)"
             ),
         ),
-        None => (
+        Place::Apart { old_row, .. } => (
             ProblemKind::Misplaced,
             format!(
-                "row {} names cast key {} and seq {}, which no event can have; it is kept apart \
-                 from every cast",
-                row.row, row.key, row.seq_shown
+                "a row naming cast key {} and seq {}, which no event can have, is kept apart \
+                 (in events_apart, row {old_row} before the schema v6 upgrade)",
+                row.key, row.seq_shown
             ),
         ),
     };
     Problem {
         cast,
-        seq: row.seq.unwrap_or(Seq(0)),
+        seq,
         kind,
         message,
     }
@@ -146,11 +155,9 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
             });
         }
     }
-    let verified: Vec<&castlog_core::id::CastId> = heads.iter().map(|h| &h.cast).collect();
-    for row in log.misplaced_events()? {
-        if args.cast.is_some() && !row.cast.as_ref().is_some_and(|c| verified.contains(&c)) {
-            continue;
-        }
+    let verified: Vec<castlog_core::id::CastId> = heads.iter().map(|h| h.cast.clone()).collect();
+    let only = args.cast.as_ref().map(|_| verified.as_slice());
+    for row in log.misplaced_events(only)? {
         report.problems.push(misplaced(row));
     }
     report.ok = report.problems.is_empty();

@@ -107,7 +107,7 @@ fn events_of_a_deleted_cast_row_are_named() {
     sandbox.append("kept", 3);
     sandbox.append("gone", 5);
     let conn = raw(&sandbox);
-    // As a tool that does not enforce foreign keys (python's sqlite3, the sqlite3 shell) would.
+    // As someone with the sqlite3 shell would, past the trigger that refuses it.
     conn.execute_batch("DROP TRIGGER casts_no_delete; DELETE FROM casts WHERE cast_id = 'gone';")
         .unwrap();
     drop(conn);
@@ -168,7 +168,7 @@ fn rows_an_upgrade_kept_apart_are_named() {
     let conn = raw(&sandbox);
     drop_triggers(&conn);
     conn.execute_batch(
-        "DROP TRIGGER casts_no_delete;
+        "DROP TRIGGER casts_no_delete; DROP TABLE events_apart;
          CREATE TABLE loose (cast_id INTEGER NOT NULL, seq INTEGER NOT NULL,
              at_ms INTEGER NOT NULL, kind TEXT NOT NULL, v INTEGER NOT NULL,
              payload BLOB NOT NULL, prev BLOB NOT NULL, hash BLOB NOT NULL);
@@ -200,15 +200,58 @@ fn rows_an_upgrade_kept_apart_are_named() {
     assert_eq!(
         problems,
         vec![
-            ("c".to_owned(), 0, "misplaced".to_owned()),
             ("c".to_owned(), 5, "duplicate".to_owned()),
+            ("c".to_owned(), 0, "misplaced".to_owned()),
         ]
     );
     assert_eq!(report["events"], 6, "the cast itself reads whole");
-    let rows: i64 = raw(&sandbox)
-        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+    let rows: (i64, i64) = raw(&sandbox)
+        .query_row(
+            "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM events_apart)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
-    assert_eq!(rows, 8, "every row is kept");
+    assert_eq!(rows, (6, 2), "every row is kept");
+}
+
+/// A row whose cast key column was changed in place (past the CHECK that ties it to the row's
+/// address) is named under the cast whose events read it, at the seq it is read as, also when
+/// only that cast is verified; it is not taken for events of a deleted cast.
+#[test]
+fn a_row_changed_in_place_is_named_under_the_cast_that_reads_it() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 6);
+    sandbox.append("d", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(
+        "PRAGMA ignore_check_constraints = ON;
+         UPDATE events SET cast_id = 9 WHERE cast_id = 1 AND seq = 6;",
+    )
+    .unwrap();
+    drop(conn);
+    for args in [vec!["verify", "--json"], vec!["verify", "c", "--json"]] {
+        let run = sandbox.run(&args);
+        assert_eq!(run.code, 3, "{args:?}: {}", run.stdout);
+        let problems = run.json()["problems"].as_array().unwrap().clone();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            (
+                &problems[0]["cast"],
+                &problems[0]["seq"],
+                &problems[0]["kind"]
+            ),
+            (
+                &serde_json::json!("c"),
+                &serde_json::json!(6),
+                &serde_json::json!("misplaced")
+            )
+        );
+        let message = problems[0]["message"].as_str().unwrap();
+        assert!(message.contains("changed in place"), "{message}");
+    }
+    assert_eq!(sandbox.run(&["verify", "d"]).code, 0);
 }
 
 /// A file of an older schema whose events table is gone cannot be upgraded: every command
@@ -219,8 +262,11 @@ fn an_older_file_without_its_events_table_is_named_as_damage() {
     sandbox.append("c", 3);
     let conn = raw(&sandbox);
     drop_triggers(&conn);
-    conn.execute_batch("DROP TABLE events; PRAGMA user_version = 5;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE events; DROP TABLE events_apart; DROP TRIGGER casts_no_delete;
+         PRAGMA user_version = 5;",
+    )
+    .unwrap();
     drop(conn);
     for command in [vec!["verify"], vec!["casts"]] {
         let run = sandbox.run(&command);
@@ -268,8 +314,7 @@ fn values_of_another_type_or_a_dropped_table_are_damage(#[case] sql: &str) {
     sandbox.append("c", 3);
     let conn = raw(&sandbox);
     drop_triggers(&conn);
-    conn.execute_batch(&format!("PRAGMA foreign_keys = OFF; {sql};"))
-        .unwrap();
+    conn.execute_batch(&format!("{sql};")).unwrap();
     drop(conn);
     for command in [vec!["verify"], vec!["casts"]] {
         let run = sandbox.run(&command);

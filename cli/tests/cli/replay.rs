@@ -209,7 +209,8 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
              FROM events ORDER BY seq DESC;
          DROP TABLE events;
          ALTER TABLE events_v1 RENAME TO events;
-         DROP TRIGGER casts_no_delete;",
+         DROP TRIGGER casts_no_delete;
+         DROP TABLE events_apart;",
     )
     .unwrap();
     conn.execute_batch(

@@ -28,34 +28,60 @@ pub(crate) fn event_row_id(key: i64, seq: Seq) -> Option<i64> {
     (1..KEY_LIMIT).contains(&key).then_some((key << 32) | seq)
 }
 
-/// An event row that is not at its address (see [`SqliteLog::misplaced_events`]).
+/// An event row that no read of its cast sees where its own fields say it belongs (see
+/// [`SqliteLog::misplaced_events`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MisplacedEvent {
-    /// Its row id.
-    pub row: i64,
-    /// The cast whose key it names, if the `casts` table lists one.
+    /// The cast it is reported under, if the `casts` table lists it: for a row changed in
+    /// place, the cast whose range holds it; for a row kept apart, the cast its key names.
     pub cast: Option<CastId>,
-    /// The cast key it names, as stored (SQL literal syntax).
+    /// The cast key its row names, as stored (SQL literal syntax).
     pub key: String,
-    /// Its seq, when the row names a cast key and seq that have an address.
+    /// The seq it is reported at: where a changed row is read, or the seq a kept-apart row
+    /// names when that seq has an address.
     pub seq: Option<Seq>,
     /// The seq column as stored (SQL literal syntax).
     pub seq_shown: String,
-    /// Whether another row is at its address (this one is then a second copy of that seq).
-    pub shadowed: bool,
+    /// Where it is.
+    pub place: Place,
+}
+
+/// Where a [`MisplacedEvent`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// In the events table at an address its cast key or seq column disagrees with: the row
+    /// was changed in place.
+    InPlace,
+    /// In `events_apart`, kept by the schema v6 upgrade.
+    Apart {
+        /// Its row id before the upgrade.
+        old_row: i64,
+        /// Whether a row of the log holds the address its key and seq name (it is then a
+        /// second copy of that seq).
+        shadowed: bool,
+    },
+}
+
+/// The SQL value of the address the cast key and seq columns of the row aliased `t` give,
+/// NULL when they have none.
+fn address_of(t: &str) -> String {
+    format!(
+        "CASE WHEN typeof({t}.cast_id) = 'integer' AND {t}.cast_id BETWEEN 1 AND 2147483647
+              AND typeof({t}.seq) = 'integer' AND {t}.seq BETWEEN 1 AND 4294967295
+         THEN {t}.cast_id * 4294967296 + {t}.seq END"
+    )
 }
 
 impl SqliteLog {
-    /// Events stored under a cast key the `casts` table does not list (its row was deleted, so
-    /// no head names them), as `(key, first seq, events)` per key.
+    /// Events in an id range no listed cast owns (the cast's row in `casts` was deleted, so no
+    /// head names them), as `(key, first seq, events)` per key.
     pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
         self.read_with(|conn| {
             let failed = |e: rusqlite::Error| map_err("looking for events of no cast", &e);
             let mut stmt = conn
                 .prepare(
-                    "SELECT cast_id, min(seq), count(*) FROM events
-                     WHERE id > 0 AND cast_id NOT IN (SELECT id FROM casts)
-                     GROUP BY cast_id ORDER BY cast_id",
+                    "SELECT id >> 32 AS key, min(id & 4294967295), count(*) FROM events
+                     WHERE key NOT IN (SELECT id FROM casts) GROUP BY key ORDER BY key",
                 )
                 .map_err(failed)?;
             let rows = stmt
@@ -75,42 +101,90 @@ impl SqliteLog {
         })
     }
 
-    /// Event rows whose id is not the address their cast key and seq give: rows the schema v6
-    /// upgrade kept apart (a second copy of a seq, or a key or seq no cast can have) and rows
-    /// changed in place. No read of a cast sees them. In row id order.
-    pub fn misplaced_events(&self) -> Result<Vec<MisplacedEvent>, LogError> {
+    /// Event rows no read of a cast sees where their own fields put them: rows of the events
+    /// table whose cast key or seq column was changed in place (of `casts` only, when given:
+    /// the rows in their id ranges), then the rows the schema v6 upgrade kept apart (a second
+    /// copy of a seq, a key or seq no event can have, a value of another type). Each part in
+    /// row id order.
+    pub fn misplaced_events(
+        &self,
+        casts: Option<&[CastId]>,
+    ) -> Result<Vec<MisplacedEvent>, LogError> {
         self.read_with(|conn| {
             let failed = |e: rusqlite::Error| map_err("looking for misplaced events", &e);
-            let mut stmt = conn
-                .prepare(
-                    "WITH rows AS (
-                         SELECT id, cast_id AS key, seq,
-                             CASE WHEN typeof(cast_id) = 'integer'
-                                       AND cast_id BETWEEN 1 AND 2147483647
-                                       AND typeof(seq) = 'integer'
-                                       AND seq BETWEEN 1 AND 4294967295
-                                  THEN cast_id * 4294967296 + seq END AS address
-                         FROM events)
-                     SELECT r.id, c.cast_id, quote(r.key), quote(r.seq), r.address,
-                            EXISTS (SELECT 1 FROM events a WHERE a.id = r.address)
-                     FROM rows r LEFT JOIN casts c ON c.id = r.key
-                     WHERE r.id IS NOT r.address ORDER BY r.id",
-                )
+            let ranges: Vec<(i64, i64)> = match casts {
+                None => vec![(i64::MIN, i64::MAX)],
+                Some(casts) => {
+                    let mut ranges = Vec::new();
+                    for cast in casts {
+                        if let Some(key) = Self::cast_key(conn, cast)? {
+                            ranges.push((key << 32, (key << 32) | MAX_SEQ as i64));
+                        }
+                    }
+                    ranges
+                }
+            };
+            let mut out = Vec::new();
+            let mut changed = conn
+                .prepare_cached(&format!(
+                    "SELECT e.id, c.cast_id, quote(e.cast_id), quote(e.seq)
+                     FROM events e LEFT JOIN casts c ON c.id = e.id >> 32
+                     WHERE e.id BETWEEN ?1 AND ?2 AND e.id IS NOT ({}) ORDER BY e.id",
+                    address_of("e")
+                ))
                 .map_err(failed)?;
-            let rows = stmt
+            for (lo, hi) in ranges {
+                let rows = changed
+                    .query_map([lo, hi], |r| {
+                        let id: i64 = r.get(0)?;
+                        Ok(MisplacedEvent {
+                            cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
+                            key: r.get(2)?,
+                            seq: (id > 0).then_some(Seq((id & MAX_SEQ as i64) as u64)),
+                            seq_shown: r.get(3)?,
+                            place: Place::InPlace,
+                        })
+                    })
+                    .map_err(failed)?;
+                for row in rows {
+                    out.push(row.map_err(failed)?);
+                }
+            }
+            let mut apart = conn
+                .prepare_cached(&format!(
+                    "WITH rows AS (SELECT a.old_rowid, a.cast_id, a.seq, {} AS address
+                                   FROM events_apart a)
+                     SELECT r.old_rowid, c.cast_id, quote(r.cast_id), quote(r.seq), r.address,
+                            EXISTS (SELECT 1 FROM events e WHERE e.id = r.address)
+                     FROM rows r LEFT JOIN casts c ON c.id = r.cast_id
+                     ORDER BY r.old_rowid",
+                    address_of("a")
+                ))
+                .map_err(failed)?;
+            let rows = apart
                 .query_map([], |r| {
                     let address: Option<i64> = r.get(4)?;
                     Ok(MisplacedEvent {
-                        row: r.get(0)?,
                         cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
                         key: r.get(2)?,
                         seq: address.map(|a| Seq((a & MAX_SEQ as i64) as u64)),
                         seq_shown: r.get(3)?,
-                        shadowed: r.get(5)?,
+                        place: Place::Apart {
+                            old_row: r.get::<_, Option<i64>>(0)?.unwrap_or_default(),
+                            shadowed: r.get(5)?,
+                        },
                     })
                 })
                 .map_err(failed)?;
-            rows.map(|row| row.map_err(failed)).collect()
+            for row in rows {
+                let row = row.map_err(failed)?;
+                let wanted =
+                    casts.is_none_or(|casts| row.cast.as_ref().is_some_and(|c| casts.contains(c)));
+                if wanted {
+                    out.push(row);
+                }
+            }
+            Ok(out)
         })
     }
 }

@@ -31,7 +31,7 @@ mod blobs;
 mod writer;
 
 use address::event_row_id;
-pub use address::{MAX_SEQ, MisplacedEvent};
+pub use address::{MAX_SEQ, MisplacedEvent, Place};
 
 use std::io::Read;
 use std::ops::ControlFlow;

@@ -6,7 +6,7 @@ use std::sync::Barrier;
 use std::thread;
 
 use castlog_core::id::Seq;
-use castlog_events::sqlite::SCHEMA_VERSION;
+use castlog_events::sqlite::{Place, SCHEMA_VERSION};
 use castlog_events::verify::verify_cast;
 use castlog_events::{EventLog, LogError, SqliteLog};
 use rstest::rstest;
@@ -286,11 +286,12 @@ fn events_are_addressed_by_cast_and_seq_and_a_cast_stops_at_the_last_seq() {
     assert_eq!(count(&path, "SELECT count(*) FROM events"), 12);
 }
 
-/// The v6 upgrade of a file whose events table was damaged under version 5 (its UNIQUE index
-/// dropped, then a second copy of a seq, seqs and cast keys no event can have) keeps every
-/// row: the cast reads back whole, the rows that cannot be placed are kept apart and listed by
-/// `misplaced_events`, and the CHECK that ties an id to its cast and seq refuses an insert that
-/// does not set the id (what a castlog older than v6 would write).
+/// The v6 upgrade of a file whose events table was damaged under version 5 (rebuilt without
+/// its UNIQUE index, NOT NULLs and column types, then a second copy of a seq, seqs and cast keys no event can have, a
+/// key stored as text, a NULL, a row id of 0) keeps every row with its values: the cast reads
+/// back whole, the rows that cannot be placed are copied verbatim into `events_apart` and
+/// listed by `misplaced_events`, and the CHECK that ties an id to its cast and seq refuses an
+/// insert that does not set the id (what a castlog older than v6 would write).
 #[test]
 fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
     let (_dir, path) = scratch();
@@ -299,63 +300,91 @@ fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
         let log = open_sqlite(&path);
         sample::seed(&log, &cast, 6)
     };
+    let copy = |cast_id: &str, seq: &str, payload: &str, of: u64| {
+        format!(
+            "INSERT INTO events SELECT {cast_id}, {seq}, at_ms, kind, v, {payload}, prev, hash
+                 FROM events WHERE seq = {of} LIMIT 1;"
+        )
+    };
+    let damage = [
+        copy("cast_id", "seq", "payload", 4),
+        copy("cast_id", "-1", "payload", 2),
+        copy("cast_id", "2.5", "payload", 2),
+        copy("2147483648", "1", "payload", 1),
+        copy("'1'", "3", "payload", 3),
+        copy("cast_id", "seq", "NULL", 5),
+        "INSERT INTO events (rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+             SELECT 0, cast_id, -5, at_ms, kind, v, payload, prev, hash FROM events
+                 WHERE seq = 1 LIMIT 1;"
+            .to_owned(),
+    ]
+    .concat();
     Connection::open(&path)
         .unwrap()
-        .execute_batch(
+        .execute_batch(&format!(
             "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;
-             DROP TRIGGER casts_no_delete;
-             CREATE TABLE events_v5 (
-                 cast_id INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,
-                 kind TEXT NOT NULL, v INTEGER NOT NULL, payload BLOB NOT NULL,
-                 prev BLOB NOT NULL, hash BLOB NOT NULL);
+             DROP TRIGGER casts_no_delete; DROP TABLE events_apart;
+             CREATE TABLE events_v5 (cast_id, seq, at_ms, kind, v, payload, prev, hash);
              INSERT INTO events_v5 SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
                  FROM events ORDER BY id;
              DROP TABLE events;
              ALTER TABLE events_v5 RENAME TO events;
-             INSERT INTO events SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash
-                 FROM events WHERE seq = 4;
-             INSERT INTO events SELECT cast_id, -1, at_ms, kind, v, payload, prev, hash
-                 FROM events WHERE seq = 2 LIMIT 1;
-             INSERT INTO events SELECT cast_id, 2.5, at_ms, kind, v, payload, prev, hash
-                 FROM events WHERE seq = 2 LIMIT 1;
-             INSERT INTO events SELECT 2147483648, 1, at_ms, kind, v, payload, prev, hash
-                 FROM events WHERE seq = 1 LIMIT 1;
-             PRAGMA user_version = 5;",
-        )
+             {damage}
+             PRAGMA user_version = 5;"
+        ))
         .unwrap();
 
     let log = open_sqlite(&path);
     assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), records);
-    assert_eq!(count(&path, "SELECT count(*) FROM events"), 10);
-    let misplaced = log.misplaced_events().unwrap();
-    let found: Vec<(Option<u64>, String, String, bool)> = misplaced
-        .iter()
-        .map(|m| {
-            (
-                m.seq.map(Seq::get),
-                m.key.clone(),
-                m.seq_shown.clone(),
-                m.shadowed,
-            )
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 6);
+    assert_eq!(count(&path, "SELECT count(*) FROM events_apart"), 7);
+    assert_eq!(
+        count(
+            &path,
+            "SELECT count(*) FROM events_apart WHERE typeof(cast_id) = 'text'"
+        ),
+        1,
+        "a key stored as text stays text"
+    );
+    let found: Vec<(i64, Option<u64>, String, String, bool)> = log
+        .misplaced_events(None)
+        .unwrap()
+        .into_iter()
+        .map(|m| match m.place {
+            Place::Apart { old_row, shadowed } => {
+                (old_row, m.seq.map(Seq::get), m.key, m.seq_shown, shadowed)
+            }
+            Place::InPlace => panic!("nothing was changed in place: {m:?}"),
         })
         .collect();
+    let row = |old: i64, seq: Option<u64>, key: &str, shown: &str, shadowed: bool| {
+        (old, seq, key.to_owned(), shown.to_owned(), shadowed)
+    };
     assert_eq!(
         found,
         vec![
-            (None, "2147483648".into(), "1".into(), false),
-            (None, "1".into(), "2.5".into(), false),
-            (None, "1".into(), "-1".into(), false),
-            (Some(4), "1".into(), "4".into(), true),
-        ],
-        "kept apart under the negative of their old row ids, newest first"
+            row(0, None, "1", "-5", false),
+            row(7, Some(4), "1", "4", true),
+            row(8, None, "1", "-1", false),
+            row(9, None, "1", "2.5", false),
+            row(10, None, "2147483648", "1", false),
+            row(11, None, "'1'", "3", false),
+            row(12, Some(5), "1", "5", true),
+        ]
     );
-    assert!(misplaced.iter().all(|m| m.row < 0));
-    assert_eq!(misplaced[3].cast.as_ref(), Some(&cast));
-    // Healthy files list nothing.
+    // Only the rows of the casts asked about; healthy files list nothing.
+    let other = sample::cast("other");
+    assert_eq!(log.misplaced_events(Some(&[other])).unwrap(), vec![]);
+    assert_eq!(
+        log.misplaced_events(Some(std::slice::from_ref(&cast)))
+            .unwrap()
+            .len(),
+        6
+    );
     let (_other, healthy) = scratch();
     let fresh = open_sqlite(&healthy);
     sample::seed(&fresh, &cast, 3);
-    assert_eq!(fresh.misplaced_events().unwrap(), vec![]);
+    assert_eq!(fresh.misplaced_events(None).unwrap(), vec![]);
 
     let old_writer = Connection::open(&path).unwrap().execute(
         "INSERT INTO events (cast_id, seq, at_ms, kind, v, payload, prev, hash)
@@ -364,7 +393,7 @@ fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
     );
     let err = old_writer.unwrap_err().to_string();
     assert!(err.contains("CHECK constraint failed"), "{err}");
-    assert_eq!(count(&path, "SELECT count(*) FROM events"), 10);
+    assert_eq!(count(&path, "SELECT count(*) FROM events"), 6);
 }
 
 /// Large blobs are stored as content-defined chunks: a run shared by two blobs is stored once,
@@ -600,7 +629,8 @@ fn preparing_for_steps_grows_the_wal_and_writes_nothing() {
             "casts",
             "checkpoints",
             "chunks",
-            "events"
+            "events",
+            "events_apart"
         ]
     );
     drop(conn);

@@ -8,15 +8,17 @@
 -- commit used to write a page of that index besides the table's own pages (about one WAL page
 -- in twelve for a step of a driven cast). The cast_id and seq columns stay, as stored facts:
 -- reads take the seq from its column, so a row whose seq was changed is named by `verify`. A
--- CHECK keeps the id and the two columns in agreement, so a writer that does not set the id (a
--- castlog older than this version, still running while another process upgrades the file)
--- is refused instead of writing at an unrelated address.
+-- CHECK keeps the id and the two columns in agreement (and in range), so a writer that does not
+-- set the id (a castlog older than this version, still running while another process upgrades
+-- the file) is refused instead of writing at an unrelated address.
 --
--- Every row is kept. A row that cannot have an address (a cast key outside 1..2^31, a seq
--- outside 1..2^32 or not a whole number) or that repeats a (cast, seq) already placed (the
--- earliest stored copy is placed) is kept apart, under the negative of its old row id, where
--- no cast's range reaches: no read of a cast sees it, and `verify` names it. Rows under a cast
--- key `casts` does not list are kept too (`verify` names them as orphaned): the foreign key to
+-- Every row is kept, with its values as stored. A row is placed when its cast key and seq are
+-- whole numbers in range and every column holds the type the table declares (so no value is
+-- converted on the way), the earliest stored copy of a (cast, seq) first. Any other row (a
+-- second copy of a seq, a key or seq no event can have, a value of another type or NULL) is
+-- copied verbatim, with its old row id, into `events_apart`, a table without types or
+-- constraints that no read of a cast looks at; `verify` names its rows. Rows under a cast key
+-- `casts` does not list are placed too (`verify` names them as orphaned): the foreign key to
 -- `casts` goes, and a trigger refuses to delete a cast's row instead (castlog never does; the
 -- key only guarded against that, and only on connections that enforce foreign keys). The
 -- append-only triggers are created again.
@@ -31,18 +33,22 @@ CREATE TABLE events_v6 (
     payload BLOB    NOT NULL,
     prev    BLOB    NOT NULL,
     hash    BLOB    NOT NULL,
-    CHECK (id < 0 OR id = cast_id * 4294967296 + seq)
+    CHECK (cast_id BETWEEN 1 AND 2147483647 AND seq BETWEEN 1 AND 4294967295
+           AND id = cast_id * 4294967296 + seq)
 );
+CREATE TABLE events_apart (old_rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash);
 CREATE TEMP TABLE castlog_v6_placed AS
     SELECT min(rowid) AS r FROM events
     WHERE typeof(cast_id) = 'integer' AND cast_id BETWEEN 1 AND 2147483647
       AND typeof(seq) = 'integer' AND seq BETWEEN 1 AND 4294967295
+      AND typeof(at_ms) = 'integer' AND typeof(kind) = 'text' AND typeof(v) = 'integer'
+      AND typeof(payload) = 'blob' AND typeof(prev) = 'blob' AND typeof(hash) = 'blob'
     GROUP BY cast_id, seq;
 INSERT INTO events_v6 (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
     SELECT cast_id * 4294967296 + seq, cast_id, seq, at_ms, kind, v, payload, prev, hash
     FROM events WHERE rowid IN (SELECT r FROM castlog_v6_placed) ORDER BY cast_id, seq;
-INSERT INTO events_v6 (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
-    SELECT -rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash
+INSERT INTO events_apart (old_rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash)
+    SELECT rowid, cast_id, seq, at_ms, kind, v, payload, prev, hash
     FROM events WHERE rowid NOT IN (SELECT r FROM castlog_v6_placed) ORDER BY rowid;
 DROP TABLE castlog_v6_placed;
 DROP TABLE events;

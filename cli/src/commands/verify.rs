@@ -30,7 +30,7 @@ struct Report {
 fn misplaced(row: MisplacedEvent) -> Problem {
     let cast = row
         .cast
-        .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{}", row.key)));
+        .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{}", row.under)));
     let seq = row.seq.unwrap_or(Seq(0));
     let (kind, message) = match row.place {
         Place::InPlace => (
@@ -46,7 +46,7 @@ fn misplaced(row: MisplacedEvent) -> Problem {
         } => (
             ProblemKind::Duplicate,
             format!(
-                "a second copy of seq {seq} is kept apart from the cast's events (in \
+                "another copy of seq {seq} is kept apart from the cast's events (in \
                  events_apart, row {old_row} before the schema v6 upgrade)"
             ),
         ),
@@ -60,8 +60,9 @@ fn misplaced(row: MisplacedEvent) -> Problem {
         Place::Apart { old_row, .. } => (
             ProblemKind::Misplaced,
             format!(
-                "a row naming cast key {} and seq {}, which no event can have, is kept apart \
-                 (in events_apart, row {old_row} before the schema v6 upgrade)",
+                "a row naming cast key {} and seq {}, which are not an event's address (both \
+                 whole numbers, the seq from 1 to 2^32-1), is kept apart (in events_apart, row \
+                 {old_row} before the schema v6 upgrade)",
                 row.key, row.seq_shown
             ),
         ),

@@ -15,6 +15,22 @@ fn drop_triggers(conn: &rusqlite::Connection) {
         .unwrap();
 }
 
+/// The (cast, seq, kind) of every problem of a `verify --json` report.
+fn problem_list(report: &serde_json::Value) -> Vec<(String, u64, String)> {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["cast"].as_str().unwrap().to_owned(),
+                p["seq"].as_u64().unwrap(),
+                p["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// Runs `verify --json`, expects exit 3 and returns the first problem's (cast, seq, kind).
 fn first_problem(sandbox: &Sandbox) -> (String, u64, String) {
     let run = sandbox.run(&["verify", "--json"]);
@@ -185,18 +201,7 @@ fn rows_an_upgrade_kept_apart_are_named() {
     let run = sandbox.run(&["verify", "--json"]);
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let report = run.json();
-    let problems: Vec<(String, u64, String)> = report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["cast"].as_str().unwrap().to_owned(),
-                p["seq"].as_u64().unwrap(),
-                p["kind"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let problems = problem_list(&report);
     assert_eq!(
         problems,
         vec![
@@ -281,6 +286,82 @@ fn an_older_file_without_its_events_table_is_named_as_damage() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, 5);
+}
+
+/// The v6 upgrade copies the events table row by row: a table with a column castlog does not
+/// write (it would be dropped; one named `rowid` would hide the row ids the copy goes by) is
+/// refused as damage, and the file is left at its version.
+#[rstest]
+#[case::another_column("note TEXT DEFAULT 'keep me'", "note")]
+#[case::a_column_named_rowid("rowid", "rowid")]
+fn an_older_file_the_upgrade_cannot_copy_whole_is_refused(
+    #[case] column: &str,
+    #[case] named: &str,
+) {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(&format!(
+        "DROP TRIGGER casts_no_delete; DROP TABLE events_apart;
+         CREATE TABLE loose ({column}, cast_id, seq, at_ms, kind, v, payload, prev, hash);
+         INSERT INTO loose (cast_id, seq, at_ms, kind, v, payload, prev, hash)
+             SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
+         DROP TABLE events;
+         ALTER TABLE loose RENAME TO events;
+         PRAGMA user_version = 5;"
+    ))
+    .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("castlog does not write ({named})")),
+        "{}",
+        run.stderr
+    );
+    let (version, rows): (i64, i64) = raw(&sandbox)
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM events)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, rows), (5, 3));
+}
+
+/// A row changed in place inside the range of a cast whose row was deleted is named under that
+/// range's key, not under the cast its changed column names; a version 6 file made before
+/// `events_apart` existed verifies clean.
+#[test]
+fn a_changed_row_of_a_deleted_cast_and_a_file_without_events_apart() {
+    let sandbox = Sandbox::new();
+    sandbox.append("kept", 3);
+    sandbox.append("gone", 5);
+    let conn = raw(&sandbox);
+    conn.execute_batch("DROP TABLE events_apart;").unwrap();
+    drop(conn);
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(
+        "DROP TRIGGER casts_no_delete; DELETE FROM casts WHERE cast_id = 'gone';
+         PRAGMA ignore_check_constraints = ON;
+         UPDATE events SET cast_id = 1 WHERE cast_id = 2 AND seq = 5;",
+    )
+    .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    let problems = problem_list(&run.json());
+    assert_eq!(
+        problems,
+        vec![
+            ("#2".to_owned(), 1, "orphaned".to_owned()),
+            ("#2".to_owned(), 5, "misplaced".to_owned()),
+        ]
+    );
 }
 
 #[test]

@@ -28,6 +28,70 @@ pub(crate) fn event_row_id(key: i64, seq: Seq) -> Option<i64> {
     (1..KEY_LIMIT).contains(&key).then_some((key << 32) | seq)
 }
 
+/// The columns of the events table before schema v6, the only ones its upgrade copies.
+const V5_COLUMNS: [&str; 8] = [
+    "cast_id", "seq", "at_ms", "kind", "v", "payload", "prev", "hash",
+];
+
+/// Why the v6 upgrade stopped.
+pub(crate) enum GuardError {
+    Sql(rusqlite::Error),
+    Refused(String),
+}
+
+impl From<rusqlite::Error> for GuardError {
+    fn from(e: rusqlite::Error) -> Self {
+        GuardError::Sql(e)
+    }
+}
+
+/// Checks around the schema v6 upgrade (`schema/v6.sql`), which copies the events table row
+/// by row: before it, that the table has only the columns castlog writes (another column
+/// would be dropped, and one named `rowid` would hide the row ids the copy goes by); after it,
+/// that every row is either in the new table or in `events_apart`.
+pub(crate) struct UpgradeGuard {
+    rows: i64,
+}
+
+impl UpgradeGuard {
+    pub(crate) fn before(conn: &rusqlite::Connection) -> Result<Self, GuardError> {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('events')")?;
+        let columns = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        let unknown: Vec<&str> = columns
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !V5_COLUMNS.contains(c))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(GuardError::Refused(format!(
+                "the events table has columns castlog does not write ({}), which the upgrade \
+                 would drop",
+                unknown.join(", ")
+            )));
+        }
+        let rows = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?;
+        Ok(Self { rows })
+    }
+
+    pub(crate) fn after(&self, conn: &rusqlite::Connection) -> Result<(), GuardError> {
+        let rows: i64 = conn.query_row(
+            "SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM events_apart)",
+            [],
+            |r| r.get(0),
+        )?;
+        if rows == self.rows {
+            Ok(())
+        } else {
+            Err(GuardError::Refused(format!(
+                "the events table held {} rows and its copy {rows}",
+                self.rows
+            )))
+        }
+    }
+}
+
 /// An event row that no read of its cast sees where its own fields say it belongs (see
 /// [`SqliteLog::misplaced_events`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +101,9 @@ pub struct MisplacedEvent {
     pub cast: Option<CastId>,
     /// The cast key its row names, as stored (SQL literal syntax).
     pub key: String,
+    /// The cast key to report it under when `cast` is None: the key of the id range holding a
+    /// row changed in place, the key a kept-apart row names.
+    pub under: String,
     /// The seq it is reported at: where a changed row is read, or the seq a kept-apart row
     /// names when that seq has an address.
     pub seq: Option<Seq>,
@@ -81,7 +148,8 @@ impl SqliteLog {
             let mut stmt = conn
                 .prepare(
                     "SELECT id >> 32 AS key, min(id & 4294967295), count(*) FROM events
-                     WHERE key NOT IN (SELECT id FROM casts) GROUP BY key ORDER BY key",
+                     WHERE id > 0 AND key NOT IN (SELECT id FROM casts)
+                     GROUP BY key ORDER BY key",
                 )
                 .map_err(failed)?;
             let rows = stmt
@@ -127,8 +195,9 @@ impl SqliteLog {
             let mut out = Vec::new();
             let mut changed = conn
                 .prepare_cached(&format!(
-                    "SELECT e.id, c.cast_id, quote(e.cast_id), quote(e.seq)
-                     FROM events e LEFT JOIN casts c ON c.id = e.id >> 32
+                    "SELECT e.id, c.cast_id, quote(e.cast_id), quote(e.seq),
+                            CASE WHEN e.id > 0 THEN e.id >> 32 ELSE quote(e.cast_id) END
+                     FROM events e LEFT JOIN casts c ON e.id > 0 AND c.id = e.id >> 32
                      WHERE e.id BETWEEN ?1 AND ?2 AND e.id IS NOT ({}) ORDER BY e.id",
                     address_of("e")
                 ))
@@ -140,6 +209,11 @@ impl SqliteLog {
                         Ok(MisplacedEvent {
                             cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
                             key: r.get(2)?,
+                            under: r.get::<_, rusqlite::types::Value>(4).map(|v| match v {
+                                rusqlite::types::Value::Integer(k) => k.to_string(),
+                                rusqlite::types::Value::Text(t) => t,
+                                _ => "?".to_owned(),
+                            })?,
                             seq: (id > 0).then_some(Seq((id & MAX_SEQ as i64) as u64)),
                             seq_shown: r.get(3)?,
                             place: Place::InPlace,
@@ -149,6 +223,19 @@ impl SqliteLog {
                 for row in rows {
                     out.push(row.map_err(failed)?);
                 }
+            }
+            // Files upgraded before `events_apart` was part of version 6 lack it (they had no
+            // rows to keep apart then).
+            let has_apart: bool = conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                                    WHERE type = 'table' AND name = 'events_apart')",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(failed)?;
+            if !has_apart {
+                return Ok(out);
             }
             let mut apart = conn
                 .prepare_cached(&format!(
@@ -164,9 +251,11 @@ impl SqliteLog {
             let rows = apart
                 .query_map([], |r| {
                     let address: Option<i64> = r.get(4)?;
+                    let key: String = r.get(2)?;
                     Ok(MisplacedEvent {
                         cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
-                        key: r.get(2)?,
+                        under: key.clone(),
+                        key,
                         seq: address.map(|a| Seq((a & MAX_SEQ as i64) as u64)),
                         seq_shown: r.get(3)?,
                         place: Place::Apart {

@@ -375,20 +375,38 @@ fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
     let version = schema_version(&tx, shown)?;
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
-        tx.execute_batch(script)
-            .and_then(|()| tx.pragma_update(None, "user_version", next))
-            .map_err(|e| match map_err("", &e) {
-                // A table the upgrade reads is missing or damaged: the file is, and it is left
-                // as it was (the upgrade rolls back).
-                LogError::Corrupt { .. } => LogError::Corrupt {
-                    context: format!("upgrading {shown} to schema version {next}"),
-                    message: format!("{} (the file is left as it was)", without_sql(&e)),
-                },
+        // The upgrade rolls back on any error, so a refused file is left as it was.
+        let damaged = |message: String| LogError::Corrupt {
+            context: format!("upgrading {shown} to schema version {next}"),
+            message: format!("{message} (the file is left as it was)"),
+        };
+        let failed = |e: rusqlite::Error| {
+            // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
+            // file is damaged. Anything else (a full disk, a lock) is not.
+            let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
+            match map_err("", &e) {
+                LogError::Corrupt { .. } => damaged(without_sql(&e)),
+                _ if refused => damaged(without_sql(&e)),
                 _ => open_err(format!(
                     "applying schema version {next}: {}",
                     without_sql(&e)
                 )),
-            })?;
+            }
+        };
+        let stopped = |e: address::GuardError| match e {
+            address::GuardError::Sql(e) => failed(e),
+            address::GuardError::Refused(message) => damaged(message),
+        };
+        let guard = match next {
+            6 => Some(address::UpgradeGuard::before(&tx).map_err(stopped)?),
+            _ => None,
+        };
+        tx.execute_batch(script)
+            .and_then(|()| tx.pragma_update(None, "user_version", next))
+            .map_err(failed)?;
+        if let Some(guard) = guard {
+            guard.after(&tx).map_err(stopped)?;
+        }
     }
     tx.commit()
         .map_err(|e| open_err(format!("committing the schema: {}", without_sql(&e))))

@@ -14,7 +14,7 @@
 --
 -- Every row is kept, with its values as stored. A row is placed when its cast key and seq are
 -- whole numbers in range and every column holds the type the table declares (so no value is
--- converted on the way), the earliest stored copy of a (cast, seq) first. Any other row (a
+-- converted on the way), the copy with the lowest row id first when a (cast, seq) has several. Any other row (a
 -- second copy of a seq, a key or seq no event can have, a value of another type or NULL) is
 -- copied verbatim, with its old row id, into `events_apart`, a table without types or
 -- constraints that no read of a cast looks at; `verify` names its rows. Rows under a cast key

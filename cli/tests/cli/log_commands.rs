@@ -331,6 +331,29 @@ fn an_older_file_the_upgrade_cannot_copy_whole_is_refused(
     assert_eq!((version, rows), (5, 3));
 }
 
+/// Column names are case-insensitive in SQLite: a v5 table whose column is spelled `Seq` is
+/// upgraded like any other.
+#[test]
+fn an_older_file_with_a_column_spelled_in_capitals_upgrades() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute_batch(
+        "DROP TRIGGER casts_no_delete; DROP TABLE events_apart;
+         CREATE TABLE loose (cast_id, Seq, at_ms, kind, v, payload, prev, hash);
+         INSERT INTO loose SELECT cast_id, seq, at_ms, kind, v, payload, prev, hash FROM events;
+         DROP TABLE events;
+         ALTER TABLE loose RENAME TO events;
+         PRAGMA user_version = 5;",
+    )
+    .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["events"], 3);
+}
+
 /// A row changed in place inside the range of a cast whose row was deleted is named under that
 /// range's key, not under the cast its changed column names; a version 6 file made before
 /// `events_apart` existed verifies clean.

@@ -62,7 +62,8 @@ impl UpgradeGuard {
         let unknown: Vec<&str> = columns
             .iter()
             .map(String::as_str)
-            .filter(|c| !V5_COLUMNS.contains(c))
+            // SQLite's column names are case-insensitive.
+            .filter(|c| !V5_COLUMNS.iter().any(|k| k.eq_ignore_ascii_case(c)))
             .collect();
         if !unknown.is_empty() {
             return Err(GuardError::Refused(format!(

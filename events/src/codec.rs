@@ -323,8 +323,12 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
     // Every blob an event references must come with the export (matching its address) or
     // already be in the log: a cast imported without its texts could never be verified, and
     // importing it again would be refused as a cast that exists.
-    let carried: std::collections::HashMap<&Digest, &Vec<u8>> =
-        export.blobs.iter().map(|(h, b)| (h, b)).collect();
+    // Each carried blob, and whether its content matches its address (hashed once).
+    let carried: std::collections::HashMap<&Digest, bool> = export
+        .blobs
+        .iter()
+        .map(|(hash, bytes)| (hash, blob_hash(bytes) == *hash))
+        .collect();
     let tampered = |seq: Seq, message: String| CodecError::Tampered {
         cast: export.head.cast.clone(),
         seq,
@@ -334,13 +338,13 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
         let Ok(event) = record.event() else { continue };
         for hash in event.blob_refs() {
             match carried.get(&hash) {
-                Some(bytes) if blob_hash(bytes) != hash => {
+                Some(false) => {
                     return Err(tampered(
                         record.seq,
                         format!("blob {hash} does not match its content"),
                     ));
                 }
-                Some(_) => {}
+                Some(true) => {}
                 None if log.get_blob(&hash)?.is_some() => {}
                 None => {
                     return Err(tampered(
@@ -353,13 +357,11 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
             }
         }
     }
-    for (hash, bytes) in &export.blobs {
-        if blob_hash(bytes) != *hash {
-            return Err(CodecError::Malformed {
-                line: 0,
-                message: format!("blob {hash} does not match its content (no event references it)"),
-            });
-        }
+    if let Some((hash, _)) = export.blobs.iter().find(|(hash, _)| !carried[hash]) {
+        return Err(CodecError::Malformed {
+            line: 0,
+            message: format!("blob {hash} does not match its content (no event references it)"),
+        });
     }
     // Refuse what the log would refuse before storing any blob, so a refused import leaves
     // nothing behind.

@@ -28,12 +28,18 @@ struct Report {
 
 /// The problem a row no read of its cast sees where its fields put it is.
 fn misplaced(row: MisplacedEvent) -> Problem {
+    let under = match row.place {
+        Place::InPlace {
+            range_key: Some(key),
+        } => key.to_string(),
+        _ => row.key.clone(),
+    };
     let cast = row
         .cast
-        .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{}", row.under)));
+        .unwrap_or_else(|| castlog_core::id::CastId::new(format!("#{under}")));
     let seq = row.seq.unwrap_or(Seq(0));
     let (kind, message) = match row.place {
-        Place::InPlace => (
+        Place::InPlace { .. } => (
             ProblemKind::Misplaced,
             format!(
                 "the row read as seq {seq} names cast key {} and seq {}: it was changed in place",

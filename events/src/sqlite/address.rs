@@ -99,12 +99,10 @@ impl UpgradeGuard {
 pub struct MisplacedEvent {
     /// The cast it is reported under, if the `casts` table lists it: for a row changed in
     /// place, the cast whose range holds it; for a row kept apart, the cast its key names.
+    /// Otherwise it is reported under that range's key or its own.
     pub cast: Option<CastId>,
     /// The cast key its row names, as stored (SQL literal syntax).
     pub key: String,
-    /// The cast key to report it under when `cast` is None: the key of the id range holding a
-    /// row changed in place, the key a kept-apart row names.
-    pub under: String,
     /// The seq it is reported at: where a changed row is read, or the seq a kept-apart row
     /// names when that seq has an address.
     pub seq: Option<Seq>,
@@ -119,7 +117,10 @@ pub struct MisplacedEvent {
 pub enum Place {
     /// In the events table at an address its cast key or seq column disagrees with: the row
     /// was changed in place.
-    InPlace,
+    InPlace {
+        /// The key of the id range holding it (None for an id no range has).
+        range_key: Option<i64>,
+    },
     /// In `events_apart`, kept by the schema v6 upgrade.
     Apart {
         /// Its row id before the upgrade.
@@ -196,8 +197,7 @@ impl SqliteLog {
             let mut out = Vec::new();
             let mut changed = conn
                 .prepare_cached(&format!(
-                    "SELECT e.id, c.cast_id, quote(e.cast_id), quote(e.seq),
-                            CASE WHEN e.id > 0 THEN e.id >> 32 ELSE quote(e.cast_id) END
+                    "SELECT e.id, c.cast_id, quote(e.cast_id), quote(e.seq)
                      FROM events e LEFT JOIN casts c ON e.id > 0 AND c.id = e.id >> 32
                      WHERE e.id BETWEEN ?1 AND ?2 AND e.id IS NOT ({}) ORDER BY e.id",
                     address_of("e")
@@ -210,14 +210,11 @@ impl SqliteLog {
                         Ok(MisplacedEvent {
                             cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
                             key: r.get(2)?,
-                            under: r.get::<_, rusqlite::types::Value>(4).map(|v| match v {
-                                rusqlite::types::Value::Integer(k) => k.to_string(),
-                                rusqlite::types::Value::Text(t) => t,
-                                _ => "?".to_owned(),
-                            })?,
                             seq: (id > 0).then_some(Seq((id & MAX_SEQ as i64) as u64)),
                             seq_shown: r.get(3)?,
-                            place: Place::InPlace,
+                            place: Place::InPlace {
+                                range_key: (id > 0).then_some(id >> 32),
+                            },
                         })
                     })
                     .map_err(failed)?;
@@ -252,11 +249,9 @@ impl SqliteLog {
             let rows = apart
                 .query_map([], |r| {
                     let address: Option<i64> = r.get(4)?;
-                    let key: String = r.get(2)?;
                     Ok(MisplacedEvent {
                         cast: r.get::<_, Option<String>>(1)?.map(CastId::new),
-                        under: key.clone(),
-                        key,
+                        key: r.get(2)?,
                         seq: address.map(|a| Seq((a & MAX_SEQ as i64) as u64)),
                         seq_shown: r.get(3)?,
                         place: Place::Apart {

@@ -384,13 +384,13 @@ fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
             // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
             // file is damaged. Anything else (a full disk, a lock) is not.
             let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
-            match map_err("", &e) {
-                LogError::Corrupt { .. } => damaged(without_sql(&e)),
-                _ if refused => damaged(without_sql(&e)),
-                _ => open_err(format!(
+            if is_damage(&e) || refused {
+                damaged(without_sql(&e))
+            } else {
+                open_err(format!(
                     "applying schema version {next}: {}",
                     without_sql(&e)
-                )),
+                ))
             }
         };
         let stopped = |e: address::GuardError| match e {
@@ -426,8 +426,20 @@ fn without_sql(err: &rusqlite::Error) -> String {
 /// (text where a digest belongs, bytes that are not UTF-8, ...), or a table castlog created
 /// being gone.
 pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
+    if is_damage(err) {
+        LogError::Corrupt {
+            context: context.to_owned(),
+            message: err.to_string(),
+        }
+    } else {
+        LogError::storage(context, err)
+    }
+}
+
+/// Whether `err` says the file is damaged (see [`map_err`]).
+fn is_damage(err: &rusqlite::Error) -> bool {
     use rusqlite::Error as E;
-    let damaged = match err {
+    let wrong_value_or_table = match err {
         E::InvalidColumnType(..)
         | E::FromSqlConversionFailure(..)
         | E::IntegralValueOutOfRange(..)
@@ -436,18 +448,12 @@ pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
             message.starts_with("no such table") || message.starts_with("no such column")
         }
         _ => false,
-    } || matches!(
-        err.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-    );
-    if damaged {
-        LogError::Corrupt {
-            context: context.to_owned(),
-            message: err.to_string(),
-        }
-    } else {
-        LogError::storage(context, err)
-    }
+    };
+    wrong_value_or_table
+        || matches!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
 }
 
 /// A stored digest column, which must be exactly 32 bytes.

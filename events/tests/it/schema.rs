@@ -354,7 +354,7 @@ fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
             Place::Apart { old_row, shadowed } => {
                 (old_row, m.seq.map(Seq::get), m.key, m.seq_shown, shadowed)
             }
-            Place::InPlace => panic!("nothing was changed in place: {m:?}"),
+            Place::InPlace { .. } => panic!("nothing was changed in place: {m:?}"),
         })
         .collect();
     let row = |old: i64, seq: Option<u64>, key: &str, shown: &str, shadowed: bool| {

@@ -157,13 +157,7 @@ pub fn resolve_boundary(
     cast: &CastId,
     at: &str,
 ) -> Result<Seq, DriveError> {
-    let seq = resolve_at(log, cast, at)?;
-    if seq_number(at).is_some() || at.contains(':') {
-        return Ok(seq);
-    }
-    let len = log.head(cast)?.map_or(0, |h| h.seq.get());
-    let what = format!("waypoint {at:?} names {seq}, but ");
-    boundary(&decision_ends(log, cast)?, cast, seq, len, &what)
+    resolve(log, cast, at, true)
 }
 
 /// Resolves `--at`: a seq, `SOCKET:VISIT` (the end of the decision that started that visit), or
@@ -172,6 +166,16 @@ pub fn resolve_at(
     log: &(impl EventLog + ?Sized),
     cast: &CastId,
     at: &str,
+) -> Result<Seq, DriveError> {
+    resolve(log, cast, at, false)
+}
+
+/// [`resolve_at`]; with `waypoint_on_boundary`, a waypoint must name a decision boundary too.
+fn resolve(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    at: &str,
+    waypoint_on_boundary: bool,
 ) -> Result<Seq, DriveError> {
     let own = log.read(cast, Seq::FIRST, None)?;
     if own.is_empty() {
@@ -214,11 +218,16 @@ pub fn resolve_at(
         Ok(Event::WaypointMarked(w)) if w.name == at => Some(w.at),
         _ => None,
     });
-    marked.ok_or_else(|| {
+    let seq = marked.ok_or_else(|| {
         bad(format!(
             "{at:?} is not a seq, SOCKET:VISIT or a waypoint of cast {cast} (see `castlog show {cast}`)"
         ))
-    })
+    })?;
+    if !waypoint_on_boundary {
+        return Ok(seq);
+    }
+    let what = format!("waypoint {at:?} names {seq}, but ");
+    boundary(&ends, cast, seq, own.len() as u64, &what)
 }
 
 /// What a recast changes.

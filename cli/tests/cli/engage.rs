@@ -24,9 +24,17 @@ pub fn roles() -> Vec<String> {
     ]
 }
 
-/// Runs `engage` with the fixture's roles; a role flag in `extra` (`--drafter SPEC`) replaces
-/// the fixture's, every other flag is passed on.
+/// Runs `engage --json` with the fixture's roles; see [`engage_args`].
 pub fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
+    let mut args = engage_args(input, extra);
+    args.push("--json".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    sandbox.run(&refs)
+}
+
+/// The arguments of `engage` with the fixture's roles: a role flag in `extra` (`--drafter
+/// SPEC`) replaces the fixture's, every other flag is passed on.
+fn engage_args(input: &str, extra: &[&str]) -> Vec<String> {
     let mut roles = roles();
     let mut rest: Vec<String> = Vec::new();
     let mut flags = extra.iter();
@@ -43,9 +51,7 @@ pub fn engage(sandbox: &Sandbox, input: &str, extra: &[&str]) -> Run {
     let mut args: Vec<String> = vec!["engage".into(), input.into()];
     args.extend(roles);
     args.extend(rest);
-    args.push("--json".into());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    sandbox.run(&refs)
+    args
 }
 
 fn group(report: &Value, stage: &str, reason: &str) -> u64 {
@@ -599,10 +605,10 @@ fn a_skip_after_live_sources_says_they_were_confirmed() {
         "strict.sh",
         "cat >/dev/null\necho '{\"asserts\": true, \"presupposes\": false, \"reason\": \"invented\"}'\n",
     );
-    let mut args: Vec<String> = vec!["engage".into(), fixture("engage/input.json")];
-    args.extend(roles());
-    let at = args.iter().position(|a| a == "--judge").unwrap();
-    args[at + 1] = format!("cmd:sh {judge}");
+    let args = engage_args(
+        &fixture("engage/input.json"),
+        &["--judge", &format!("cmd:sh {judge}")],
+    );
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = sandbox.run(&refs);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -35,7 +35,7 @@ pub mod record;
 pub mod sqlite;
 pub mod verify;
 
-pub use log::{CastHead, EventLog, ForkPoint, LogError, Snapshot};
+pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use record::{Pending, Recorded};
 pub use sqlite::{Durability, SqliteLog};

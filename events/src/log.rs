@@ -177,6 +177,38 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
 
 /// An append-only store of per-cast hash chains and content-addressed blobs.
 ///
+/// An append [begun](EventLog::begin_append_with_blobs): committed, and durable once
+/// [`Appending::wait`] returns `Ok`.
+#[must_use = "an append is known to be durable only once `wait` returns Ok"]
+pub struct Appending<'a>(Option<Box<dyn FnOnce() -> Result<(), LogError> + 'a>>);
+
+impl<'a> Appending<'a> {
+    /// An append that is durable already.
+    pub fn durable() -> Self {
+        Self(None)
+    }
+
+    /// An append whose durability `wait` waits for.
+    pub fn waiting(wait: impl FnOnce() -> Result<(), LogError> + 'a) -> Self {
+        Self(Some(Box::new(wait)))
+    }
+
+    /// Waits until the append is durable (as the log's durability says).
+    pub fn wait(self) -> Result<(), LogError> {
+        self.0.map_or(Ok(()), |wait| wait())
+    }
+}
+
+impl std::fmt::Debug for Appending<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Appending"
+        } else {
+            "Appending(durable)"
+        })
+    }
+}
+
 /// Invariants every implementation keeps:
 /// - a cast's seqs are 1, 2, 3, ... with no gaps; an append names the seq it expects to write
 ///   first and fails with [`LogError::Conflict`] if the log is elsewhere, writing nothing;
@@ -242,6 +274,26 @@ pub trait EventLog: Send + Sync {
             return Ok(Vec::new());
         }
         self.append(cast, expected, events)
+    }
+
+    /// [`append_with_blobs`](Self::append_with_blobs), returning once the append is committed
+    /// (atomic, conflict-checked, visible to readers) but possibly before it is durable: the
+    /// SQLite log with `Durability::Full` commits it without an fsync of its own and a syncer
+    /// thread fsyncs the WAL, one fsync for every commit made meanwhile, while the caller goes
+    /// on; [`Appending::wait`] returns once an fsync covers it. Nothing may act outside the
+    /// process on these events (send their prompt to a model, run a utility, post) before
+    /// `wait` has returned `Ok`. A crash of the process loses nothing committed; a power cut
+    /// may lose commits not yet waited for (and, with them, every later one). The default
+    /// appends durably at once.
+    fn begin_append_with_blobs(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+    ) -> Result<Appending<'_>, LogError> {
+        self.append_with_blobs(cast, expected, blobs, events)?;
+        Ok(Appending::durable())
     }
 
     /// Fetches a blob.

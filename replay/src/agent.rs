@@ -71,6 +71,14 @@ pub trait Agent {
     fn origin(&self) -> Option<String> {
         None
     }
+
+    /// True when a turn has no effect outside this process (a script, a recording, a function
+    /// of the prompt): the driver may then ask it while the dispatch of the prompt is still
+    /// being committed, and records its answer only after (see [`crate::driver::Driver::drive`]).
+    /// False (the default) for anything that reaches a model, a program or the network.
+    fn local(&self) -> bool {
+        false
+    }
 }
 
 /// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
@@ -253,6 +261,10 @@ impl Agent for ScriptedAgent {
 
     fn origin(&self) -> Option<String> {
         Some("script".into())
+    }
+
+    fn local(&self) -> bool {
+        true
     }
 }
 

@@ -19,7 +19,7 @@ use castlog_core::machine::decide::{self, Rejection};
 use castlog_core::machine::{CastState, Phase, Status};
 use castlog_core::prompt::Message;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, LogError, Pending, Recorded};
+use castlog_events::{Appending, EventLog, LogError, Pending, Recorded};
 
 use crate::agent::{Agent, AgentTurn, TurnRequest};
 use crate::utility;
@@ -29,6 +29,10 @@ mod snapshot;
 
 use snapshot::restored;
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
+
+/// Steps a driver lets be committed and not yet durable while it works out the next (see
+/// [`Driver::drive`]).
+pub const STEPS_IN_FLIGHT: usize = 2;
 
 /// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
 pub const TRANSIENT_LIMIT: u32 = 3;
@@ -115,6 +119,14 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     sender: Option<Box<dyn crate::sender::Sender + 'a>>,
     /// The messages of the prompt this driver dispatched last, with their hash.
     last_prompt: Option<(castlog_core::id::Digest, Vec<Message>)>,
+    /// Steps committed and not yet known durable, oldest first (see [`Driver::drive`]).
+    in_flight: std::collections::VecDeque<InFlight<'a>>,
+}
+
+/// A committed step waiting for its fsync, and its events (told to the observer once durable).
+struct InFlight<'a> {
+    appending: Appending<'a>,
+    events: Vec<Event>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -355,6 +367,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             interrupt: None,
             sender: None,
             last_prompt: None,
+            in_flight: Default::default(),
         }
     }
 
@@ -427,8 +440,37 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         Ok(())
     }
 
-    /// Decides and records one input.
+    /// Decides and records one input; it is durable when this returns.
     pub fn apply(&mut self, input: &Input) -> Result<(), DriveError> {
+        self.record(input, false)?;
+        self.settle(0)
+    }
+
+    /// Waits until no more than `keep` steps are committed and not yet durable, telling the
+    /// observer about the events of each step that is.
+    fn settle(&mut self, keep: usize) -> Result<(), DriveError> {
+        while self.in_flight.len() > keep {
+            let Some(step) = self.in_flight.pop_front() else {
+                break;
+            };
+            step.appending.wait()?;
+            self.recorded(&step.events);
+        }
+        Ok(())
+    }
+
+    fn recorded(&mut self, events: &[Event]) {
+        for event in events {
+            tracing::debug!(kind = event.kind(), "recorded");
+            if let Some(observer) = self.observer.as_mut() {
+                observer(Notice::Recorded(event));
+            }
+        }
+    }
+
+    /// Decides `input` and commits the events; `begin` lets the commit be durable later
+    /// ([`EventLog::begin_append_with_blobs`]), when the driver next settles.
+    fn record(&mut self, input: &Input, begin: bool) -> Result<(), DriveError> {
         let env = Env::from_clock(self.clock, blob_hash);
         let cast = self.state.cast.clone();
         let expected = self.state.head.next();
@@ -452,20 +494,38 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             blobs.extend(due.blobs);
             prompt = due.prompt.or(prompt);
         }
-        let recorded = self.append(&cast, expected, &events, &blobs, env.now_ms)?;
+        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
+        // A step that takes a snapshot is appended durably: the snapshot is of the state right
+        // after it, and names its last hash.
+        let last = expected.get() + events.len() as u64;
+        let snapshot_due = !events.is_empty()
+            && (last - 1) / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
+        let begin = begin && !snapshot_due;
+        // At most `STEPS_IN_FLIGHT` steps wait for their fsync, this one included; a step
+        // appended durably waits for every one before it.
+        self.settle(if begin { STEPS_IN_FLIGHT - 1 } else { 0 })?;
+        let recorded = if begin {
+            let appending = self
+                .log
+                .begin_append_with_blobs(&cast, expected, &blobs, &pending)?;
+            self.in_flight.push_back(InFlight {
+                appending,
+                events: Vec::new(),
+            });
+            Vec::new()
+        } else {
+            self.log
+                .append_with_blobs(&cast, expected, &blobs, &pending)?
+        };
         if prompt.is_some() {
             self.last_prompt = prompt;
         }
-        for event in &events {
-            self.answers_used += answers_in(event);
-            tracing::debug!(kind = event.kind(), "recorded");
-            if let Some(observer) = self.observer.as_mut() {
-                observer(Notice::Recorded(event));
-            }
+        self.answers_used += events.iter().map(answers_in).sum::<usize>();
+        match self.in_flight.back_mut() {
+            Some(step) if begin => step.events = events,
+            _ => self.recorded(&events),
         }
-        if let Some(last) = recorded.last()
-            && last.seq.get() / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY
-        {
+        if snapshot_due && let Some(last) = recorded.last() {
             self.keep_snapshot(last.seq, last.hash);
         }
         Ok(())
@@ -493,6 +553,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         {
             return Ok(messages);
         }
+        // What is read back must be durable first (only this driver's steps are not yet).
+        self.settle(0)?;
         let placements = self
             .state
             .current
@@ -505,9 +567,27 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             .map_err(|e| DriveError::Agent(format!("the prompt of {}: {e}", self.state.cast)))
     }
 
-    /// Drives the cast until it stops or waits for something the agent cannot give.
+    /// Drives the cast until it stops or waits for something the agent cannot give; everything
+    /// it recorded is durable when it returns.
+    ///
+    /// Every step is its own commit, and no prompt, utility or post runs before the events that
+    /// ask for it are durable. With a [local](Agent::local) agent (a script, a recording), whose
+    /// turn has no effect outside the process, the driver does not wait for each fsync: it asks
+    /// the agent and commits the next step while the syncer makes the last one durable
+    /// ([`EventLog::begin_append_with_blobs`]), with at most [`STEPS_IN_FLIGHT`] steps waiting
+    /// for their fsync. A crash of the process loses none of them; a power cut may lose those
+    /// last steps, which `resume` asks the same agent again.
     pub fn drive(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
         let _cast = tracing::info_span!("cast", cast = %self.state.cast).entered();
+        let stop = self.drive_steps(agent);
+        let settled = self.settle(0);
+        let stop = stop?;
+        settled?;
+        Ok(stop)
+    }
+
+    fn drive_steps(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
+        let local = agent.local();
         loop {
             if self.state.status.is_stopped() {
                 let message = self.state.failure.as_ref().map(|f| f.reason.clone());
@@ -547,6 +627,16 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     )),
                 });
             }
+            // Only a local agent's turn and a due dispatch (a decision) run before the steps in
+            // flight are durable.
+            let effect_free = match current.phase {
+                Phase::AwaitingDispatch => true,
+                Phase::AwaitingReply | Phase::AwaitingRefinement => local,
+                _ => false,
+            };
+            if !effect_free {
+                self.settle(0)?;
+            }
             let _step = tracing::info_span!(
                 "step",
                 socket = %current.socket,
@@ -561,7 +651,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                             "a dispatch is awaited but none is scheduled".into(),
                         ));
                     };
-                    self.apply(&Input::DispatchDue { key })?;
+                    self.record(&Input::DispatchDue { key }, local)?;
                 }
                 Phase::RunningUtility => {
                     let Some(SocketKind::Utility(spec)) =
@@ -574,13 +664,17 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     self.wait_notice();
                     let input = utility::input(&self.state, &self.cwd);
                     let done = utility::run(&spec, &input, &self.cwd);
-                    self.apply(&Input::UtilityFinished {
-                        code: done.code,
-                        timed_out: done.timed_out,
-                        stdout: done.stdout,
-                        stderr: done.stderr,
-                        truncated: done.truncated,
-                    })?;
+                    self.record(
+                        &Input::UtilityFinished {
+                            code: done.code,
+                            timed_out: done.timed_out,
+                            stdout: done.stdout,
+                            stderr: done.stderr,
+                            truncated: done.truncated,
+                        },
+                        // A program's output cannot be asked again: durable at once.
+                        false,
+                    )?;
                 }
                 Phase::AwaitingReply => {
                     if current.interrupted {
@@ -615,10 +709,10 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     });
                     match turn {
                         AgentTurn::Reply { text, usage } => {
-                            self.apply(&Input::AgentReplied { text, usage })?
+                            self.record(&Input::AgentReplied { text, usage }, local)?
                         }
                         AgentTurn::Failed { class, message } => {
-                            self.apply(&Input::AgentFailed { class, message })?;
+                            self.record(&Input::AgentFailed { class, message }, local)?;
                             if class == FailureClass::Interruption {
                                 continue;
                             }
@@ -640,7 +734,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 }
                 Phase::AwaitingRefinement => {
                     if let Some(input) = self.queued.pop_front() {
-                        self.apply(&input)?;
+                        self.record(&input, local)?;
                         continue;
                     }
                     let turn = agent.turn(&TurnRequest {
@@ -652,9 +746,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     let origin = agent.origin();
                     match turn {
                         AgentTurn::Refine(text) => {
-                            self.apply(&Input::UserRefined { text, origin })?
+                            self.record(&Input::UserRefined { text, origin }, local)?
                         }
-                        AgentTurn::Continue => self.apply(&Input::Continue { origin })?,
+                        AgentTurn::Continue => self.record(&Input::Continue { origin }, local)?,
                         AgentTurn::Exhausted(_) => {
                             return Ok(Stop {
                                 status: Status::AwaitingRefinement,

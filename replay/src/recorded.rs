@@ -335,4 +335,8 @@ impl Agent for RecordedAgent {
             Origin::Fallback => self.fallback.as_ref().and_then(|f| f.origin()),
         }
     }
+
+    fn local(&self) -> bool {
+        self.fallback.as_ref().is_none_or(|f| f.local())
+    }
 }

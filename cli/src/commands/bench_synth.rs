@@ -363,6 +363,11 @@ impl Agent for SynthAgent {
         };
         AgentTurn::Reply { text, usage: None }
     }
+
+    /// A function of the prompt, like a script: asked while the step before is committed.
+    fn local(&self) -> bool {
+        true
+    }
 }
 
 fn check(args: &BenchSynthArgs) -> Result<(), CliError> {

@@ -28,6 +28,8 @@
 
 mod address;
 mod blobs;
+mod syncer;
+mod wal;
 mod writer;
 
 use address::event_row_id;
@@ -42,7 +44,7 @@ use std::time::{Duration, Instant};
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::log::{CastHead, EventLog, ForkPoint, LogError, Snapshot};
+use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 use crate::record::{Pending, Recorded};
 use writer::Command;
 
@@ -127,9 +129,14 @@ impl SqliteLog {
             migrate(&mut writer_conn, &shown)?;
         }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
+        let syncer = (durability == Durability::Full).then(|| {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            syncer::Syncer::new(wal.into())
+        });
         Ok(Self {
             path,
-            writer: writer::Writer::new(writer_conn),
+            writer: writer::Writer::new(writer_conn, syncer),
             readers: Mutex::new(vec![reader]),
             durability,
         })
@@ -186,27 +193,6 @@ impl SqliteLog {
 pub type StoredCheckpoint = Snapshot;
 
 impl SqliteLog {
-    /// Prepares for a run of many commits (a cast being driven): with an fsync per commit,
-    /// a WAL file shorter than its working size is grown to it once (about 4 MB, 10–20 ms),
-    /// since SQLite removes the WAL when the last connection closes and every process would
-    /// otherwise start by growing it again. Nothing is written to the database.
-    pub fn prepare_for_steps(&self) {
-        if self.durability != Durability::Full {
-            return;
-        }
-        let mut wal = self.path.as_os_str().to_owned();
-        wal.push("-wal");
-        let grown = std::fs::metadata(&wal).is_ok_and(|m| m.len() >= WAL_PREGROW_BYTES);
-        if grown {
-            return;
-        }
-        if let Ok(conn) = Connection::open(&self.path)
-            && conn.busy_timeout(BUSY_TIMEOUT).is_ok()
-        {
-            grow_wal(&conn, Path::new(&wal));
-        }
-    }
-
     /// The checkpoint of projection `name` for `cast`, if one is stored and readable.
     pub fn checkpoint(
         &self,
@@ -243,9 +229,10 @@ impl Drop for SqliteLog {
     fn drop(&mut self) {
         // Readers close first, so the writer's connection is the last one: SQLite then
         // checkpoints the WAL into the main file and removes it.
-        // Every acknowledged write is committed already; the writer's connection closes when
-        // the fields are dropped, after this.
+        // Every acknowledged write is committed already (a begun one is synced before the
+        // syncer stops); the writer's connection closes when the fields are dropped, after this.
         self.pool().clear();
+        self.writer.close();
     }
 }
 
@@ -550,8 +537,34 @@ impl EventLog for SqliteLog {
             expected,
             blobs: blobs.to_vec(),
             events: events.to_vec(),
+            deferred: false,
             reply,
         })
+    }
+
+    fn begin_append_with_blobs(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+    ) -> Result<Appending<'_>, LogError> {
+        let Some(syncer) = self.writer.syncer() else {
+            self.append_with_blobs(cast, expected, blobs, events)?;
+            return Ok(Appending::durable());
+        };
+        self.send(|reply| Command::AppendWithBlobs {
+            cast: cast.clone(),
+            expected,
+            blobs: blobs.to_vec(),
+            events: events.to_vec(),
+            deferred: true,
+            reply,
+        })?;
+        // The count now is at least this commit's number (a later commit may be counted
+        // already: waiting for it as well waits longer, never too little).
+        let commit = self.writer.commits();
+        Ok(Appending::waiting(move || syncer.wait(commit)))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {
@@ -623,39 +636,6 @@ fn checkpoint_row(
         })
     }))
 }
-
-/// Grows the WAL file to its working size: a transaction writes [`WAL_PREGROW_PAGES`] pages
-/// with a tiny page cache (so SQLite spills them into the WAL) and is rolled back, which leaves
-/// the file that long and the database untouched, and the file is synced. Commits then
-/// overwrite allocated blocks instead of growing the file, whose fsync would also have to
-/// write its new size (measured on ext4: about a third less time per step for the first
-/// thousand pages). Best effort: any failure leaves a working log.
-fn grow_wal(conn: &Connection, wal: &Path) {
-    let grow = || -> rusqlite::Result<()> {
-        conn.execute_batch(
-            "PRAGMA cache_size = 8; BEGIN IMMEDIATE; CREATE TABLE castlog_wal_pregrow (b BLOB);",
-        )?;
-        let page = vec![0u8; 4000];
-        let mut insert = conn.prepare("INSERT INTO castlog_wal_pregrow (b) VALUES (?1)")?;
-        for _ in 0..WAL_PREGROW_PAGES {
-            insert.execute([&page])?;
-        }
-        Ok(())
-    };
-    let _ = grow();
-    // The connection is dropped after this, so its tiny page cache is not restored.
-    let _ = conn.execute_batch("ROLLBACK");
-    // The spilled pages are written once now, not by the first commit's fsync.
-    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(wal) {
-        let _ = file.sync_all();
-    }
-}
-
-/// Pages the WAL is grown to (SQLite checkpoints it at 1,000 pages by default).
-const WAL_PREGROW_PAGES: usize = 1000;
-
-/// The WAL length below which [`SqliteLog::prepare_for_steps`] grows it (most of the above).
-const WAL_PREGROW_BYTES: u64 = 3_000_000;
 
 fn snapshot_name(seq: Seq) -> String {
     format!("state@{:020}", seq.get())

@@ -9,11 +9,15 @@
 //! reply and looks again whether the writer is free. This is group commit: appends queued while
 //! a leader waits for its fsync are committed together by the next leader, with one fsync. A
 //! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
+//!
+//! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is
+//! committed with `synchronous=NORMAL` and handed to the [`Syncer`] for its fsync; every other
+//! group with the log's own setting. The appender is answered once the group is committed.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -22,6 +26,7 @@ use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::blobs::BlobStore;
+use crate::sqlite::syncer::Syncer;
 use crate::sqlite::{digest_from_sql, map_err};
 
 /// How long an appender waits for its answer before it looks whether the writer is free.
@@ -45,6 +50,8 @@ pub(crate) enum Command {
         expected: Seq,
         blobs: Vec<Vec<u8>>,
         events: Vec<Pending>,
+        /// Committed without its own fsync, made durable by the syncer.
+        deferred: bool,
         reply: Reply<Vec<Recorded>>,
     },
     Fork {
@@ -112,8 +119,10 @@ pub(crate) struct Writer {
     leader: Mutex<Leader>,
     /// Commands queued and not yet taken by a leader.
     queue: Mutex<Vec<Command>>,
-    /// Transactions committed.
+    /// Transactions committed (the number of the last one).
     commits: AtomicU64,
+    /// Fsyncs deferred commits; `None` unless the log's durability is `Full`.
+    syncer: Option<Arc<Syncer>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -125,17 +134,34 @@ impl std::fmt::Debug for Writer {
 struct Leader {
     conn: Connection,
     blobs: BlobStore,
+    /// The connection is at `synchronous=NORMAL` for deferred groups.
+    deferring: bool,
 }
 
 impl Writer {
-    pub(crate) fn new(conn: Connection) -> Self {
+    /// The writer of `conn`; `syncer` given when the durability is `Full`.
+    pub(crate) fn new(conn: Connection, syncer: Option<Syncer>) -> Self {
         Self {
             leader: Mutex::new(Leader {
                 conn,
                 blobs: BlobStore::default(),
+                deferring: false,
             }),
             queue: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            syncer: syncer.map(Arc::new),
+        }
+    }
+
+    /// The syncer, when commits can be deferred.
+    pub(crate) fn syncer(&self) -> Option<&Syncer> {
+        self.syncer.as_deref()
+    }
+
+    /// Stops the syncer thread once it has synced what was asked.
+    pub(crate) fn close(&self) {
+        if let Some(syncer) = &self.syncer {
+            syncer.stop();
         }
     }
 
@@ -191,13 +217,39 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let Leader { conn, blobs } = &mut *leader;
+        let deferred = self.syncer.is_some()
+            && group
+                .iter()
+                .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
+        let Leader {
+            conn,
+            blobs,
+            deferring,
+        } = &mut *leader;
+        if deferred != *deferring {
+            let mode = if deferred { "NORMAL" } else { "FULL" };
+            if let Err(err) = conn.execute_batch(&format!("PRAGMA synchronous = {mode}")) {
+                let err = map_err("setting the durability of a commit", &err);
+                for command in group {
+                    refuse(command, &err).send();
+                }
+                return;
+            }
+            *deferring = deferred;
+        }
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, blobs, group)));
         match ran {
             Ok(results) => {
                 // A failed commit turns every result into an error, so any success was committed.
                 if results.iter().any(Done::is_ok) {
-                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+                    if let Some(syncer) = &self.syncer {
+                        if deferred {
+                            syncer.request(number);
+                        } else {
+                            syncer.covered(number);
+                        }
+                    }
                 }
                 for done in results {
                     done.send();
@@ -320,6 +372,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             expected,
             blobs,
             events,
+            deferred: _,
             reply,
         } => {
             let stored = blobs.iter().try_for_each(|b| store.put(conn, b).map(drop));
@@ -625,7 +678,7 @@ mod tests {
         let path = dir.path().join("castlog.db");
         drop(crate::SqliteLog::open(&path).unwrap());
         let conn = Connection::open(&path).unwrap();
-        let writer = Writer::new(conn);
+        let writer = Writer::new(conn, None);
         let mut answers = Vec::new();
         for k in 0..5u64 {
             let (reply, answer) = mpsc::channel();

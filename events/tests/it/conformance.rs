@@ -331,3 +331,39 @@ fn verify_finds_no_problem_in_an_intact_log(
         assert_eq!(verified.events, head.seq.get());
     }
 }
+
+/// A begun append is committed when begin returns (readers see it, the head moved, a conflict
+/// is refused there and then); waiting makes it durable and changes nothing.
+#[rstest]
+fn a_begun_append_is_committed_at_once_and_durable_once_waited_for(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let cast = sample::cast("c");
+    let body = sample::text(3, 9_000);
+    let first = log
+        .begin_append_with_blobs(
+            &cast,
+            Seq::FIRST,
+            std::slice::from_ref(&body),
+            &sample::batch(0, 2),
+        )
+        .unwrap();
+    // Committed: read back before any wait, blob included.
+    assert_eq!(log.head(&cast).unwrap().unwrap().seq, Seq(2));
+    assert_eq!(log.get_blob(&blob_hash(&body)).unwrap(), Some(body.clone()));
+    let second = log
+        .begin_append_with_blobs(&cast, Seq(3), &[], &sample::batch(2, 3))
+        .unwrap();
+    let refused = log.begin_append_with_blobs(&cast, Seq(3), &[], &sample::batch(5, 1));
+    assert!(
+        matches!(refused, Err(LogError::Conflict { .. })),
+        "{refused:?}"
+    );
+    // Waited for out of order: each is durable once covered.
+    second.wait().unwrap();
+    first.wait().unwrap();
+    let events = log.read(&cast, Seq::FIRST, None).unwrap();
+    assert_eq!(seqs(&events), (1..=5).collect::<Vec<u64>>());
+    assert_chain(&events, Digest::ZERO);
+}

@@ -653,3 +653,51 @@ fn preparing_for_steps_grows_the_wal_and_writes_nothing() {
         "normal durability: no growth"
     );
 }
+
+/// With full durability a begun append is committed without its own fsync and made durable
+/// by the syncer: every step is still its own commit, all of them are there for the next
+/// opener, and a later append with its own fsync covers what was begun before it.
+#[test]
+fn begun_appends_with_full_durability_are_commits_the_syncer_makes_durable() {
+    let (_dir, path) = scratch();
+    let cast = sample::cast("piped");
+    {
+        let log = SqliteLog::open_with(&path, castlog_events::Durability::Full).unwrap();
+        let before = log.commits();
+        let mut begun = Vec::new();
+        for i in 0..6u64 {
+            let body = sample::text(i, 5_000);
+            begun.push(
+                log.begin_append_with_blobs(
+                    &cast,
+                    Seq(1 + 2 * i),
+                    std::slice::from_ref(&body),
+                    &sample::batch(2 * i, 2),
+                )
+                .unwrap(),
+            );
+        }
+        assert_eq!(log.commits() - before, 6, "one commit per begun append");
+        for appending in begun.drain(..3) {
+            appending.wait().unwrap();
+        }
+        // An ordinary append (its own fsync) after three that were not waited for.
+        log.append(&cast, Seq(13), &sample::batch(12, 1)).unwrap();
+        for appending in begun {
+            appending.wait().unwrap();
+        }
+    }
+    let log = SqliteLog::open(&path).unwrap();
+    let events = log.read(&cast, Seq::FIRST, None).unwrap();
+    assert_eq!(events.len(), 13);
+    for i in 0..6u64 {
+        let body = sample::text(i, 5_000);
+        assert_eq!(
+            log.get_blob(&castlog_events::chain::blob_hash(&body))
+                .unwrap(),
+            Some(body)
+        );
+    }
+    let head = log.head(&cast).unwrap().unwrap();
+    assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
+}

@@ -2,7 +2,6 @@
 //! check before either claimed, so only the compare-and-set on the destination's ledger chain
 //! (`take_day`) can refuse the second. [`RivalLog`] plays the other run at exactly that moment.
 
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +10,7 @@ use castlog_core::event::{Event, PostClaimed};
 use castlog_core::id::{CastId, ClaimId, Digest, Seq};
 use castlog_core::input::SendOutcome;
 use castlog_core::machine::Status;
-use castlog_events::{CastHead, EventLog, ForkPoint, InMemoryLog, LogError, Pending, Recorded};
+use castlog_events::{EventLog, InMemoryLog, LogError, Pending, Recorded};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::ledger::{Taken, take_day};
 use castlog_replay::sender::{Outbound, Sender};
@@ -81,43 +80,7 @@ impl EventLog for RivalLog {
         self.inner.append(cast, expected, events)
     }
 
-    fn fork(
-        &self,
-        cast: &CastId,
-        from: &ForkPoint,
-        events: &[Pending],
-    ) -> Result<Vec<Recorded>, LogError> {
-        self.inner.fork(cast, from, events)
-    }
-
-    fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
-        self.inner.import(head, events)
-    }
-
-    fn scan(
-        &self,
-        cast: &CastId,
-        from: Seq,
-        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
-    ) -> Result<(), LogError> {
-        self.inner.scan(cast, from, visit)
-    }
-
-    fn casts(&self) -> Result<Vec<CastHead>, LogError> {
-        self.inner.casts()
-    }
-
-    fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
-        self.inner.head(cast)
-    }
-
-    fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {
-        self.inner.put_blob(bytes)
-    }
-
-    fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-        self.inner.get_blob(hash)
-    }
+    pass_to_inner!();
 }
 
 /// Asserts the ledger after a lost race: the rival holds the day (pending), and `cast`'s

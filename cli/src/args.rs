@@ -236,7 +236,7 @@ pub struct ImportArgs {
 /// Durability on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DurabilityArg {
-    /// fsync every commit: survives a power cut.
+    /// fsync every commit before anything acts on it: survives a power cut.
     Full,
     /// WAL synchronous=NORMAL: survives a process crash, not a power cut.
     Normal,
@@ -285,6 +285,12 @@ pub struct BenchSynthArgs {
     /// Commit durability.
     #[arg(long, value_enum, default_value = "full")]
     pub durability: DurabilityArg,
+    /// Ask the synthetic agent only once every step is durable, as the driver asks a live
+    /// model (and as LangGraph's durability `sync` persists a step before the next starts). By
+    /// default the agent, a function of the prompt like a script, is local: it is asked and
+    /// its answer committed while the last steps (at most two) wait for their fsync.
+    #[arg(long)]
+    pub no_pipeline: bool,
     /// Print one JSON document on stdout (the figures are JSON either way).
     #[arg(long)]
     pub json: bool,

@@ -51,6 +51,9 @@ struct SynthFigures {
     fork_steps: Option<u64>,
     peak_rss_mb: f64,
     durability: &'static str,
+    /// Whether the agent was asked while the last steps were being fsynced (`--no-pipeline`
+    /// turns it off).
+    pipelined: bool,
     /// Write transactions the run committed (one per step: the commit before each agent call).
     commits: u64,
     /// The median time of one fsync'd commit of a single small row in a scratch database
@@ -258,21 +261,24 @@ fn padded(head: &str, seed: &str, size: usize) -> String {
 
 /// The synthetic agent: every answer is a function of the prompt alone, so a fork driven from
 /// any point answers exactly as the first run did. It stamps the time of every call: a call
-/// marks the end of the previous step (its events are durable and the next prompt recorded).
+/// marks the end of the previous step (its events are committed and the next prompt recorded;
+/// pipelined, the last steps may still wait for their fsync).
 #[derive(Debug)]
 struct SynthAgent {
     items: u64,
     rework: u32,
     bytes: usize,
+    local: bool,
     stamps: Vec<Instant>,
 }
 
 impl SynthAgent {
-    fn new(items: u64, rework: u32, bytes: usize) -> Self {
+    fn new(args: &BenchSynthArgs) -> Self {
         Self {
-            items,
-            rework,
-            bytes,
+            items: args.items,
+            rework: args.rework,
+            bytes: args.output_bytes,
+            local: !args.no_pipeline,
             stamps: Vec::new(),
         }
     }
@@ -364,9 +370,10 @@ impl Agent for SynthAgent {
         AgentTurn::Reply { text, usage: None }
     }
 
-    /// A function of the prompt, like a script: asked while the step before is committed.
+    /// A function of the prompt, like a script: asked while the last steps are fsynced,
+    /// unless `--no-pipeline`.
     fn local(&self) -> bool {
-        true
+        self.local
     }
 }
 
@@ -385,10 +392,9 @@ fn run_synth(
     log: &SqliteLog,
     clock: &SystemClock,
     cwd: &Path,
-    items: u64,
-    rework: u32,
-    output_bytes: usize,
+    args: &BenchSynthArgs,
 ) -> Result<(CastId, SynthAgent, Instant, Instant), CliError> {
+    let (items, rework, output_bytes) = (args.items, args.rework, args.output_bytes);
     let config = load_config(&config_json(rework))
         .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
     let loadout = config
@@ -399,7 +405,7 @@ fn run_synth(
         "bench-synth-w{items}-r{rework}-s{output_bytes}-{}",
         now_nanos()
     ));
-    let mut agent = SynthAgent::new(items, rework, output_bytes);
+    let mut agent = SynthAgent::new(args);
     let started = started_event(
         cast.clone(),
         &loadout,
@@ -458,14 +464,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let commit_floor_ms = commit_floor_ms(&path, durability);
     let log = SqliteLog::open_with(&path, durability)?;
     log.prepare_for_steps();
-    let (cast, agent, t0, end) = run_synth(
-        &log,
-        &clock,
-        &cwd,
-        args.items,
-        args.rework,
-        args.output_bytes,
-    )?;
+    let (cast, agent, t0, end) = run_synth(&log, &clock, &cwd, args)?;
     let wall_s = end.duration_since(t0).as_secs_f64();
     let commits = log.commits();
     // A call marks the end of the step before it; the last step ends with the drive.
@@ -511,7 +510,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         loadout: None,
         keep: Vec::new(),
     };
-    let mut fork_agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
+    let mut fork_agent = SynthAgent::new(args);
     let timer = Instant::now();
     let mut child = recast(&log, &clock, &plan, &cwd)?;
     let fork_stop = child.drive(&mut fork_agent)?;
@@ -547,6 +546,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         fork_steps: Some(fork_steps),
         peak_rss_mb: peak_rss_mb(),
         durability: durability.as_str(),
+        pipelined: !args.no_pipeline,
         commits,
         commit_floor_ms,
     })
@@ -560,14 +560,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
     let clock = SystemClock;
     let log = SqliteLog::open_with(&path, durability(args.durability))?;
     log.prepare_for_steps();
-    let (cast, _, _, _) = run_synth(
-        &log,
-        &clock,
-        &cwd,
-        args.items,
-        args.rework,
-        args.output_bytes,
-    )?;
+    let (cast, _, _, _) = run_synth(&log, &clock, &cwd, args)?;
     let head = log
         .head(&cast)?
         .ok_or_else(|| CliError::internal("the synthetic cast vanished"))?;
@@ -603,7 +596,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         loadout: None,
         keep: Vec::new(),
     };
-    let mut fork_agent = SynthAgent::new(args.items, args.rework, args.output_bytes);
+    let mut fork_agent = SynthAgent::new(args);
     let mut forked = recast(&log, &clock, &plan, &cwd)?;
     forked.drive(&mut fork_agent)?;
     drop(forked);
@@ -634,7 +627,14 @@ mod tests {
 
     #[test]
     fn replies_have_the_asked_size_and_eval_counts_tries() {
-        let agent = SynthAgent::new(3, 3, 500);
+        let agent = SynthAgent::new(&BenchSynthArgs {
+            items: 3,
+            rework: 3,
+            output_bytes: 500,
+            durability: crate::args::DurabilityArg::Full,
+            no_pipeline: false,
+            json: true,
+        });
         assert_eq!(synth_text("x", 123).len(), 123);
         assert_eq!(agent.build("item-00001 last=\nmore").len(), 500);
         let first = agent.eval("item-00002 last=verdict item-00001 try 3 accepted: x");

@@ -22,7 +22,11 @@
 //!
 //! # Durability
 //! [`Durability::Full`] (the default) sets `synchronous=FULL`: a commit is fsynced before the
-//! append returns, so acknowledged events survive a power cut. [`Durability::Normal`] sets
+//! append returns, so acknowledged events survive a power cut. A
+//! [begun](EventLog::begin_append_with_blobs) append is the exception its caller asks for: it
+//! is committed without an fsync of its own and returns at once, and the [`syncer`] thread's
+//! next fsync of the WAL makes it durable (its `Appending::wait` returns then); the driver uses
+//! it only for steps nothing outside the process has acted on. [`Durability::Normal`] sets
 //! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
 //! commits may be lost if the machine loses power.
 
@@ -64,7 +68,8 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// How hard a commit holds on to its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// fsync on every commit (`synchronous=FULL`): survives a power cut.
+    /// fsync on every commit (`synchronous=FULL`; a begun append's by the syncer before its
+    /// wait returns): survives a power cut.
     #[default]
     Full,
     /// `synchronous=NORMAL` in WAL mode: survives a process crash, not a power cut.

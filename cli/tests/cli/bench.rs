@@ -39,6 +39,7 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         "fork_steps",
         "peak_rss_mb",
         "durability",
+        "pipelined",
         "commits",
         "commit_floor_ms",
     ];
@@ -48,6 +49,7 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
     assert_eq!(got, expected);
     assert_eq!(figures["steps"], 1 + 2 * 2 * 2);
     assert_eq!(figures["durability"], "full");
+    assert_eq!(figures["pipelined"], true);
     assert!(figures["events"].as_u64().unwrap() > 9);
     assert!(figures["db_bytes"].as_u64().unwrap() > 0);
     // One commit starts the cast, then one per reply: the commit before each agent call.
@@ -247,4 +249,26 @@ fn bench_keeps_out_of_real_casts() {
     }
     assert_eq!(casts(), before);
     assert_eq!(sandbox.run(&["verify"]).code, 0);
+}
+
+#[test]
+fn bench_synth_without_the_pipeline_runs_the_same_steps_and_says_so() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "bench",
+        "synth",
+        "--items",
+        "2",
+        "--rework",
+        "2",
+        "--output-bytes",
+        "100",
+        "--no-pipeline",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
+    let figures = run.json();
+    assert_eq!(figures["pipelined"], false);
+    assert_eq!(figures["steps"], 1 + 2 * 2 * 2);
+    assert_eq!(figures["commits"], 1 + 2 * 2 * 2 + 1);
 }

@@ -39,6 +39,9 @@ struct State {
     failed: Option<String>,
     /// Set when the log closes: the thread syncs what is asked and ends.
     stopping: bool,
+    /// The thread waits to be asked (a request while it syncs needs no wake-up: it looks
+    /// again when its sync returns).
+    idle: bool,
 }
 
 /// The WAL syncer of one log.
@@ -73,12 +76,15 @@ impl Syncer {
     /// Asks for commit `commit` (made without an fsync) to be made durable. (If the thread
     /// cannot be started, [`Syncer::wait`] syncs on the waiter's thread.)
     pub(crate) fn request(self: &Arc<Self>, commit: u64) {
-        {
+        let idle = {
             let mut state = self.state();
             state.requested = state.requested.max(commit);
-        }
+            state.idle
+        };
         self.start();
-        self.asked.notify_one();
+        if idle {
+            self.asked.notify_one();
+        }
     }
 
     /// Records that every commit up to `commit` is durable (a `synchronous=FULL` commit).
@@ -136,7 +142,9 @@ impl Syncer {
             {
                 let mut state = self.state();
                 while state.requested <= state.synced && !state.stopping {
+                    state.idle = true;
                     state = self.asked.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state.idle = false;
                 }
                 if state.requested <= state.synced {
                     return;

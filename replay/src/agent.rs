@@ -73,9 +73,10 @@ pub trait Agent {
     }
 
     /// True when a turn has no effect outside this process (a script, a recording, a function
-    /// of the prompt): the driver may then ask it while the dispatch of the prompt is still
-    /// being committed, and records its answer only after (see [`crate::driver::Driver::drive`]).
-    /// False (the default) for anything that reaches a model, a program or the network.
+    /// of the prompt): the driver may then ask it while the dispatch of the prompt is committed
+    /// but not yet fsynced, and commit its answer before that fsync returns (see
+    /// [`crate::driver::Driver::drive`]). False (the default) for anything that reaches a
+    /// model, a program or the network.
     fn local(&self) -> bool {
         false
     }

@@ -134,8 +134,13 @@ impl SqliteLog {
             migrate(&mut writer_conn, &shown)?;
         }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
+        // The WAL of the file SQLite opened (it resolves a symlinked path; the path given may
+        // name another directory's `-wal`).
         let syncer = (durability == Durability::Full).then(|| {
-            let mut wal = path.as_os_str().to_owned();
+            let mut wal = writer_conn
+                .path()
+                .filter(|p| !p.is_empty())
+                .map_or_else(|| path.as_os_str().to_owned(), std::ffi::OsString::from);
             wal.push("-wal");
             syncer::Syncer::new(wal.into())
         });
@@ -234,8 +239,9 @@ impl Drop for SqliteLog {
     fn drop(&mut self) {
         // Readers close first, so the writer's connection is the last one: SQLite then
         // checkpoints the WAL into the main file and removes it.
-        // Every acknowledged write is committed already (a begun one is synced before the
-        // syncer stops); the writer's connection closes when the fields are dropped, after this.
+        // Every acknowledged write is committed already; what begun appends asked the syncer
+        // for is synced before it stops (unless a sync failed: their waiters were told). The
+        // writer's connection closes when the fields are dropped, after this.
         self.pool().clear();
         self.writer.close();
     }

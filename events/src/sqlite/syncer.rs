@@ -6,21 +6,28 @@
 //! `synchronous=NORMAL` instead (SQLite writes its WAL frames and returns), and asks the syncer
 //! for an fsync of the WAL file. The syncer thread runs one `fdatasync` at a time, each covering
 //! every commit made before it started, so while it waits for the disk the writer commits the
-//! next step. A commit counts as durable once a sync that began after it has returned, or once
-//! a later `synchronous=FULL` commit has (SQLite's fsync of the WAL covers every frame before
-//! it). Commits are numbered by the writer in commit order.
+//! next step. A commit counts as durable once a sync that began after it has returned. Commits
+//! are numbered by the writer in commit order.
 //!
-//! Why this is sound: the WAL is one file written front to back between checkpoints, so the
-//! frames that survive a power cut are a prefix of the ones written, and SQLite's recovery
-//! keeps only whole transactions whose frames check out (salted, checksummed). A checkpoint
-//! syncs the WAL before copying it into the database (also with `synchronous=NORMAL`), so the
-//! database never holds a page whose WAL frame was not yet durable. What differs from
-//! `synchronous=FULL` is only when other connections see a commit: as soon as it is made,
-//! before it is durable; nothing in this process acts on it before (see
+//! The file synced is the WAL of the file SQLite opened (`sqlite3_db_filename` plus `-wal`, a
+//! symlinked database resolved as SQLite resolves it); fsync works on the file, not on the
+//! handle, so syncing it through a handle of its own flushes what the writer's connection
+//! wrote. The file stays the same while the log is open: the writer's connection holds a shared
+//! lock on the database, so no other connection can delete the WAL or leave WAL mode, and a
+//! `wal_checkpoint(TRUNCATE)` keeps the file.
+//!
+//! Why this is sound: SQLite's recovery reads the WAL's frames in order and stops at the first
+//! whose salt or checksum (chained over every frame before it) does not match, and keeps only
+//! whole transactions, so after a power cut the log holds a prefix of the commits made, whatever
+//! part of the unsynced frames reached the disk. A checkpoint syncs the WAL before copying it
+//! into the database (also with `synchronous=NORMAL`), so the database never holds a page whose
+//! WAL frame was not yet durable. What differs from `synchronous=FULL` is when other
+//! connections (other threads, other processes) can read a commit: as soon as it is made, for
+//! as long as its fsync takes, before it is durable. The driver acts on nothing before (see
 //! [`Appending`](crate::log::Appending)).
 //!
 //! A failed fsync leaves the durability of everything unsynced in doubt (the kernel may have
-//! dropped the pages), so every waiter from then on gets the error.
+//! dropped the pages), so every waiter from then on gets the error and the thread syncs no more.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -35,13 +42,22 @@ struct State {
     requested: u64,
     /// Every commit up to this number is durable.
     synced: u64,
-    /// Why the last sync failed, if one did.
+    /// Why a sync failed, if one did.
     failed: Option<String>,
     /// Set when the log closes: the thread syncs what is asked and ends.
     stopping: bool,
+    /// The thread runs (if not, a waiter syncs on its own thread).
+    running: bool,
     /// The thread waits to be asked (a request while it syncs needs no wake-up: it looks
     /// again when its sync returns).
     idle: bool,
+}
+
+impl State {
+    /// Nothing for the thread to do now.
+    fn settled(&self) -> bool {
+        self.requested <= self.synced || self.failed.is_some()
+    }
 }
 
 /// The WAL syncer of one log.
@@ -53,7 +69,10 @@ pub(crate) struct Syncer {
     asked: Condvar,
     /// Wakes waiters: `synced` moved or a sync failed.
     synced: Condvar,
+    /// The thread. Lock order: `thread`, then `state`.
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The WAL file, opened by the first sync.
+    file: Mutex<Option<File>>,
 }
 
 impl Syncer {
@@ -65,6 +84,7 @@ impl Syncer {
             asked: Condvar::new(),
             synced: Condvar::new(),
             thread: Mutex::new(None),
+            file: Mutex::new(None),
         }
     }
 
@@ -87,16 +107,6 @@ impl Syncer {
         }
     }
 
-    /// Records that every commit up to `commit` is durable (a `synchronous=FULL` commit).
-    pub(crate) fn covered(&self, commit: u64) {
-        let mut state = self.state();
-        if commit > state.synced {
-            state.synced = commit;
-            drop(state);
-            self.synced.notify_all();
-        }
-    }
-
     /// Waits until commit `commit` is durable.
     pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
         let mut state = self.state();
@@ -107,15 +117,10 @@ impl Syncer {
             if state.synced >= commit {
                 return Ok(());
             }
-            if self
-                .thread
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_none()
-            {
-                // No thread (it could not be started): sync here.
+            if !state.running {
+                // No thread (it could not be started, or the log is closing): sync here.
                 drop(state);
-                self.sync_once(&mut None);
+                self.sync_once();
                 state = self.state();
                 continue;
             }
@@ -134,37 +139,44 @@ impl Syncer {
             .name("castlog-sync".into())
             .spawn(move || syncer.run())
             .ok();
+        if slot.is_some() {
+            self.state().running = true;
+        }
     }
 
     fn run(&self) {
-        let mut file = None;
         loop {
             {
                 let mut state = self.state();
-                while state.requested <= state.synced && !state.stopping {
+                while state.settled() && !state.stopping {
                     state.idle = true;
                     state = self.asked.wait(state).unwrap_or_else(|p| p.into_inner());
                     state.idle = false;
                 }
-                if state.requested <= state.synced {
+                if state.settled() {
+                    state.running = false;
+                    drop(state);
+                    // A waiter that saw the thread running syncs on its own from now on.
+                    self.synced.notify_all();
                     return;
                 }
             }
-            self.sync_once(&mut file);
+            self.sync_once();
         }
     }
 
-    /// One fsync covering every commit requested so far.
-    fn sync_once(&self, file: &mut Option<File>) {
+    /// One fsync covering every commit requested before it starts.
+    fn sync_once(&self) {
         let target = self.state().requested;
-        // The WAL lives as long as the writer's connection, which outlives this syncer's use.
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             *file = File::open(&self.wal).ok();
         }
-        let result = match file {
+        let result = match &*file {
             Some(f) => f.sync_data().map_err(|e| e.to_string()),
             None => Err(format!("{} cannot be opened", self.wal.display())),
         };
+        drop(file);
         let mut state = self.state();
         match result {
             Ok(()) => state.synced = state.synced.max(target),
@@ -182,6 +194,10 @@ impl Syncer {
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+        // What was asked after the thread ended (or with no thread at all).
+        if !self.state().settled() {
+            self.sync_once();
+        }
     }
 }
 
@@ -190,17 +206,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sync_that_fails_is_the_answer_of_every_waiter_from_then_on() {
+    fn a_sync_that_fails_is_the_answer_of_every_waiter_and_stopping_ends() {
         let dir = tempfile::tempdir().unwrap();
         let syncer = Arc::new(Syncer::new(dir.path().join("missing.db-wal")));
         syncer.request(1);
         let err = syncer.wait(1).unwrap_err().to_string();
         assert!(err.contains("missing.db-wal cannot be opened"), "{err}");
-        // A later commit covered by a full commit is still in doubt: the failed sync may have
-        // lost pages before it.
-        syncer.covered(2);
+        // A later commit is in doubt too: the failed sync may have lost pages before it.
+        syncer.request(2);
         assert!(syncer.wait(2).is_err());
+        // The thread does not retry for ever: it waits, and ends when told.
         syncer.stop();
+        assert!(!syncer.state().running);
     }
 
     #[test]
@@ -215,11 +232,12 @@ mod tests {
         syncer.wait(5).unwrap();
         syncer.wait(3).unwrap();
         assert!(syncer.state().synced >= 5);
-        syncer.covered(9);
-        syncer.wait(9).unwrap();
         syncer.stop();
-        // Stopped: a waiter for a commit asked later syncs on its own thread.
-        syncer.request(10);
-        syncer.wait(10).unwrap();
+        // Stopped: a commit asked later is synced by its waiter, or by the next stop.
+        syncer.request(6);
+        syncer.wait(6).unwrap();
+        syncer.request(7);
+        syncer.stop();
+        assert_eq!(syncer.state().synced, 7);
     }
 }

@@ -4,7 +4,7 @@
 //! takes it and leads: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs them
 //! all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
 //! conflict does not undo another's work, and replies to each after `COMMIT` returns: an
-//! acknowledged append is durable. If the commit fails every command in the group gets the
+//! acknowledged append is durable (a begun one is committed, see below). If the commit fails every command in the group gets the
 //! error and nothing of the group is stored. While another appender leads, it waits for its
 //! reply and looks again whether the writer is free. This is group commit: appends queued while
 //! a leader waits for its fsync are committed together by the next leader, with one fsync. A
@@ -12,7 +12,8 @@
 //!
 //! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is
 //! committed with `synchronous=NORMAL` and handed to the [`Syncer`] for its fsync; every other
-//! group with the log's own setting. The appender is answered once the group is committed.
+//! group with the log's own setting. A begun append's appender is answered once the group is
+//! committed, before it is durable (its `Appending::wait` waits for the syncer).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -243,12 +244,10 @@ impl Writer {
                 // A failed commit turns every result into an error, so any success was committed.
                 if results.iter().any(Done::is_ok) {
                     let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
-                    if let Some(syncer) = &self.syncer {
-                        if deferred {
-                            syncer.request(number);
-                        } else {
-                            syncer.covered(number);
-                        }
+                    // Only the syncer marks a deferred commit durable: a FULL commit after it
+                    // may have written nothing (SQLite then skips its fsync).
+                    if deferred && let Some(syncer) = &self.syncer {
+                        syncer.request(number);
                     }
                 }
                 for done in results {

@@ -701,3 +701,26 @@ fn begun_appends_with_full_durability_are_commits_the_syncer_makes_durable() {
     let head = log.head(&cast).unwrap().unwrap();
     assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
 }
+
+/// The syncer fsyncs the WAL SQLite writes: opened through a symlink, the database's WAL sits
+/// beside the file the link names, not beside the link.
+#[cfg(unix)]
+#[test]
+fn begun_appends_through_a_symlinked_database_are_made_durable() {
+    let (dir, path) = scratch();
+    SqliteLog::open(&path).unwrap();
+    let link = dir.path().join("elsewhere").join("link.db");
+    std::fs::create_dir(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let cast = sample::cast("linked");
+    {
+        let log = SqliteLog::open_with(&link, castlog_events::Durability::Full).unwrap();
+        log.begin_append_with_blobs(&cast, Seq(1), &[], &sample::batch(0, 3))
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    assert!(!link.with_file_name("link.db-wal").exists());
+    let log = SqliteLog::open(&path).unwrap();
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap().len(), 3);
+}

@@ -272,3 +272,25 @@ fn bench_synth_without_the_pipeline_runs_the_same_steps_and_says_so() {
     assert_eq!(figures["steps"], 1 + 2 * 2 * 2);
     assert_eq!(figures["commits"], 1 + 2 * 2 * 2 + 1);
 }
+
+#[test]
+fn bench_synth_with_normal_durability_has_no_fsync_to_overlap() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "bench",
+        "synth",
+        "--items",
+        "2",
+        "--rework",
+        "2",
+        "--output-bytes",
+        "100",
+        "--durability",
+        "normal",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
+    let figures = run.json();
+    assert_eq!(figures["durability"], "normal");
+    assert_eq!(figures["pipelined"], false);
+}

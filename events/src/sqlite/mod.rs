@@ -135,12 +135,19 @@ impl SqliteLog {
         }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
         // The WAL of the file SQLite opened (it resolves a symlinked path; the path given may
-        // name another directory's `-wal`).
+        // name another directory's `-wal`). A name SQLite reports is UTF-8 or not reported:
+        // then the path is resolved here the same way.
         let syncer = (durability == Durability::Full).then(|| {
             let mut wal = writer_conn
                 .path()
                 .filter(|p| !p.is_empty())
-                .map_or_else(|| path.as_os_str().to_owned(), std::ffi::OsString::from);
+                .map(std::ffi::OsString::from)
+                .or_else(|| {
+                    std::fs::canonicalize(&path)
+                        .ok()
+                        .map(PathBuf::into_os_string)
+                })
+                .unwrap_or_else(|| path.as_os_str().to_owned());
             wal.push("-wal");
             syncer::Syncer::new(wal.into())
         });
@@ -573,7 +580,8 @@ impl EventLog for SqliteLog {
             reply,
         })?;
         // The count now is at least this commit's number (a later commit may be counted
-        // already: waiting for it as well waits longer, never too little).
+        // already: waiting for it as well waits longer, never too little; `wait` asks for
+        // the number it waits for).
         let commit = self.writer.commits();
         Ok(Appending::waiting(move || syncer.wait(commit)))
     }

@@ -7,7 +7,10 @@
 //! for an fsync of the WAL file. The syncer thread runs one `fdatasync` at a time, each covering
 //! every commit made before it started, so while it waits for the disk the writer commits the
 //! next step. A commit counts as durable once a sync that began after it has returned. Commits
-//! are numbered by the writer in commit order.
+//! are numbered by the writer in commit order; a waiter asks for the number it waits for (a
+//! begun append may have been committed in a group with its own fsync, which asked for
+//! nothing), and a group with its own fsync is acknowledged only once what the syncer was asked
+//! for is durable (it may rest on it: a blob it found already stored, a head it read).
 //!
 //! The file synced is the WAL of the file SQLite opened (`sqlite3_db_filename` plus `-wal`, a
 //! symlinked database resolved as SQLite resolves it); fsync works on the file, not on the
@@ -107,9 +110,16 @@ impl Syncer {
         }
     }
 
-    /// Waits until commit `commit` is durable.
+    /// Waits until commit `commit` is durable (asking for it first: a commit made as part of
+    /// a group with its own fsync is numbered but was never asked for).
     pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
         let mut state = self.state();
+        if commit > state.requested {
+            state.requested = commit;
+            if state.idle {
+                self.asked.notify_one();
+            }
+        }
         loop {
             if let Some(failed) = &state.failed {
                 return Err(LogError::storage("making the WAL durable (fsync)", failed));
@@ -128,19 +138,31 @@ impl Syncer {
         }
     }
 
+    /// Waits until every commit asked for so far is durable.
+    pub(crate) fn wait_requested(&self) -> Result<(), LogError> {
+        let requested = self.state().requested;
+        self.wait(requested)
+    }
+
     /// Starts the thread unless it runs or the syncer is stopped.
     fn start(self: &Arc<Self>) {
         let mut slot = self.thread.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_some() || self.state().stopping {
-            return;
+        {
+            let mut state = self.state();
+            if slot.is_some() || state.stopping {
+                return;
+            }
+            // Marked before the thread exists, so a thread that ends at once (a stop racing
+            // this start) always leaves it false behind it.
+            state.running = true;
         }
         let syncer = Arc::clone(self);
         *slot = std::thread::Builder::new()
             .name("castlog-sync".into())
             .spawn(move || syncer.run())
             .ok();
-        if slot.is_some() {
-            self.state().running = true;
+        if slot.is_none() {
+            self.state().running = false;
         }
     }
 

@@ -155,8 +155,8 @@ impl Writer {
     }
 
     /// The syncer, when commits can be deferred.
-    pub(crate) fn syncer(&self) -> Option<&Syncer> {
-        self.syncer.as_deref()
+    pub(crate) fn syncer(&self) -> Option<&Arc<Syncer>> {
+        self.syncer.as_ref()
     }
 
     /// Stops the syncer thread once it has synced what was asked.
@@ -249,6 +249,18 @@ impl Writer {
                     if deferred && let Some(syncer) = &self.syncer {
                         syncer.request(number);
                     }
+                }
+                // A FULL group is acknowledged as durable, and what it acknowledges may rest
+                // on a deferred commit not yet synced (a blob it found already stored): the
+                // syncer's outstanding work is waited for first (nothing when none is).
+                if !deferred
+                    && let Some(syncer) = &self.syncer
+                    && let Err(err) = syncer.wait_requested()
+                {
+                    for done in results {
+                        done.fail(&err).send();
+                    }
+                    return;
                 }
                 for done in results {
                     done.send();
@@ -701,5 +713,47 @@ mod tests {
             let records = answer.try_recv().unwrap().unwrap();
             assert_eq!(records[0].cast.as_str(), format!("queued-{k}"));
         }
+    }
+
+    /// A begun append that lands in a group with an ordinary append is committed with the
+    /// group's own fsync, under a number nobody asked the syncer for: its waiter asks for it,
+    /// and does not wait for ever.
+    #[test]
+    fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("castlog.db");
+        drop(crate::SqliteLog::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let mut wal = path.into_os_string();
+        wal.push("-wal");
+        let writer = Writer::new(conn, Some(Syncer::new(wal.into())));
+        let (reply, answer) = mpsc::channel();
+        writer.queue().push(Command::AppendWithBlobs {
+            cast: CastId::new("begun"),
+            expected: Seq::FIRST,
+            blobs: Vec::new(),
+            events: vec![aborted(1)],
+            deferred: true,
+            reply,
+        });
+        writer
+            .submit(|reply| Command::Append {
+                cast: CastId::new("full"),
+                expected: Seq::FIRST,
+                events: vec![aborted(2)],
+                reply,
+            })
+            .unwrap();
+        assert_eq!(writer.commits(), 1, "one group, with its own fsync");
+        assert_eq!(answer.try_recv().unwrap().unwrap().len(), 1);
+        let (syncer, commit) = (Arc::clone(writer.syncer().unwrap()), writer.commits());
+        let (done, waited) = mpsc::channel();
+        std::thread::spawn(move || done.send(syncer.wait(commit)));
+        let waited = waited.recv_timeout(std::time::Duration::from_secs(30));
+        assert!(
+            matches!(waited, Ok(Ok(()))),
+            "the wait did not end: {waited:?}"
+        );
+        writer.close();
     }
 }

@@ -175,8 +175,6 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
     Ok(out)
 }
 
-/// An append-only store of per-cast hash chains and content-addressed blobs.
-///
 /// An append [begun](EventLog::begin_append_with_blobs): committed, and durable once
 /// [`Appending::wait`] returns `Ok`.
 #[must_use = "an append is known to be durable only once `wait` returns Ok"]
@@ -209,6 +207,8 @@ impl std::fmt::Debug for Appending<'_> {
     }
 }
 
+/// An append-only store of per-cast hash chains and content-addressed blobs.
+///
 /// Invariants every implementation keeps:
 /// - a cast's seqs are 1, 2, 3, ... with no gaps; an append names the seq it expects to write
 ///   first and fails with [`LogError::Conflict`] if the log is elsewhere, writing nothing;

@@ -19,7 +19,7 @@ use castlog_core::machine::decide::{self, Rejection};
 use castlog_core::machine::{CastState, Phase, Status};
 use castlog_core::prompt::Message;
 use castlog_events::chain::blob_hash;
-use castlog_events::{Appending, EventLog, LogError, Pending, Recorded};
+use castlog_events::{Appending, EventLog, LogError, Pending};
 
 use crate::agent::{Agent, AgentTurn, TurnRequest};
 use crate::utility;
@@ -308,6 +308,11 @@ pub(super) fn fold_with(
         .ok_or_else(|| DriveError::UnknownCast { cast: cast.clone() })
 }
 
+/// The events of one decision, stamped `now` for the log.
+fn pending(events: &[Event], now: u64) -> Vec<Pending> {
+    events.iter().map(|e| Pending::new(now, e)).collect()
+}
+
 /// How many agent answers an event accounts for.
 fn answers_in(event: &Event) -> usize {
     match event {
@@ -330,12 +335,11 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let cast = started.cast.clone();
         let (state, decision) = decide::start(started, &env)?;
         let mut driver = Self::adopt(log, clock, state, cwd);
-        driver.append(
+        log.append_with_blobs(
             &cast,
             Seq::FIRST,
-            &decision.events,
             &decision.blobs,
-            env.now_ms,
+            &pending(&decision.events, env.now_ms),
         )?;
         driver.last_prompt = decision.prompt;
         Ok(driver)
@@ -406,21 +410,6 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.queued.push_back(input);
     }
 
-    /// Records `events` with the blobs they name, as one unit (one commit).
-    fn append(
-        &self,
-        cast: &CastId,
-        expected: Seq,
-        events: &[Event],
-        blobs: &[Vec<u8>],
-        now: u64,
-    ) -> Result<Vec<Recorded>, DriveError> {
-        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(now, e)).collect();
-        Ok(self
-            .log
-            .append_with_blobs(cast, expected, blobs, &pending)?)
-    }
-
     /// Records that the prompt in flight is not sent now, when this driver dispatched it and
     /// there is no agent to send it to: a later `resume` then sends it as it is, not as a
     /// recovery after a crash. (`last_prompt` is the prompt this driver dispatched and has not
@@ -449,10 +438,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// Waits until no more than `keep` steps are committed and not yet durable, telling the
     /// observer about the events of each step that is.
     fn settle(&mut self, keep: usize) -> Result<(), DriveError> {
-        while self.in_flight.len() > keep {
-            let Some(step) = self.in_flight.pop_front() else {
-                break;
-            };
+        while self.in_flight.len() > keep
+            && let Some(step) = self.in_flight.pop_front()
+        {
             step.appending.wait()?;
             self.recorded(&step.events);
         }
@@ -494,36 +482,34 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             blobs.extend(due.blobs);
             prompt = due.prompt.or(prompt);
         }
-        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(env.now_ms, e)).collect();
+        let pending = pending(&events, env.now_ms);
         // A step that takes a snapshot is appended durably: the snapshot is of the state right
         // after it, and names its last hash.
-        let last = expected.get() + events.len() as u64;
-        let snapshot_due = !events.is_empty()
-            && (last - 1) / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
+        let last = (expected.get() + events.len() as u64).saturating_sub(1);
+        let snapshot_due =
+            last / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
         let begin = begin && !snapshot_due;
         // At most `STEPS_IN_FLIGHT` steps wait for their fsync, this one included; a step
         // appended durably waits for every one before it.
         self.settle(if begin { STEPS_IN_FLIGHT - 1 } else { 0 })?;
-        let recorded = if begin {
+        let (recorded, begun) = if begin {
             let appending = self
                 .log
                 .begin_append_with_blobs(&cast, expected, &blobs, &pending)?;
-            self.in_flight.push_back(InFlight {
-                appending,
-                events: Vec::new(),
-            });
-            Vec::new()
+            (Vec::new(), Some(appending))
         } else {
-            self.log
-                .append_with_blobs(&cast, expected, &blobs, &pending)?
+            let recorded = self
+                .log
+                .append_with_blobs(&cast, expected, &blobs, &pending)?;
+            (recorded, None)
         };
         if prompt.is_some() {
             self.last_prompt = prompt;
         }
         self.answers_used += events.iter().map(answers_in).sum::<usize>();
-        match self.in_flight.back_mut() {
-            Some(step) if begin => step.events = events,
-            _ => self.recorded(&events),
+        match begun {
+            Some(appending) => self.in_flight.push_back(InFlight { appending, events }),
+            None => self.recorded(&events),
         }
         if snapshot_due && let Some(last) = recorded.last() {
             self.keep_snapshot(last.seq, last.hash);

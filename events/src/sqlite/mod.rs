@@ -175,6 +175,26 @@ impl SqliteLog {
         self.writer.submit(make)
     }
 
+    /// Stores `blobs` and appends `events` in one command; `deferred`: committed without an
+    /// fsync of its own (see [`syncer`]).
+    fn append_blobs(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+        deferred: bool,
+    ) -> Result<Vec<Recorded>, LogError> {
+        self.send(|reply| Command::AppendWithBlobs {
+            cast: cast.clone(),
+            expected,
+            blobs: blobs.to_vec(),
+            events: events.to_vec(),
+            deferred,
+            reply,
+        })
+    }
+
     fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {
         // The pool holds no invariant a panic could break; take it back if poisoned.
         self.readers.lock().unwrap_or_else(|p| p.into_inner())
@@ -550,14 +570,7 @@ impl EventLog for SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        self.send(|reply| Command::AppendWithBlobs {
-            cast: cast.clone(),
-            expected,
-            blobs: blobs.to_vec(),
-            events: events.to_vec(),
-            deferred: false,
-            reply,
-        })
+        self.append_blobs(cast, expected, blobs, events, false)
     }
 
     fn begin_append_with_blobs(
@@ -567,18 +580,11 @@ impl EventLog for SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        let Some(syncer) = self.writer.syncer() else {
-            self.append_with_blobs(cast, expected, blobs, events)?;
+        let syncer = self.writer.syncer();
+        self.append_blobs(cast, expected, blobs, events, syncer.is_some())?;
+        let Some(syncer) = syncer else {
             return Ok(Appending::durable());
         };
-        self.send(|reply| Command::AppendWithBlobs {
-            cast: cast.clone(),
-            expected,
-            blobs: blobs.to_vec(),
-            events: events.to_vec(),
-            deferred: true,
-            reply,
-        })?;
         // The count now is at least this commit's number (a later commit may be counted
         // already: waiting for it as well waits longer, never too little; `wait` asks for
         // the number it waits for).

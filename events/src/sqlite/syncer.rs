@@ -99,14 +99,17 @@ impl Syncer {
     /// Asks for commit `commit` (made without an fsync) to be made durable. (If the thread
     /// cannot be started, [`Syncer::wait`] syncs on the waiter's thread.)
     pub(crate) fn request(self: &Arc<Self>, commit: u64) {
-        let idle = {
-            let mut state = self.state();
-            state.requested = state.requested.max(commit);
-            state.idle
-        };
         self.start();
-        if idle {
-            self.asked.notify_one();
+        self.ask(&mut self.state(), commit);
+    }
+
+    /// Raises what the thread is asked to sync to `commit`, waking it if it waits.
+    fn ask(&self, state: &mut State, commit: u64) {
+        if commit > state.requested {
+            state.requested = commit;
+            if state.idle {
+                self.asked.notify_one();
+            }
         }
     }
 
@@ -114,12 +117,7 @@ impl Syncer {
     /// a group with its own fsync is numbered but was never asked for).
     pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
         let mut state = self.state();
-        if commit > state.requested {
-            state.requested = commit;
-            if state.idle {
-                self.asked.notify_one();
-            }
-        }
+        self.ask(&mut state, commit);
         loop {
             if let Some(failed) = &state.failed {
                 return Err(LogError::storage("making the WAL durable (fsync)", failed));

@@ -4,8 +4,8 @@
 //! takes it and leads: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs them
 //! all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
 //! conflict does not undo another's work, and replies to each after `COMMIT` returns: an
-//! acknowledged append is durable (a begun one is committed, see below). If the commit fails every command in the group gets the
-//! error and nothing of the group is stored. While another appender leads, it waits for its
+//! acknowledged append is durable (a begun one is committed, see below). If the commit fails
+//! every command in the group gets the error and nothing of the group is stored. While another appender leads, it waits for its
 //! reply and looks again whether the writer is free. This is group commit: appends queued while
 //! a leader waits for its fsync are committed together by the next leader, with one fsync. A
 //! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.

@@ -4,20 +4,7 @@ use crate::common::Sandbox;
 
 #[test]
 fn bench_synth_prints_every_figure_and_counts_the_steps() {
-    let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
-        "bench",
-        "synth",
-        "--items",
-        "2",
-        "--rework",
-        "2",
-        "--output-bytes",
-        "100",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
-    let figures = run.json();
+    let figures = small_synth(&[]);
     let keys: Vec<&str> = figures
         .as_object()
         .unwrap()
@@ -253,21 +240,7 @@ fn bench_keeps_out_of_real_casts() {
 
 #[test]
 fn bench_synth_without_the_pipeline_runs_the_same_steps_and_says_so() {
-    let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
-        "bench",
-        "synth",
-        "--items",
-        "2",
-        "--rework",
-        "2",
-        "--output-bytes",
-        "100",
-        "--no-pipeline",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
-    let figures = run.json();
+    let figures = small_synth(&["--no-pipeline"]);
     assert_eq!(figures["pipelined"], false);
     assert_eq!(figures["steps"], 1 + 2 * 2 * 2);
     assert_eq!(figures["commits"], 1 + 2 * 2 * 2 + 1);
@@ -275,8 +248,15 @@ fn bench_synth_without_the_pipeline_runs_the_same_steps_and_says_so() {
 
 #[test]
 fn bench_synth_with_normal_durability_has_no_fsync_to_overlap() {
+    let figures = small_synth(&["--durability", "normal"]);
+    assert_eq!(figures["durability"], "normal");
+    assert_eq!(figures["pipelined"], false);
+}
+
+/// `bench synth --json` on 2 items, 2 tries and 100-byte replies, with `extra` options.
+fn small_synth(extra: &[&str]) -> serde_json::Value {
     let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
+    let mut args = vec![
         "bench",
         "synth",
         "--items",
@@ -285,12 +265,10 @@ fn bench_synth_with_normal_durability_has_no_fsync_to_overlap() {
         "2",
         "--output-bytes",
         "100",
-        "--durability",
-        "normal",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let run = sandbox.run(&args);
     assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
-    let figures = run.json();
-    assert_eq!(figures["durability"], "normal");
-    assert_eq!(figures["pipelined"], false);
+    run.json()
 }

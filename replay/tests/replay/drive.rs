@@ -1,6 +1,7 @@
 use std::path::{Path, PathBuf};
 
 use castlog_core::env::FixedClock;
+use castlog_core::event::CastStarted;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
@@ -16,6 +17,21 @@ pub fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures")
         .join(path)
+}
+
+/// The first event of cast `cast` of `config`'s loadout `loadout`, with the tests' task.
+pub fn started(config: PathBuf, loadout: Option<&str>, cast: &str) -> CastStarted {
+    let text = std::fs::read_to_string(config).unwrap();
+    let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
+    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
+    started_event(
+        CastId::new(cast),
+        &loadout,
+        blob_hash(&frozen),
+        "write a small tool".into(),
+        "recommended".into(),
+        None,
+    )
 }
 
 /// Runs `config`'s loadout with a script on `log` under a fixed, stepping clock.
@@ -38,17 +54,7 @@ pub fn run_with(
     cast: &str,
     sender: Option<Box<dyn Sender>>,
 ) -> Status {
-    let text = std::fs::read_to_string(fixture(config)).unwrap();
-    let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
-    let started = started_event(
-        CastId::new(cast),
-        &loadout,
-        blob_hash(&frozen),
-        "write a small tool".into(),
-        "recommended".into(),
-        None,
-    );
+    let started = started(fixture(config), loadout, cast);
     let clock = FixedClock::stepping(1_800_000_000_000, 7);
     let dir = tempfile::tempdir().unwrap();
     let mut driver = Driver::start(log, &clock, started, dir.path()).unwrap();

@@ -9,11 +9,8 @@ use std::time::{Duration, Instant};
 use castlog_core::env::FixedClock;
 use castlog_core::event::{Event, FailureClass};
 use castlog_core::id::{CastId, Seq};
-use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
-use castlog_core::machine::decide::started_event;
 use castlog_core::prompt::Message;
-use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_replay::agent::{Agent, ScriptedAgent};
 use castlog_replay::driver::{Driver, Stop, TRANSIENT_LIMIT};
@@ -32,17 +29,7 @@ pub fn drive_with(
     cast: &str,
     agent: &mut dyn Agent,
 ) -> Stop {
-    let text = std::fs::read_to_string(fixture(config)).unwrap();
-    let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
-    let started = started_event(
-        CastId::new(cast),
-        &loadout,
-        blob_hash(&frozen),
-        "write a small tool".into(),
-        "recommended".into(),
-        None,
-    );
+    let started = crate::drive::started(fixture(config), loadout, cast);
     let clock = FixedClock::stepping(1_800_000_000_000, 7);
     let dir = tempfile::tempdir().unwrap();
     let mut driver = Driver::start(log, &clock, started, dir.path()).unwrap();

@@ -3,16 +3,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use castlog_core::env::FixedClock;
 use castlog_core::id::{CastId, Seq};
-use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
-use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
 use castlog_events::log::Appending;
 use castlog_events::{EventLog, InMemoryLog, LogError, Pending, Recorded};
 use castlog_replay::agent::{Agent, AgentTurn, ScriptedAgent, TurnRequest};
 use castlog_replay::driver::{Driver, Notice, STEPS_IN_FLIGHT};
 
-use crate::drive::fixture;
+use crate::drive::{fixture, started};
 
 /// The in-memory log, with begun appends counted until they are waited for.
 struct Watched {
@@ -72,17 +69,7 @@ impl Agent for Probe {
 /// Drives the build-loop fixture with a probe; returns its observations, the events the
 /// observer was told about (with the undurable count at each), and the log.
 fn drive(local: bool) -> (Vec<usize>, Vec<(String, usize)>, Watched) {
-    let text = std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap();
-    let loadout = load_config(&text).unwrap().resolve(None).unwrap();
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
-    let started = started_event(
-        CastId::new("c"),
-        &loadout,
-        blob_hash(&frozen),
-        "write a small tool".into(),
-        "recommended".into(),
-        None,
-    );
+    let started = started(fixture("loadouts/build-loop.json"), None, "c");
     let undurable = Arc::new(AtomicUsize::new(0));
     let log = Watched {
         inner: InMemoryLog::new(),

@@ -35,6 +35,7 @@ mod blobs;
 mod syncer;
 mod wal;
 mod writer;
+mod writes;
 
 use address::event_row_id;
 pub use address::{MAX_SEQ, MisplacedEvent, Place};

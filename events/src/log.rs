@@ -175,7 +175,7 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
     Ok(out)
 }
 
-/// An append [begun](EventLog::begin_append_with_blobs): committed, and durable once
+/// An append [begun](EventLog::begin_append_with_blobs): accepted, and stored and durable once
 /// [`Appending::wait`] returns `Ok`.
 #[must_use = "an append is known to be durable only once `wait` returns Ok"]
 pub struct Appending<'a>(Option<Box<dyn FnOnce() -> Result<(), LogError> + 'a>>);
@@ -276,15 +276,17 @@ pub trait EventLog: Send + Sync {
         self.append(cast, expected, events)
     }
 
-    /// [`append_with_blobs`](Self::append_with_blobs), returning once the append is committed
-    /// (atomic, conflict-checked, visible to readers) but possibly before it is durable: the
-    /// SQLite log with `Durability::Full` commits it without an fsync of its own and a syncer
-    /// thread fsyncs the WAL, one fsync for every commit made meanwhile, while the caller goes
-    /// on; [`Appending::wait`] returns once an fsync covers it. Nothing may act outside the
-    /// process on these events (send their prompt to a model, run a utility, post) before
-    /// `wait` has returned `Ok`. A crash of the process loses nothing committed; a power cut
-    /// may lose commits not yet waited for (and, with them, every later one). The default
-    /// appends durably at once.
+    /// [`append_with_blobs`](Self::append_with_blobs), returning once the append is accepted
+    /// (conflict-checked against the appends before it, its records sealed, all or nothing)
+    /// but possibly before other readers see it and before it is durable: the SQLite log with
+    /// `Durability::Full` holds begun appends in one open transaction (up to 16), commits them
+    /// without an fsync of its own and a syncer thread fsyncs the WAL, one fsync for every
+    /// commit made meanwhile, while the caller goes on. [`Appending::wait`] returns once the
+    /// append is stored and an fsync covers it. Nothing may act outside the process on these
+    /// events (send their prompt to a model, run a utility, post, tell the user) before `wait`
+    /// has returned `Ok`. A crash may lose begun appends not yet waited for (and, with them,
+    /// every later one), never a part of one nor one before a kept one. The default appends
+    /// durably at once.
     fn begin_append_with_blobs(
         &self,
         cast: &CastId,

@@ -30,9 +30,10 @@ mod snapshot;
 use snapshot::restored;
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 
-/// Steps a driver lets be committed and not yet durable while it works out the next (see
-/// [`Driver::drive`]).
-pub const STEPS_IN_FLIGHT: usize = 2;
+/// Steps a driver lets be begun and not yet durable while it works out the next (see
+/// [`Driver::drive`]). Twice what the SQLite log holds in one transaction, so the step waited
+/// for has usually been committed and is being fsynced already.
+pub const STEPS_IN_FLIGHT: usize = 32;
 
 /// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
 pub const TRANSIENT_LIMIT: u32 = 3;
@@ -119,11 +120,13 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     sender: Option<Box<dyn crate::sender::Sender + 'a>>,
     /// The messages of the prompt this driver dispatched last, with their hash.
     last_prompt: Option<(castlog_core::id::Digest, Vec<Message>)>,
-    /// Steps committed and not yet known durable, oldest first (see [`Driver::drive`]).
+    /// Steps begun and not yet known durable, oldest first (see [`Driver::drive`]).
     in_flight: std::collections::VecDeque<InFlight<'a>>,
+    /// The most steps `in_flight` holds.
+    steps_in_flight: usize,
 }
 
-/// A committed step waiting for its fsync, and its events (told to the observer once durable).
+/// A begun step waiting to be durable, and its events (told to the observer once durable).
 struct InFlight<'a> {
     appending: Appending<'a>,
     events: Vec<Event>,
@@ -372,7 +375,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             sender: None,
             last_prompt: None,
             in_flight: Default::default(),
+            steps_in_flight: STEPS_IN_FLIGHT,
         }
+    }
+
+    /// Lets at most `steps` (at least one) of a local agent's steps wait to be durable, instead
+    /// of [`STEPS_IN_FLIGHT`]: fewer steps for `resume` to redo after a power cut, more waits.
+    pub fn limit_steps_in_flight(&mut self, steps: usize) {
+        self.steps_in_flight = steps.max(1);
     }
 
     /// Tells `observer` about every recorded event and every wait.
@@ -491,7 +501,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let begin = begin && !snapshot_due;
         // At most `STEPS_IN_FLIGHT` steps wait for their fsync, this one included; a step
         // appended durably waits for every one before it.
-        self.settle(if begin { STEPS_IN_FLIGHT - 1 } else { 0 })?;
+        self.settle(if begin { self.steps_in_flight - 1 } else { 0 })?;
         let (recorded, begun) = if begin {
             let appending = self
                 .log
@@ -556,13 +566,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// Drives the cast until it stops or waits for something the agent cannot give; everything
     /// it recorded is durable when it returns.
     ///
-    /// Every step is its own commit, and no prompt, utility or post runs before the events that
-    /// ask for it are durable. With a [local](Agent::local) agent (a script, a recording), whose
-    /// turn has no effect outside the process, the driver does not wait for each fsync: it asks
-    /// the agent and commits the next step while the syncer makes the last one durable
-    /// ([`EventLog::begin_append_with_blobs`]), with at most [`STEPS_IN_FLIGHT`] steps waiting
-    /// for their fsync. A crash of the process loses none of them; a power cut may lose those
-    /// last steps, which `resume` asks the same agent again.
+    /// No prompt, utility or post runs before the events that ask for it are durable, and the
+    /// observer hears of a step once it is durable. With a [local](Agent::local) agent (a
+    /// script, a recording), whose turn has no effect outside the process, the driver does not
+    /// wait for each step: it begins its append ([`EventLog::begin_append_with_blobs`]; the
+    /// SQLite log holds up to 16 in one transaction and fsyncs them on a thread of its own) and
+    /// asks the agent for the next, with at most [`STEPS_IN_FLIGHT`] steps not yet durable. A
+    /// crash may lose those last steps, which nobody has been told of and which `resume` asks
+    /// the same agent again.
     pub fn drive(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
         let _cast = tracing::info_span!("cast", cast = %self.state.cast).entered();
         let stop = self.drive_steps(agent);

@@ -15,46 +15,58 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Starts an appender, waits for `acks` acknowledged appends, kills it, and returns the last
-/// acknowledged seq.
-fn kill_after(sandbox: &Sandbox, acks: u64, batch: u64) -> u64 {
-    let child = sandbox
-        .command_on(&sandbox.db())
-        .args([
-            "bench",
-            "append",
-            "--events",
-            "10000000",
-            "--payload-bytes",
-            "300",
-            "--batch",
-            &batch.to_string(),
-            "--cast",
-            "crash",
-            "--acks",
-            "--json",
-        ])
+/// Spawns `command` with stderr piped, reads stderr until `count` lines for which `wanted` is
+/// true have come, kills it with SIGKILL (no destructor, no flush, no checkpoint), and returns
+/// those lines (fewer if the program ended first).
+fn kill_after_lines(
+    command: &mut std::process::Command,
+    count: usize,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(child);
     let stderr = child.0.stderr.take().unwrap();
-    let mut last = 0;
-    let mut seen = 0;
+    let mut lines = Vec::new();
     for line in BufReader::new(stderr).lines() {
         let line = line.unwrap();
-        if let Some(seq) = line.strip_prefix("acked ") {
-            last = seq.parse().unwrap();
-            seen += 1;
-            if seen == acks {
+        if wanted(&line) {
+            lines.push(line);
+            if lines.len() == count {
                 break;
             }
         }
     }
-    // Child::kill sends SIGKILL on Unix: no destructor, no flush, no checkpoint.
     child.0.kill().unwrap();
     child.0.wait().unwrap();
+    lines
+}
+
+/// Starts an appender, waits for `acks` acknowledged appends, kills it, and returns the last
+/// acknowledged seq.
+fn kill_after(sandbox: &Sandbox, acks: usize, batch: u64) -> u64 {
+    let mut command = sandbox.command_on(&sandbox.db());
+    command.args([
+        "bench",
+        "append",
+        "--events",
+        "10000000",
+        "--payload-bytes",
+        "300",
+        "--batch",
+        &batch.to_string(),
+        "--cast",
+        "crash",
+        "--acks",
+        "--json",
+    ]);
+    let acked = kill_after_lines(&mut command, acks, |line| line.starts_with("acked "));
+    let last = acked
+        .last()
+        .map_or(0, |line| line["acked ".len()..].parse().unwrap());
     assert!(last > 0, "the appender acknowledged nothing");
     last
 }
@@ -227,4 +239,62 @@ fn completions(show: &serde_json::Value) -> Vec<(String, u64)> {
             )
         })
         .collect()
+}
+
+/// A scripted run killed with SIGKILL keeps every step it reported (the driver reports a step
+/// once it is durable; up to 16 later ones are held in one open transaction and lost with the
+/// process), and `resume` with the same script finishes the cast as an uninterrupted run would.
+#[test]
+fn a_killed_scripted_run_keeps_every_reported_step_and_resume_finishes_it() {
+    const ITEMS: usize = 400;
+    let sandbox = Sandbox::new();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures");
+    let config = format!("{fixtures}/loadouts/build-loop.json");
+    // Plan ITEMS work items; each is built, accepted and checkpointed at once.
+    let script = sandbox.path("long.jsonl");
+    let line = |reply: String| serde_json::json!({ "reply": reply }).to_string() + "\n";
+    let items: Vec<_> = (0..ITEMS)
+        .map(|i| serde_json::json!({ "title": format!("item {i}"), "context": "small" }))
+        .collect();
+    let mut text = line(serde_json::json!({ "workItems": items, "context": "many" }).to_string());
+    for i in 0..ITEMS {
+        text += &line(format!("built item {i}"));
+        text += &line(r#"{"satisfied": true, "context": "done"}"#.into());
+        text += &line(r#"{"satisfied": true, "context": "committed"}"#.into());
+    }
+    text += &line("all done".into());
+    std::fs::write(&script, text).unwrap();
+    let agent = format!("scripted:{}", script.display());
+
+    let mut command = sandbox.command_on(&sandbox.db());
+    command
+        .args(["run", &config, "--task", "many", "--cast", "long"])
+        .args(["--agent", &agent])
+        .env("RUST_LOG", "castlog_replay::driver=debug");
+    let reported = kill_after_lines(&mut command, 200, |line| {
+        line.contains("recorded") && line.contains("socket_completed")
+    })
+    .len();
+    assert_eq!(reported, 200, "the run ended before the kill");
+
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
+    let kept = completions(&sandbox.run(&["show", "long", "--json"]).json());
+    assert!(
+        kept.len() >= reported,
+        "{reported} steps reported, {} kept",
+        kept.len()
+    );
+    let resumed = sandbox.run(&["resume", "long", "--agent", &agent, "--json"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(resumed.json()["status"], "completed");
+    let done = completions(&sandbox.run(&["show", "long", "--json"]).json());
+    assert_eq!(&done[..kept.len()], &kept[..]);
+    let sockets: Vec<&str> = done.iter().map(|(s, _)| s.as_str()).collect();
+    let mut expected = vec!["Socket-1", "Socket-2"];
+    for _ in 0..ITEMS {
+        expected.extend(["Socket-3", "Socket-4", "Socket-5"]);
+    }
+    expected.push("Socket-6");
+    assert_eq!(sockets, expected);
+    assert_eq!(sandbox.run(&["verify"]).code, 0);
 }

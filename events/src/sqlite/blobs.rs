@@ -204,29 +204,35 @@ impl BlobStore {
     /// Called before the commit of a transaction that stored something: indexes the tail once
     /// it is [`MERGE_AT`] rows long. A failure leaves the tail for a later commit (in a
     /// savepoint, so the transaction's own writes are untouched).
-    pub(crate) fn before_commit(&mut self, tx: &mut rusqlite::Transaction<'_>) {
+    pub(crate) fn before_commit(&mut self, conn: &Connection) {
         if self.tail.len() < MERGE_AT {
             return;
         }
-        let merge = |sp: &rusqlite::Savepoint<'_>| -> rusqlite::Result<i64> {
-            sp.prepare_cached(
+        let merge = || -> rusqlite::Result<i64> {
+            conn.prepare_cached(
                 "INSERT OR IGNORE INTO blob_index (hash, id)
                  SELECT hash, id FROM blobs WHERE id > ?1 ORDER BY hash",
             )?
             .execute([self.upto])?;
-            let last: i64 = sp.query_row(
+            let last: i64 = conn.query_row(
                 "SELECT coalesce(max(id), ?1) FROM blobs",
                 [self.upto],
                 |r| r.get(0),
             )?;
-            sp.execute("UPDATE blob_index_upto SET upto = ?1", [last])?;
+            conn.execute("UPDATE blob_index_upto SET upto = ?1", [last])?;
             Ok(last)
         };
-        let Ok(sp) = tx.savepoint() else { return };
-        if let Ok(last) = merge(&sp)
-            && sp.commit().is_ok()
-        {
-            self.merged_to = Some(last);
+        if conn.execute_batch("SAVEPOINT merge_blob_index").is_err() {
+            return;
+        }
+        match merge() {
+            Ok(last) if conn.execute_batch("RELEASE merge_blob_index").is_ok() => {
+                self.merged_to = Some(last);
+            }
+            _ => {
+                let _ =
+                    conn.execute_batch("ROLLBACK TO merge_blob_index; RELEASE merge_blob_index");
+            }
         }
     }
 

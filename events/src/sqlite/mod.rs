@@ -23,10 +23,12 @@
 //! # Durability
 //! [`Durability::Full`] (the default) sets `synchronous=FULL`: a commit is fsynced before the
 //! append returns, so acknowledged events survive a power cut. A
-//! [begun](EventLog::begin_append_with_blobs) append is the exception its caller asks for: it
-//! is committed without an fsync of its own and returns at once, and the [`syncer`] thread's
-//! next fsync of the WAL makes it durable (its `Appending::wait` returns then); the driver uses
-//! it only for steps nothing outside the process has acted on. [`Durability::Normal`] sets
+//! [begun](EventLog::begin_append_with_blobs) append is the exception its caller asks for: the
+//! writer holds it in an open transaction with the begun appends after it (up to
+//! [`writer::HELD_APPENDS`]), commits them together without an fsync of their own, and the
+//! [`syncer`] thread's next fsync of the WAL makes them durable (an `Appending::wait` commits
+//! what is held if it must, and returns then); the driver uses it only for steps nothing
+//! outside the process has acted on, and that `resume` can ask again. [`Durability::Normal`] sets
 //! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
 //! commits may be lost if the machine loses power.
 
@@ -581,16 +583,16 @@ impl EventLog for SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        let syncer = self.writer.syncer();
-        self.append_blobs(cast, expected, blobs, events, syncer.is_some())?;
-        let Some(syncer) = syncer else {
+        let deferred = self.writer.syncer().is_some();
+        self.append_blobs(cast, expected, blobs, events, deferred)?;
+        if !deferred {
             return Ok(Appending::durable());
-        };
-        // The count now is at least this commit's number (a later commit may be counted
-        // already: waiting for it as well waits longer, never too little; `wait` asks for
-        // the number it waits for).
-        let commit = self.writer.commits();
-        Ok(Appending::waiting(move || syncer.wait(commit)))
+        }
+        // The commit that carries it, or a later one (waiting for a later one waits longer,
+        // never too little; it may not be made yet: the writer holds begun appends).
+        let commit = self.writer.accepted();
+        let writer = &self.writer;
+        Ok(Appending::waiting(move || writer.wait(commit)))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {

@@ -2,11 +2,11 @@
 //!
 //! With [`Durability::Full`](super::Durability::Full) a commit is normally fsynced inside
 //! SQLite's `COMMIT` (`synchronous=FULL`), and nothing else can happen on the writer meanwhile.
-//! A [begun](crate::EventLog::begin_append_with_blobs) append is committed with
-//! `synchronous=NORMAL` instead (SQLite writes its WAL frames and returns), and asks the syncer
-//! for an fsync of the WAL file. The syncer thread runs one `fdatasync` at a time, each covering
-//! every commit made before it started, so while it waits for the disk the writer commits the
-//! next step. A commit counts as durable once a sync that began after it has returned. Commits
+//! [Begun](crate::EventLog::begin_append_with_blobs) appends are committed (held together, see
+//! the writer) with `synchronous=NORMAL` instead (SQLite writes their WAL frames and returns),
+//! and the commit asks the syncer for an fsync of the WAL file. The syncer thread runs one
+//! `fdatasync` at a time, each covering every commit made before it started, so while it waits
+//! for the disk the writer goes on with the next steps. A commit counts as durable once a sync that began after it has returned. Commits
 //! are numbered by the writer in commit order; a waiter asks for the number it waits for (a
 //! begun append may have been committed in a group with its own fsync, which asked for
 //! nothing), and a group with its own fsync is acknowledged only once what the syncer was asked

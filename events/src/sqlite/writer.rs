@@ -10,10 +10,22 @@
 //! a leader waits for its fsync are committed together by the next leader, with one fsync. A
 //! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
 //!
-//! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is
-//! committed with `synchronous=NORMAL` and handed to the [`Syncer`] for its fsync; every other
-//! group with the log's own setting. A begun append's appender is answered once the group is
-//! committed, before it is durable (its `Appending::wait` waits for the syncer).
+//! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is not
+//! committed at once: the transaction is left open and holds it, and the begun appends of the
+//! next groups join it, each in a savepoint of its own, until it holds [`HELD_APPENDS`], a
+//! waiter asks for one of them ([`Writer::wait`]), any other command arrives, or the log
+//! closes. Then it is committed with `synchronous=NORMAL` and handed to the [`Syncer`] for its
+//! fsync; every other group commits with the log's own setting. A begun append's appender is
+//! answered once its writes are in the open transaction (its head checked, its records sealed),
+//! before anyone else can read it. Holding them saves a commit per step: each commit writes
+//! page 1, the cast's head row and the last pages of the events, blobs and chunks again, so
+//! sixteen steps in one commit write about half the WAL frames (and one `BEGIN`/`COMMIT`).
+//! What it costs: a crash of the process loses the steps held, which nothing outside the process
+//! has seen (the driver tells of a step once it is durable), and other writers wait for the
+//! lock while they are held (a few milliseconds: begun appends come from a local agent's steps,
+//! which take well under a millisecond each). If their commit fails, they are lost: every
+//! waiter for them is told, and begun appends after them are refused (they would only
+//! conflict), while ordinary writes go on.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +47,9 @@ const WAIT_FOR_LEADER: std::time::Duration = std::time::Duration::from_micros(20
 
 /// The most commands one transaction takes.
 pub(crate) const GROUP_LIMIT: usize = 256;
+
+/// The most begun appends one transaction holds before it is committed.
+pub(crate) const HELD_APPENDS: usize = 16;
 
 pub(crate) type Reply<T> = Sender<Result<T, LogError>>;
 
@@ -124,6 +139,10 @@ pub(crate) struct Writer {
     commits: AtomicU64,
     /// Fsyncs deferred commits; `None` unless the log's durability is `Full`.
     syncer: Option<Arc<Syncer>>,
+    /// The number of the commit that carries every write answered so far.
+    accepted: AtomicU64,
+    /// Set once begun appends held for a commit were lost: every later waiter is told.
+    lost: Mutex<Option<Lost>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -137,6 +156,17 @@ struct Leader {
     blobs: BlobStore,
     /// The connection is at `synchronous=NORMAL` for deferred groups.
     deferring: bool,
+    /// Begun appends stored in the open transaction, not yet committed (none: no transaction
+    /// is open between groups).
+    held: usize,
+}
+
+/// Begun appends held in one transaction that could not be committed.
+#[derive(Debug)]
+struct Lost {
+    /// The number their commit would have had.
+    commit: u64,
+    why: String,
 }
 
 impl Writer {
@@ -147,10 +177,13 @@ impl Writer {
                 conn,
                 blobs: BlobStore::default(),
                 deferring: false,
+                held: 0,
             }),
             queue: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
             syncer: syncer.map(Arc::new),
+            accepted: AtomicU64::new(0),
+            lost: Mutex::new(None),
         }
     }
 
@@ -159,8 +192,13 @@ impl Writer {
         self.syncer.as_ref()
     }
 
-    /// Stops the syncer thread once it has synced what was asked.
+    /// Commits the begun appends held, then stops the syncer thread once it has synced what
+    /// was asked.
     pub(crate) fn close(&self) {
+        let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        // Nobody waits for them any more (their `Appending`s borrowed the log).
+        let _ = self.commit_held(&mut leader);
+        drop(leader);
         if let Some(syncer) = &self.syncer {
             syncer.stop();
         }
@@ -207,9 +245,12 @@ impl Writer {
     }
 
     /// Commits the oldest queued commands (up to [`GROUP_LIMIT`]) as one group and answers
-    /// each. A panic while running the group is contained here: the group's commands are
-    /// dropped with it, so each of their appenders gets an error, and the writer stays usable.
-    fn lead(&self, mut leader: MutexGuard<'_, Leader>) {
+    /// each; a group of begun appends joins the transaction that holds earlier ones, committed
+    /// once it holds [`HELD_APPENDS`]. A panic while running the group is contained here: the
+    /// group's commands are dropped with it, so each of their appenders gets an error, and the
+    /// writer stays usable (begun appends held before it are lost with it, and their waiters
+    /// told).
+    fn lead(&self, mut guard: MutexGuard<'_, Leader>) {
         let group: Vec<Command> = {
             let mut queue = self.queue();
             let take = queue.len().min(GROUP_LIMIT);
@@ -222,58 +263,158 @@ impl Writer {
             && group
                 .iter()
                 .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
-        let Leader {
-            conn,
-            blobs,
-            deferring,
-        } = &mut *leader;
-        if deferred != *deferring {
+        let leader = &mut *guard;
+        if !deferred {
+            // Any other write commits the begun appends held first (a failure is their
+            // waiters' answer), then runs with the log's own durability.
+            let _ = self.commit_held(leader);
+        } else if let Some(err) = self.lost_error(u64::MAX) {
+            // Held steps were lost: a begun append after them would only find a conflict.
+            for command in group {
+                refuse(command, &err).send();
+            }
+            return;
+        }
+        if deferred != leader.deferring {
+            // No transaction is open here: begun appends are held only in a deferred mode.
             let mode = if deferred { "NORMAL" } else { "FULL" };
-            if let Err(err) = conn.execute_batch(&format!("PRAGMA synchronous = {mode}")) {
+            if let Err(err) = leader
+                .conn
+                .execute_batch(&format!("PRAGMA synchronous = {mode}"))
+            {
                 let err = map_err("setting the durability of a commit", &err);
                 for command in group {
                     refuse(command, &err).send();
                 }
                 return;
             }
-            *deferring = deferred;
+            leader.deferring = deferred;
         }
+        let Leader { conn, blobs, .. } = &mut *leader;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, blobs, group)));
-        match ran {
-            Ok(results) => {
-                // A failed commit turns every result into an error, so any success was committed.
-                if results.iter().any(Done::is_ok) {
-                    let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
-                    // Only the syncer marks a deferred commit durable: a FULL commit after it
-                    // may have written nothing (SQLite then skips its fsync).
-                    if deferred && let Some(syncer) = &self.syncer {
-                        syncer.request(number);
-                    }
-                }
-                // A FULL group is acknowledged as durable, and what it acknowledges may rest
-                // on a deferred commit not yet synced (a blob it found already stored): the
-                // syncer's outstanding work is waited for first (nothing when none is).
-                if !deferred
-                    && let Some(syncer) = &self.syncer
-                    && let Err(err) = syncer.wait_requested()
+        let Ok(mut results) = ran else {
+            // The group's results (and reply channels) are gone with the unwind; what the
+            // transaction holds is not trusted.
+            rollback(&leader.conn, &mut leader.blobs);
+            if leader.held > 0 {
+                leader.held = 0;
+                self.lose("the writer panicked while holding them");
+            }
+            return;
+        };
+        if deferred {
+            leader.held += results.iter().filter(|d| d.is_ok()).count();
+            if leader.held == 0 {
+                rollback(&leader.conn, &mut leader.blobs);
+            } else {
+                // Held: the commit that will carry them is the next one.
+                self.accepted
+                    .fetch_max(self.commits() + 1, Ordering::Relaxed);
+                if leader.held >= HELD_APPENDS
+                    && let Err(err) = self.commit_held(leader)
                 {
-                    for done in results {
-                        done.fail(&err).send();
-                    }
-                    return;
-                }
-                for done in results {
-                    done.send();
+                    results = results.into_iter().map(|d| d.fail(&err)).collect();
                 }
             }
-            Err(_) => {
-                // The transaction guard rolled back on unwind; make sure, and never trust the
-                // row ids the group staged (their rows are gone).
-                if !conn.is_autocommit() {
-                    let _ = conn.execute_batch("ROLLBACK");
-                }
-                blobs.rolled_back();
+            for done in results {
+                done.send();
             }
+            return;
+        }
+        if results.iter().any(Done::is_ok) {
+            match commit(&leader.conn, &mut leader.blobs) {
+                Ok(()) => {
+                    let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+                    self.accepted.fetch_max(number, Ordering::Relaxed);
+                }
+                Err(err) => results = results.into_iter().map(|d| d.fail(&err)).collect(),
+            }
+        } else {
+            rollback(&leader.conn, &mut leader.blobs);
+        }
+        // A FULL group is acknowledged as durable, and what it acknowledges may rest on a
+        // deferred commit not yet synced (a blob it found already stored): the syncer's
+        // outstanding work is waited for first (nothing when none is). Only the syncer marks a
+        // deferred commit durable: a FULL commit after it may have written nothing (SQLite
+        // then skips its fsync).
+        if let Some(syncer) = &self.syncer
+            && let Err(err) = syncer.wait_requested()
+        {
+            results = results.into_iter().map(|d| d.fail(&err)).collect();
+        }
+        for done in results {
+            done.send();
+        }
+    }
+
+    /// Commits the transaction holding begun appends, if one is open, and asks the syncer for
+    /// its fsync. On failure they are lost: recorded for their waiters, and returned.
+    fn commit_held(&self, leader: &mut Leader) -> Result<(), LogError> {
+        if leader.held == 0 {
+            return Ok(());
+        }
+        leader.held = 0;
+        match commit(&leader.conn, &mut leader.blobs) {
+            Ok(()) => {
+                let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(syncer) = &self.syncer {
+                    syncer.request(number);
+                }
+                Ok(())
+            }
+            Err(err) => {
+                self.lose(&err.to_string());
+                Err(err)
+            }
+        }
+    }
+
+    /// Records that the begun appends of the next commit were lost, and why.
+    fn lose(&self, why: &str) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        lost.get_or_insert(Lost {
+            commit: self.commits() + 1,
+            why: why.to_string(),
+        });
+    }
+
+    /// The error of a waiter for commit `commit` if begun appends at or before it were lost.
+    fn lost_error(&self, commit: u64) -> Option<LogError> {
+        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        lost.as_ref().filter(|l| l.commit <= commit).map(|l| {
+            LogError::storage(
+                "committing begun appends",
+                format!(
+                    "steps held for one commit were not stored ({}); nothing after them is \
+                     accepted",
+                    l.why
+                ),
+            )
+        })
+    }
+
+    /// The number of the commit that carries every write answered so far (it may not be
+    /// made yet: begun appends held in the open transaction).
+    pub(crate) fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Waits until commit `commit` is durable: commits the begun appends held, if it is
+    /// theirs, then waits for the syncer.
+    pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
+        if self.commits() < commit {
+            let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+            if self.commits() < commit {
+                // An error is recorded as lost, and answered below.
+                let _ = self.commit_held(&mut leader);
+            }
+        }
+        if let Some(err) = self.lost_error(commit) {
+            return Err(err);
+        }
+        match &self.syncer {
+            Some(syncer) => syncer.wait(commit),
+            None => Ok(()),
         }
     }
 
@@ -283,53 +424,58 @@ impl Writer {
     }
 }
 
-/// Runs `group` in one transaction.
+/// Runs `group` in the open transaction, beginning one (`BEGIN IMMEDIATE`) if none is, and
+/// leaves it open for the caller to commit or roll back. If no transaction can be begun every
+/// command is refused.
 fn run_group(conn: &mut Connection, blobs: &mut BlobStore, group: Vec<Command>) -> Vec<Done> {
-    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(err) => {
+    let fresh = conn.is_autocommit();
+    if fresh {
+        if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
             let err = map_err("starting a write transaction", &err);
             return group.into_iter().map(|c| refuse(c, &err)).collect();
         }
-    };
-    if let Err(err) = blobs.begin(&tx) {
-        return group.into_iter().map(|c| refuse(c, &err)).collect();
+        if let Err(err) = blobs.begin(conn) {
+            rollback(conn, blobs);
+            return group.into_iter().map(|c| refuse(c, &err)).collect();
+        }
     }
-    let mut done = Vec::with_capacity(group.len());
-    let mut tx = tx;
-    if group.len() == 1 {
+    if fresh && group.len() == 1 {
         // Alone in its transaction, a command needs no savepoint: on error the whole
-        // transaction is rolled back (below), which undoes exactly its partial writes.
-        done.extend(
-            group
-                .into_iter()
-                .map(|command| execute(&tx, blobs, command)),
-        );
-    } else {
-        for command in group {
-            done.push(run_one(&mut tx, blobs, command));
+        // transaction is rolled back (by the caller), which undoes exactly its partial writes.
+        return group
+            .into_iter()
+            .map(|command| execute(conn, blobs, command))
+            .collect();
+    }
+    group
+        .into_iter()
+        .map(|command| run_one(conn, blobs, command))
+        .collect()
+}
+
+/// Commits the open transaction. Row ids learnt in it are trusted once it is committed (a
+/// command whose savepoint was rolled back has forgotten its own already, see `run_one`); on
+/// failure it is rolled back, and a rolled-back insert's id may be given to another row later.
+fn commit(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
+    blobs.before_commit(conn);
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => {
+            blobs.committed();
+            Ok(())
         }
-    }
-    let any_ok = done.iter().any(Done::is_ok);
-    if any_ok {
-        blobs.before_commit(&mut tx);
-    }
-    let committed = if any_ok { tx.commit() } else { tx.rollback() };
-    // Row ids learnt in this transaction are trusted once it is committed (a command whose
-    // savepoint was rolled back has forgotten its own already, see `run_one`); a rolled-back
-    // insert's id may be given to another row later.
-    if any_ok && committed.is_ok() {
-        blobs.committed();
-    } else {
-        blobs.rolled_back();
-    }
-    match committed {
-        Ok(()) => done,
         Err(err) => {
-            let err = map_err("committing", &err);
-            done.into_iter().map(|d| d.fail(&err)).collect()
+            rollback(conn, blobs);
+            Err(map_err("committing", &err))
         }
     }
+}
+
+/// Rolls back the open transaction, if one is, and forgets the rows it stored.
+fn rollback(conn: &Connection, blobs: &mut BlobStore) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    blobs.rolled_back();
 }
 
 fn refuse(command: Command, err: &LogError) -> Done {
@@ -345,9 +491,9 @@ fn refuse(command: Command, err: &LogError) -> Done {
     }
 }
 
-fn run_one(tx: &mut rusqlite::Transaction<'_>, blobs: &mut BlobStore, command: Command) -> Done {
+fn run_one(conn: &mut Connection, blobs: &mut BlobStore, command: Command) -> Done {
     // Each command runs in a savepoint: on error its partial writes are undone, the others stay.
-    let savepoint = match tx.savepoint() {
+    let savepoint = match conn.savepoint() {
         Ok(sp) => sp,
         Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
     };
@@ -465,18 +611,143 @@ mod tests {
         }
     }
 
+    /// A writer with a syncer (full durability) on a fresh database, and that database's path.
+    fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
+        let path = dir.path().join("castlog.db");
+        drop(crate::SqliteLog::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        (Writer::new(conn, Some(Syncer::new(wal.into()))), path)
+    }
+
+    /// Begins an append of one event to `cast` at `seq`.
+    fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<Vec<Recorded>, LogError> {
+        writer.submit(|reply| Command::AppendWithBlobs {
+            cast: CastId::new(cast),
+            expected: Seq(seq),
+            blobs: vec![format!("body {cast} {seq}").into_bytes()],
+            events: vec![aborted(seq)],
+            deferred: true,
+            reply,
+        })
+    }
+
+    /// Appends one event to a new cast `cast`, with the log's own durability.
+    fn append_new(writer: &Writer, cast: &str) {
+        writer
+            .submit(|reply| Command::Append {
+                cast: CastId::new(cast),
+                expected: Seq::FIRST,
+                events: vec![aborted(0)],
+                reply,
+            })
+            .unwrap();
+    }
+
+    /// Events another connection can read.
+    fn stored(path: &std::path::Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Begun appends share a transaction: nobody else reads them until a waiter (or the
+    /// limit, or any other write) commits them; a conflict among them is refused alone.
+    #[test]
+    fn begun_appends_are_held_in_one_transaction_until_a_wait_the_limit_or_another_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = full_writer(&dir);
+        for seq in 1..=5 {
+            assert_eq!(begin(&writer, "held", seq).unwrap()[0].seq, Seq(seq));
+        }
+        assert!(matches!(
+            begin(&writer, "held", 9),
+            Err(LogError::Conflict { .. })
+        ));
+        assert_eq!(
+            (writer.commits(), stored(&path)),
+            (0, 0),
+            "held, not committed"
+        );
+        writer.wait(writer.accepted()).unwrap();
+        assert_eq!(
+            (writer.commits(), stored(&path)),
+            (1, 5),
+            "the wait committed them"
+        );
+        writer.wait(1).unwrap();
+        assert_eq!(
+            writer.commits(),
+            1,
+            "a wait for a made commit commits nothing"
+        );
+
+        for seq in 6..6 + HELD_APPENDS as u64 {
+            begin(&writer, "held", seq).unwrap();
+        }
+        assert_eq!(writer.commits(), 2, "the limit committed them");
+        assert_eq!(stored(&path), 5 + HELD_APPENDS as i64);
+
+        let next = 6 + HELD_APPENDS as u64;
+        begin(&writer, "held", next).unwrap();
+        append_new(&writer, "other");
+        assert_eq!(
+            writer.commits(),
+            4,
+            "the held append first, then the ordinary one"
+        );
+        assert_eq!(stored(&path), 7 + HELD_APPENDS as i64);
+        writer.close();
+    }
+
+    /// A transaction of begun appends whose commit fails loses them: each waiter is told, and
+    /// begun appends after them are refused (they could only conflict), while ordinary writes
+    /// and waits for commits made before go on.
+    #[test]
+    fn held_appends_whose_commit_fails_are_each_waiters_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = full_writer(&dir);
+        begin(&writer, "kept", 1).unwrap();
+        let kept = writer.accepted();
+        writer.wait(kept).unwrap();
+        {
+            // A constraint checked at COMMIT: every event of cast "doomed" names a missing row.
+            let leader = writer.leader.lock().unwrap();
+            leader
+                .conn
+                .execute_batch(
+                    "PRAGMA foreign_keys = ON;
+                     CREATE TABLE trap (x TEXT REFERENCES casts(cast_id)
+                                          DEFERRABLE INITIALLY DEFERRED);
+                     CREATE TRIGGER doomed AFTER INSERT ON casts
+                       WHEN new.cast_id = 'doomed'
+                       BEGIN INSERT INTO trap VALUES ('nowhere'); END;",
+                )
+                .unwrap();
+        }
+        begin(&writer, "doomed", 1).unwrap();
+        begin(&writer, "doomed", 2).unwrap();
+        let doomed = writer.accepted();
+        let err = writer.wait(doomed).unwrap_err().to_string();
+        assert!(err.contains("were not stored"), "{err}");
+        assert!(err.contains("FOREIGN KEY"), "{err}");
+        let refused = begin(&writer, "later", 1).unwrap_err().to_string();
+        assert!(refused.contains("were not stored"), "{refused}");
+        writer.wait(kept).unwrap();
+        append_new(&writer, "ordinary");
+        assert_eq!(stored(&path), 2, "the kept and the ordinary append");
+        writer.close();
+    }
+
     /// A begun append that lands in a group with an ordinary append is committed with the
     /// group's own fsync, under a number nobody asked the syncer for: its waiter asks for it,
     /// and does not wait for ever.
     #[test]
     fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("castlog.db");
-        drop(crate::SqliteLog::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        let mut wal = path.into_os_string();
-        wal.push("-wal");
-        let writer = Writer::new(conn, Some(Syncer::new(wal.into())));
+        let (writer, _) = full_writer(&dir);
         let (reply, answer) = mpsc::channel();
         writer.queue().push(Command::AppendWithBlobs {
             cast: CastId::new("begun"),
@@ -496,9 +767,10 @@ mod tests {
             .unwrap();
         assert_eq!(writer.commits(), 1, "one group, with its own fsync");
         assert_eq!(answer.try_recv().unwrap().unwrap().len(), 1);
-        let (syncer, commit) = (Arc::clone(writer.syncer().unwrap()), writer.commits());
+        let writer = Arc::new(writer);
+        let (waiter, commit) = (Arc::clone(&writer), writer.accepted());
         let (done, waited) = mpsc::channel();
-        std::thread::spawn(move || done.send(syncer.wait(commit)));
+        std::thread::spawn(move || done.send(waiter.wait(commit)));
         let waited = waited.recv_timeout(std::time::Duration::from_secs(30));
         assert!(
             matches!(waited, Ok(Ok(()))),

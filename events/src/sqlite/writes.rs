@@ -207,7 +207,11 @@ fn move_head(conn: &Connection, key: i64, last: Option<&Recorded>) -> Result<(),
     Ok(())
 }
 
-pub(crate) fn import(conn: &Connection, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
+pub(crate) fn import(
+    conn: &Connection,
+    head: &CastHead,
+    events: &[Recorded],
+) -> Result<(), LogError> {
     if head_of(conn, &head.cast)?.is_some() {
         return Err(LogError::CastExists {
             cast: head.cast.clone(),

@@ -13,6 +13,9 @@ pub enum Backend {
     Memory,
     /// `SqliteLog` on a file in a fresh temporary directory.
     Sqlite,
+    /// `SqliteLog` with full durability, where begun appends are held and fsynced by the
+    /// syncer (the other tests use `Normal`, to spare the fsyncs).
+    SqliteFull,
 }
 
 impl Backend {
@@ -23,10 +26,15 @@ impl Backend {
                 log: Box::new(InMemoryLog::new()),
                 _dir: None,
             },
-            Backend::Sqlite => {
+            Backend::Sqlite | Backend::SqliteFull => {
                 let (dir, path) = scratch();
+                let log = if self == Backend::Sqlite {
+                    open_sqlite(&path)
+                } else {
+                    SqliteLog::open_with(&path, Durability::Full).unwrap()
+                };
                 Subject {
-                    log: Box::new(open_sqlite(&path)),
+                    log: Box::new(log),
                     _dir: Some(dir),
                 }
             }

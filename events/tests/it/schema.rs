@@ -654,11 +654,12 @@ fn preparing_for_steps_grows_the_wal_and_writes_nothing() {
     );
 }
 
-/// With full durability a begun append is committed without its own fsync and made durable
-/// by the syncer: every step is still its own commit, all of them are there for the next
-/// opener, and a later append with its own fsync covers what was begun before it.
+/// With full durability begun appends are held in one transaction, committed without an fsync
+/// of its own when one of them is waited for, and made durable by the syncer: nobody reads
+/// them before, all of them are there for the next opener, and a later append with its own
+/// fsync covers what was begun before it.
 #[test]
-fn begun_appends_with_full_durability_are_commits_the_syncer_makes_durable() {
+fn begun_appends_with_full_durability_are_held_then_made_durable_by_the_syncer() {
     let (_dir, path) = scratch();
     let cast = sample::cast("piped");
     {
@@ -677,10 +678,19 @@ fn begun_appends_with_full_durability_are_commits_the_syncer_makes_durable() {
                 .unwrap(),
             );
         }
-        assert_eq!(log.commits() - before, 6, "one commit per begun append");
+        assert_eq!(log.commits(), before, "held in one open transaction");
+        let other = SqliteLog::open(&path).unwrap();
+        assert_eq!(
+            other.head(&cast).unwrap(),
+            None,
+            "not readable before a wait"
+        );
         for appending in begun.drain(..3) {
             appending.wait().unwrap();
         }
+        assert_eq!(log.commits() - before, 1, "one commit for the six");
+        assert_eq!(other.head(&cast).unwrap().unwrap().seq, Seq(12));
+        drop(other);
         // An ordinary append (its own fsync) after three that were not waited for.
         log.append(&cast, Seq(13), &sample::batch(12, 1)).unwrap();
         for appending in begun {

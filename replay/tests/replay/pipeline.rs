@@ -66,9 +66,10 @@ impl Agent for Probe {
     }
 }
 
-/// Drives the build-loop fixture with a probe; returns its observations, the events the
-/// observer was told about (with the undurable count at each), and the log.
-fn drive(local: bool) -> (Vec<usize>, Vec<(String, usize)>, Watched) {
+/// Drives the build-loop fixture with a probe, with at most `limit` steps in flight if given;
+/// returns its observations, the events the observer was told about (with the undurable count
+/// at each), and the log.
+fn drive(local: bool, limit: Option<usize>) -> (Vec<usize>, Vec<(String, usize)>, Watched) {
     let started = started(fixture("loadouts/build-loop.json"), None, "c");
     let undurable = Arc::new(AtomicUsize::new(0));
     let log = Watched {
@@ -86,6 +87,9 @@ fn drive(local: bool) -> (Vec<usize>, Vec<(String, usize)>, Watched) {
     };
     {
         let mut driver = Driver::start(&log, &clock, started, dir.path()).unwrap();
+        if let Some(limit) = limit {
+            driver.limit_steps_in_flight(limit);
+        }
         let counter = Arc::clone(&undurable);
         let heard = std::rc::Rc::clone(&told);
         driver.observe(Box::new(move |notice| {
@@ -109,7 +113,7 @@ fn drive(local: bool) -> (Vec<usize>, Vec<(String, usize)>, Watched) {
 
 #[test]
 fn an_agent_that_is_not_local_is_asked_only_when_every_step_is_durable() {
-    let (seen, told, _) = drive(false);
+    let (seen, told, _) = drive(false, None);
     assert!(!seen.is_empty());
     assert!(
         seen.iter().all(|&n| n == 0),
@@ -118,26 +122,36 @@ fn an_agent_that_is_not_local_is_asked_only_when_every_step_is_durable() {
     assert!(!told.is_empty());
 }
 
-#[test]
-fn a_local_agent_is_asked_while_at_most_the_last_steps_wait_for_their_fsync() {
-    let (seen, told, _) = drive(true);
+#[rstest::rstest]
+fn a_local_agent_is_asked_while_at_most_the_last_steps_wait_to_be_durable(
+    #[values(1, 2, 3)] limit: usize,
+) {
+    let (seen, told, _) = drive(true, Some(limit));
     assert!(
-        seen.iter().any(|&n| n > 0),
-        "no turn overlapped a commit: {seen:?}"
+        seen.contains(&limit),
+        "no turn had {limit} steps in flight: {seen:?}"
     );
     assert!(
-        seen.iter().all(|&n| n <= STEPS_IN_FLIGHT),
+        seen.iter().all(|&n| n <= limit),
         "too many steps in flight: {seen:?}"
     );
     // The observer hears of a begun step's events only once it is durable: never more in
     // flight than the steps after it.
-    assert!(told.iter().all(|(_, n)| *n < STEPS_IN_FLIGHT), "{told:?}");
+    assert!(told.iter().all(|(_, n)| *n < limit), "{told:?}");
+}
+
+#[test]
+fn by_default_a_local_agent_has_every_step_of_a_short_cast_in_flight() {
+    let (seen, _, _) = drive(true, None);
+    assert!(seen.len() < STEPS_IN_FLIGHT, "not a short cast: {seen:?}");
+    // Each turn sees every step begun before it, none waited for.
+    assert!(seen.windows(2).all(|w| w[1] > w[0]), "{seen:?}");
 }
 
 #[test]
 fn the_log_is_the_same_whether_steps_are_pipelined_or_not() {
-    let (_, told_strict, strict) = drive(false);
-    let (_, told_piped, piped) = drive(true);
+    let (_, told_strict, strict) = drive(false, None);
+    let (_, told_piped, piped) = drive(true, None);
     let cast = CastId::new("c");
     assert_eq!(strict.head(&cast).unwrap(), piped.head(&cast).unwrap());
     let kinds = |t: &[(String, usize)]| t.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();

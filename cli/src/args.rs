@@ -287,8 +287,8 @@ pub struct BenchSynthArgs {
     pub durability: DurabilityArg,
     /// Ask the synthetic agent only once every step is durable, as the driver asks a live
     /// model (and as LangGraph's durability `sync` persists a step before the next starts). By
-    /// default the agent, a function of the prompt like a script, is local: it is asked and
-    /// its answer committed while the last steps (at most two) wait for their fsync.
+    /// default the agent, a function of the prompt like a script, is local: it is asked while
+    /// the last steps (at most 32, up to 16 to a transaction) are committed and fsynced.
     #[arg(long)]
     pub no_pipeline: bool,
     /// Print one JSON document on stdout (the figures are JSON either way).

@@ -51,10 +51,11 @@ struct SynthFigures {
     fork_steps: Option<u64>,
     peak_rss_mb: f64,
     durability: &'static str,
-    /// Whether the agent was asked while the last steps were being fsynced (`--no-pipeline`
-    /// turns it off; never with `--durability normal`, which fsyncs no commit).
+    /// Whether the agent was asked while the last steps were being committed and fsynced
+    /// (`--no-pipeline` turns it off; never with `--durability normal`, which fsyncs no commit).
     pipelined: bool,
-    /// Write transactions the run committed (one per step: the commit before each agent call).
+    /// Write transactions the run committed (with `--no-pipeline` one per step, the commit
+    /// before each agent call; pipelined, up to 16 steps share one).
     commits: u64,
     /// The median time of one fsync'd commit of a single small row in a scratch database
     /// beside the log, at the same durability: the disk's floor for one step.

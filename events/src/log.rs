@@ -279,9 +279,10 @@ pub trait EventLog: Send + Sync {
     /// [`append_with_blobs`](Self::append_with_blobs), returning once the append is accepted
     /// (conflict-checked against the appends before it, its records sealed, all or nothing)
     /// but possibly before other readers see it and before it is durable: the SQLite log with
-    /// `Durability::Full` holds begun appends in one open transaction (up to 16), commits them
-    /// without an fsync of its own and a syncer thread fsyncs the WAL, one fsync for every
-    /// commit made meanwhile, while the caller goes on. [`Appending::wait`] returns once the
+    /// `Durability::Full` holds begun appends in memory (up to 16), writes them in one commit
+    /// without an fsync of its own, and a syncer thread fsyncs the WAL, one fsync for every
+    /// commit made meanwhile, while the caller goes on. Another writer may append to the cast
+    /// meanwhile; the held appends are then not stored, and `wait` says so. [`Appending::wait`] returns once the
     /// append is stored and an fsync covers it. Nothing may act outside the process on these
     /// events (send their prompt to a model, run a utility, post, tell the user) before `wait`
     /// has returned `Ok`. A crash may lose begun appends not yet waited for (and, with them,

@@ -24,16 +24,17 @@
 //! [`Durability::Full`] (the default) sets `synchronous=FULL`: a commit is fsynced before the
 //! append returns, so acknowledged events survive a power cut. A
 //! [begun](EventLog::begin_append_with_blobs) append is the exception its caller asks for: the
-//! writer holds it in an open transaction with the begun appends after it (up to
-//! [`writer::HELD_APPENDS`]), commits them together without an fsync of their own, and the
-//! [`syncer`] thread's next fsync of the WAL makes them durable (an `Appending::wait` commits
-//! what is held if it must, and returns then); the driver uses it only for steps nothing
-//! outside the process has acted on, and that `resume` can ask again. [`Durability::Normal`] sets
+//! writer checks and seals it, holds it in memory with the begun appends after it (up to
+//! [`writer::HELD_APPENDS`]), writes and commits them together without an fsync of their own,
+//! and the [`syncer`] thread's next fsync of the WAL makes them durable (an `Appending::wait`
+//! has what is held written if it must, and returns then); the driver uses it only for steps
+//! nothing outside the process has acted on, and that `resume` can ask again. [`Durability::Normal`] sets
 //! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
 //! commits may be lost if the machine loses power.
 
 mod address;
 mod blobs;
+mod held;
 mod syncer;
 mod wal;
 mod writer;

@@ -11,22 +11,21 @@
 //! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
 //!
 //! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is not
-//! committed at once: the transaction is left open and holds it, and the begun appends of the
-//! next groups join it, each in a savepoint of its own, until it holds [`HELD_APPENDS`], a
-//! waiter asks for one of them ([`Writer::wait`]), any other command arrives, or the log
-//! closes. Then it is committed with `synchronous=NORMAL` and handed to the [`Syncer`] for its
-//! fsync; every other group commits with the log's own setting. A begun append's appender is
-//! answered once its writes are in the open transaction (its head checked, its records sealed),
-//! before anyone else can read it. Holding them saves a commit per step: each commit writes
-//! page 1, the cast's head row and the last pages of the events, blobs and chunks again, so
-//! sixteen steps in one commit write about half the WAL frames (and one `BEGIN`/`COMMIT`).
-//! What it costs: a crash of the process loses the steps held, which nothing outside the process
-//! has seen (the driver tells of a step once it is durable), and other writers wait for the
-//! lock while they are held (a few milliseconds: begun appends come from a local agent's steps,
-//! which take well under a millisecond each). If their commit fails, they are lost: every
-//! waiter for them is told, and begun appends after them are refused (they would only
-//! conflict), while ordinary writes go on.
-
+//! written at once: each is checked against its cast's head, sealed and held in memory
+//! ([`Held`]), and answered; the held appends are written and committed together, in one
+//! transaction with `synchronous=NORMAL` handed to the [`Syncer`] for its fsync, once there are
+//! [`HELD_APPENDS`], when a waiter asks for one of them ([`Writer::wait`]), before any other
+//! command, and when the log closes. Every other group commits with the log's own setting.
+//! Holding them saves a commit per step: each commit writes page 1, the cast's head row and the
+//! last pages of the events, blobs and chunks again, so sixteen steps in one commit write about
+//! half the WAL frames (and one `BEGIN`/`COMMIT`). No transaction is open while they are held,
+//! so other writers (other processes) get the lock between commits as before. What it costs: a
+//! crash of the process loses the steps held, which nobody else has read and nothing outside
+//! the process has acted on (the driver tells of a step once it is durable). If their write
+//! fails (another writer moved the cast's head meanwhile, an I/O error), nothing of them is
+//! stored: each of their waiters is told, and begun appends to their casts are refused from
+//! then on (they could only conflict), while other casts and ordinary writes go on.
+//!
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
@@ -38,6 +37,8 @@ use rusqlite::Connection;
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded};
 use crate::sqlite::blobs::BlobStore;
+pub(crate) use crate::sqlite::held::HELD_APPENDS;
+use crate::sqlite::held::Held;
 use crate::sqlite::map_err;
 use crate::sqlite::syncer::Syncer;
 use crate::sqlite::writes::{append, fork, import, put_checkpoint};
@@ -47,9 +48,6 @@ const WAIT_FOR_LEADER: std::time::Duration = std::time::Duration::from_micros(20
 
 /// The most commands one transaction takes.
 pub(crate) const GROUP_LIMIT: usize = 256;
-
-/// The most begun appends one transaction holds before it is committed.
-pub(crate) const HELD_APPENDS: usize = 16;
 
 pub(crate) type Reply<T> = Sender<Result<T, LogError>>;
 
@@ -135,14 +133,18 @@ pub(crate) struct Writer {
     leader: Mutex<Leader>,
     /// Commands queued and not yet taken by a leader.
     queue: Mutex<Vec<Command>>,
-    /// Transactions committed (the number of the last one).
+    /// Transactions committed.
     commits: AtomicU64,
+    /// Commit numbers given out, in commit order (the last one's): to every commit, and to
+    /// each write of held appends that failed.
+    numbered: AtomicU64,
     /// Fsyncs deferred commits; `None` unless the log's durability is `Full`.
     syncer: Option<Arc<Syncer>>,
-    /// The number of the commit that carries every write answered so far.
+    /// The number of the commit that carries every write answered so far (it may not be made
+    /// yet: appends held).
     accepted: AtomicU64,
-    /// Set once begun appends held for a commit were lost: every later waiter is told.
-    lost: Mutex<Option<Lost>>,
+    /// Held appends whose write failed.
+    lost: Mutex<Vec<Lost>>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -154,18 +156,18 @@ impl std::fmt::Debug for Writer {
 struct Leader {
     conn: Connection,
     blobs: BlobStore,
-    /// The connection is at `synchronous=NORMAL` for deferred groups.
+    /// The connection is at `synchronous=NORMAL` (for deferred groups and held appends).
     deferring: bool,
-    /// Begun appends stored in the open transaction, not yet committed (none: no transaction
-    /// is open between groups).
-    held: usize,
+    /// Begun appends accepted and not yet written.
+    held: Held,
 }
 
-/// Begun appends held in one transaction that could not be committed.
+/// Held appends whose write failed.
 #[derive(Debug)]
 struct Lost {
     /// The number their commit would have had.
     commit: u64,
+    casts: Vec<CastId>,
     why: String,
 }
 
@@ -177,13 +179,14 @@ impl Writer {
                 conn,
                 blobs: BlobStore::default(),
                 deferring: false,
-                held: 0,
+                held: Held::default(),
             }),
             queue: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            numbered: AtomicU64::new(0),
             syncer: syncer.map(Arc::new),
             accepted: AtomicU64::new(0),
-            lost: Mutex::new(None),
+            lost: Mutex::new(Vec::new()),
         }
     }
 
@@ -192,7 +195,7 @@ impl Writer {
         self.syncer.as_ref()
     }
 
-    /// Commits the begun appends held, then stops the syncer thread once it has synced what
+    /// Writes the begun appends held, then stops the syncer thread once it has synced what
     /// was asked.
     pub(crate) fn close(&self) {
         let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
@@ -245,11 +248,9 @@ impl Writer {
     }
 
     /// Commits the oldest queued commands (up to [`GROUP_LIMIT`]) as one group and answers
-    /// each; a group of begun appends joins the transaction that holds earlier ones, committed
-    /// once it holds [`HELD_APPENDS`]. A panic while running the group is contained here: the
-    /// group's commands are dropped with it, so each of their appenders gets an error, and the
-    /// writer stays usable (begun appends held before it are lost with it, and their waiters
-    /// told).
+    /// each; a group of begun appends is held instead (see the module doc). A panic while
+    /// running the group is contained here: the group's commands are dropped with it, so each
+    /// of their appenders gets an error, and the writer stays usable.
     fn lead(&self, mut guard: MutexGuard<'_, Leader>) {
         let group: Vec<Command> = {
             let mut queue = self.queue();
@@ -265,72 +266,54 @@ impl Writer {
                 .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
         let leader = &mut *guard;
         if !deferred {
-            // Any other write commits the begun appends held first (a failure is their
-            // waiters' answer), then runs with the log's own durability.
+            // Held appends go first (a failure is their waiters' answer).
             let _ = self.commit_held(leader);
-        } else if let Some(err) = self.lost_error(u64::MAX) {
-            // Held steps were lost: a begun append after them would only find a conflict.
+        }
+        // A begun append to a cast whose held appends were lost could only conflict.
+        let mut refused = Vec::new();
+        let group: Vec<Command> = group
+            .into_iter()
+            .filter_map(|command| match &command {
+                Command::AppendWithBlobs {
+                    cast,
+                    deferred: true,
+                    ..
+                } => match self.lost_for_cast(cast) {
+                    Some(err) => {
+                        refused.push(refuse(command, &err));
+                        None
+                    }
+                    None => Some(command),
+                },
+                _ => Some(command),
+            })
+            .collect();
+        refused.into_iter().for_each(Done::send);
+        if group.is_empty() {
+            return;
+        }
+        if deferred {
+            self.hold(leader, group);
+            return;
+        }
+        if let Err(err) = set_deferring(leader, false) {
             for command in group {
                 refuse(command, &err).send();
             }
             return;
         }
-        if deferred != leader.deferring {
-            // No transaction is open here: begun appends are held only in a deferred mode.
-            let mode = if deferred { "NORMAL" } else { "FULL" };
-            if let Err(err) = leader
-                .conn
-                .execute_batch(&format!("PRAGMA synchronous = {mode}"))
-            {
-                let err = map_err("setting the durability of a commit", &err);
-                for command in group {
-                    refuse(command, &err).send();
-                }
-                return;
-            }
-            leader.deferring = deferred;
-        }
         let Leader { conn, blobs, .. } = &mut *leader;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, blobs, group)));
-        let Ok(mut results) = ran else {
-            // The group's results (and reply channels) are gone with the unwind; what the
-            // transaction holds is not trusted.
+        let Ok((mut results, committed)) = ran else {
+            // The group's results (and reply channels) are gone with the unwind; the rows it
+            // staged are not trusted.
             rollback(&leader.conn, &mut leader.blobs);
-            if leader.held > 0 {
-                leader.held = 0;
-                self.lose("the writer panicked while holding them");
-            }
             return;
         };
-        if deferred {
-            leader.held += results.iter().filter(|d| d.is_ok()).count();
-            if leader.held == 0 {
-                rollback(&leader.conn, &mut leader.blobs);
-            } else {
-                // Held: the commit that will carry them is the next one.
-                self.accepted
-                    .fetch_max(self.commits() + 1, Ordering::Relaxed);
-                if leader.held >= HELD_APPENDS
-                    && let Err(err) = self.commit_held(leader)
-                {
-                    results = results.into_iter().map(|d| d.fail(&err)).collect();
-                }
-            }
-            for done in results {
-                done.send();
-            }
-            return;
-        }
-        if results.iter().any(Done::is_ok) {
-            match commit(&leader.conn, &mut leader.blobs) {
-                Ok(()) => {
-                    let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
-                    self.accepted.fetch_max(number, Ordering::Relaxed);
-                }
-                Err(err) => results = results.into_iter().map(|d| d.fail(&err)).collect(),
-            }
-        } else {
-            rollback(&leader.conn, &mut leader.blobs);
+        if committed {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            let number = self.numbered.fetch_add(1, Ordering::Relaxed) + 1;
+            self.accepted.fetch_max(number, Ordering::Relaxed);
         }
         // A FULL group is acknowledged as durable, and what it acknowledges may rest on a
         // deferred commit not yet synced (a blob it found already stored): the syncer's
@@ -347,70 +330,133 @@ impl Writer {
         }
     }
 
-    /// Commits the transaction holding begun appends, if one is open, and asks the syncer for
-    /// its fsync. On failure they are lost: recorded for their waiters, and returned.
+    /// Holds a group of begun appends and answers each; writes what is held once there are
+    /// [`HELD_APPENDS`].
+    fn hold(&self, leader: &mut Leader, group: Vec<Command>) {
+        let Leader { conn, held, .. } = &mut *leader;
+        let accept = |command| match command {
+            Command::AppendWithBlobs {
+                cast,
+                expected,
+                blobs,
+                events,
+                reply,
+                ..
+            } => Done::Records(reply, held.accept(conn, &cast, expected, blobs, &events)),
+            other => refuse(
+                other,
+                &LogError::storage("holding a write", "only begun appends are held"),
+            ),
+        };
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            group.into_iter().map(accept).collect::<Vec<Done>>()
+        }));
+        // A panic dropped the group's reply channels; what was held before it is intact.
+        let Ok(mut results) = ran else { return };
+        if !leader.held.is_empty() {
+            let next = self.numbered.load(Ordering::Relaxed) + 1;
+            self.accepted.fetch_max(next, Ordering::Relaxed);
+        }
+        if leader.held.len() >= HELD_APPENDS
+            && let Err(err) = self.commit_held(leader)
+        {
+            results = results.into_iter().map(|d| d.fail(&err)).collect();
+        }
+        for done in results {
+            done.send();
+        }
+    }
+
+    /// Writes and commits the begun appends held, if any, and asks the syncer for the fsync.
+    /// If their write fails they are lost: recorded for their waiters, and returned.
     fn commit_held(&self, leader: &mut Leader) -> Result<(), LogError> {
-        if leader.held == 0 {
+        if leader.held.is_empty() {
             return Ok(());
         }
-        leader.held = 0;
-        match commit(&leader.conn, &mut leader.blobs) {
-            Ok(()) => {
-                let number = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        // A mode that cannot be set leaves them held, for a later try.
+        set_deferring(leader, true)?;
+        let number = self.numbered.fetch_add(1, Ordering::Relaxed) + 1;
+        let casts = leader.held.casts();
+        let Leader {
+            conn, blobs, held, ..
+        } = &mut *leader;
+        let written = std::panic::catch_unwind(AssertUnwindSafe(|| held.write(conn, blobs)));
+        let failed = match written {
+            Ok(Ok(())) => {
+                self.commits.fetch_add(1, Ordering::Relaxed);
                 if let Some(syncer) = &self.syncer {
                     syncer.request(number);
                 }
-                Ok(())
+                return Ok(());
             }
-            Err(err) => {
-                self.lose(&err.to_string());
-                Err(err)
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => {
+                rollback(conn, blobs);
+                held.clear();
+                "the writer panicked while writing them".to_string()
             }
-        }
+        };
+        let lost = Lost {
+            commit: number,
+            casts,
+            why: failed,
+        };
+        let err = lost.error();
+        self.lost().push(lost);
+        Err(err)
     }
 
-    /// Records that the begun appends of the next commit were lost, and why.
-    fn lose(&self, why: &str) {
-        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        lost.get_or_insert(Lost {
-            commit: self.commits() + 1,
-            why: why.to_string(),
-        });
+    fn lost(&self) -> MutexGuard<'_, Vec<Lost>> {
+        // Pushes only; take it back if poisoned.
+        self.lost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The error of a waiter for commit `commit` if begun appends at or before it were lost.
-    fn lost_error(&self, commit: u64) -> Option<LogError> {
-        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        lost.as_ref().filter(|l| l.commit <= commit).map(|l| {
-            LogError::storage(
-                "committing begun appends",
-                format!(
-                    "steps held for one commit were not stored ({}); nothing after them is \
-                     accepted",
-                    l.why
-                ),
-            )
-        })
+    /// The error of a waiter for commit `commit`, if it is a write of held appends that failed.
+    fn lost_for_commit(&self, commit: u64) -> Option<LogError> {
+        self.lost()
+            .iter()
+            .find(|l| l.commit == commit)
+            .map(Lost::error)
+    }
+
+    /// The error of a begun append to `cast`, if held appends to it were lost.
+    fn lost_for_cast(&self, cast: &CastId) -> Option<LogError> {
+        self.lost()
+            .iter()
+            .find(|l| l.casts.contains(cast))
+            .map(Lost::error)
     }
 
     /// The number of the commit that carries every write answered so far (it may not be
-    /// made yet: begun appends held in the open transaction).
+    /// made yet: begun appends held).
     pub(crate) fn accepted(&self) -> u64 {
         self.accepted.load(Ordering::Relaxed)
     }
 
-    /// Waits until commit `commit` is durable: commits the begun appends held, if it is
+    /// Waits until commit `commit` is durable: writes the begun appends held, if it is
     /// theirs, then waits for the syncer.
     pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
-        if self.commits() < commit {
+        let numbered = || self.numbered.load(Ordering::Relaxed);
+        if numbered() < commit {
             let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-            if self.commits() < commit {
-                // An error is recorded as lost, and answered below.
-                let _ = self.commit_held(&mut leader);
+            if numbered() < commit
+                && let Err(err) = self.commit_held(&mut leader)
+                && numbered() < commit
+            {
+                return Err(err);
             }
         }
-        if let Some(err) = self.lost_error(commit) {
+        if let Some(err) = self.lost_for_commit(commit) {
             return Err(err);
+        }
+        if numbered() < commit {
+            return Err(LogError::storage(
+                "waiting for a commit",
+                format!(
+                    "commit {commit} was never made (the writer has made {})",
+                    numbered()
+                ),
+            ));
         }
         match &self.syncer {
             Some(syncer) => syncer.wait(commit),
@@ -424,39 +470,98 @@ impl Writer {
     }
 }
 
-/// Runs `group` in the open transaction, beginning one (`BEGIN IMMEDIATE`) if none is, and
-/// leaves it open for the caller to commit or roll back. If no transaction can be begun every
-/// command is refused.
-fn run_group(conn: &mut Connection, blobs: &mut BlobStore, group: Vec<Command>) -> Vec<Done> {
-    let fresh = conn.is_autocommit();
-    if fresh {
-        if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
-            let err = map_err("starting a write transaction", &err);
-            return group.into_iter().map(|c| refuse(c, &err)).collect();
-        }
-        if let Err(err) = blobs.begin(conn) {
-            rollback(conn, blobs);
-            return group.into_iter().map(|c| refuse(c, &err)).collect();
-        }
+impl Lost {
+    fn error(&self) -> LogError {
+        LogError::storage(
+            "writing begun appends",
+            format!(
+                "steps held for commit {} were not stored ({}); begun appends to {} are refused",
+                self.commit,
+                self.why,
+                self.casts
+                    .iter()
+                    .map(CastId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
     }
-    if fresh && group.len() == 1 {
+}
+
+/// Sets `synchronous` for a deferred write (NORMAL) or not (FULL), if it is not so already.
+/// No transaction is open between groups.
+fn set_deferring(leader: &mut Leader, deferred: bool) -> Result<(), LogError> {
+    if leader.deferring == deferred {
+        return Ok(());
+    }
+    let mode = if deferred { "NORMAL" } else { "FULL" };
+    leader
+        .conn
+        .execute_batch(&format!("PRAGMA synchronous = {mode}"))
+        .map_err(|e| map_err("setting the durability of a commit", &e))?;
+    leader.deferring = deferred;
+    Ok(())
+}
+
+/// Runs `group` in one transaction and commits it if any command succeeded; returns the
+/// results and whether it was committed. A failed commit turns every result into an error.
+fn run_group(
+    conn: &mut Connection,
+    blobs: &mut BlobStore,
+    group: Vec<Command>,
+) -> (Vec<Done>, bool) {
+    if let Err(err) = begin(conn, blobs) {
+        return (group.into_iter().map(|c| refuse(c, &err)).collect(), false);
+    }
+    let mut done = Vec::with_capacity(group.len());
+    if group.len() == 1 {
         // Alone in its transaction, a command needs no savepoint: on error the whole
-        // transaction is rolled back (by the caller), which undoes exactly its partial writes.
-        return group
-            .into_iter()
-            .map(|command| execute(conn, blobs, command))
-            .collect();
+        // transaction is rolled back (below), which undoes exactly its partial writes.
+        done.extend(
+            group
+                .into_iter()
+                .map(|command| execute(conn, blobs, command)),
+        );
+    } else {
+        let mut commands = group.into_iter();
+        for command in commands.by_ref() {
+            done.push(run_one(conn, blobs, command));
+            if conn.is_autocommit() {
+                // SQLite rolled the whole transaction back on an error (a full disk, an I/O
+                // error): nothing of the group is stored.
+                let err = LogError::storage("writing", "the transaction was rolled back");
+                done = done.into_iter().map(|d| d.fail(&err)).collect();
+                done.extend(commands.map(|c| refuse(c, &err)));
+                rollback(conn, blobs);
+                return (done, false);
+            }
+        }
     }
-    group
-        .into_iter()
-        .map(|command| run_one(conn, blobs, command))
-        .collect()
+    if !done.iter().any(Done::is_ok) {
+        rollback(conn, blobs);
+        return (done, false);
+    }
+    match commit(conn, blobs) {
+        Ok(()) => (done, true),
+        Err(err) => (done.into_iter().map(|d| d.fail(&err)).collect(), false),
+    }
+}
+
+/// Begins a write transaction (`BEGIN IMMEDIATE`) and the blob store's part of it.
+pub(crate) fn begin(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| map_err("starting a write transaction", &e))?;
+    if let Err(err) = blobs.begin(conn) {
+        rollback(conn, blobs);
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// Commits the open transaction. Row ids learnt in it are trusted once it is committed (a
 /// command whose savepoint was rolled back has forgotten its own already, see `run_one`); on
 /// failure it is rolled back, and a rolled-back insert's id may be given to another row later.
-fn commit(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
+pub(crate) fn commit(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
     blobs.before_commit(conn);
     match conn.execute_batch("COMMIT") {
         Ok(()) => {
@@ -471,7 +576,7 @@ fn commit(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
 }
 
 /// Rolls back the open transaction, if one is, and forgets the rows it stored.
-fn rollback(conn: &Connection, blobs: &mut BlobStore) {
+pub(crate) fn rollback(conn: &Connection, blobs: &mut BlobStore) {
     if !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
@@ -564,218 +669,5 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use castlog_core::event::{CastAborted, Event};
-
-    fn aborted(i: u64) -> Pending {
-        Pending::new(
-            1_700_000_000_000 + i,
-            &Event::CastAborted(CastAborted {
-                reason: format!("sample {i}"),
-            }),
-        )
-    }
-
-    /// Commands queued while the writer is busy are committed by the next leader in one
-    /// transaction, each answered with its own records.
-    #[test]
-    fn queued_commands_are_committed_by_one_leader_in_one_transaction() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("castlog.db");
-        drop(crate::SqliteLog::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        let writer = Writer::new(conn, None);
-        let mut answers = Vec::new();
-        for k in 0..5u64 {
-            let (reply, answer) = mpsc::channel();
-            writer.queue().push(Command::Append {
-                cast: CastId::new(format!("queued-{k}")),
-                expected: Seq::FIRST,
-                events: vec![aborted(k)],
-                reply,
-            });
-            answers.push(answer);
-        }
-        let own = writer.submit(|reply| Command::Append {
-            cast: CastId::new("leader"),
-            expected: Seq::FIRST,
-            events: vec![aborted(9), aborted(10)],
-            reply,
-        });
-        assert_eq!(own.unwrap().len(), 2);
-        assert_eq!(writer.commits(), 1, "one transaction for six appends");
-        for (k, answer) in answers.into_iter().enumerate() {
-            let records = answer.try_recv().unwrap().unwrap();
-            assert_eq!(records[0].cast.as_str(), format!("queued-{k}"));
-        }
-    }
-
-    /// A writer with a syncer (full durability) on a fresh database, and that database's path.
-    fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
-        let path = dir.path().join("castlog.db");
-        drop(crate::SqliteLog::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        let mut wal = path.clone().into_os_string();
-        wal.push("-wal");
-        (Writer::new(conn, Some(Syncer::new(wal.into()))), path)
-    }
-
-    /// Begins an append of one event to `cast` at `seq`.
-    fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<Vec<Recorded>, LogError> {
-        writer.submit(|reply| Command::AppendWithBlobs {
-            cast: CastId::new(cast),
-            expected: Seq(seq),
-            blobs: vec![format!("body {cast} {seq}").into_bytes()],
-            events: vec![aborted(seq)],
-            deferred: true,
-            reply,
-        })
-    }
-
-    /// Appends one event to a new cast `cast`, with the log's own durability.
-    fn append_new(writer: &Writer, cast: &str) {
-        writer
-            .submit(|reply| Command::Append {
-                cast: CastId::new(cast),
-                expected: Seq::FIRST,
-                events: vec![aborted(0)],
-                reply,
-            })
-            .unwrap();
-    }
-
-    /// Events another connection can read.
-    fn stored(path: &std::path::Path) -> i64 {
-        Connection::open(path)
-            .unwrap()
-            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-            .unwrap()
-    }
-
-    /// Begun appends share a transaction: nobody else reads them until a waiter (or the
-    /// limit, or any other write) commits them; a conflict among them is refused alone.
-    #[test]
-    fn begun_appends_are_held_in_one_transaction_until_a_wait_the_limit_or_another_write() {
-        let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = full_writer(&dir);
-        for seq in 1..=5 {
-            assert_eq!(begin(&writer, "held", seq).unwrap()[0].seq, Seq(seq));
-        }
-        assert!(matches!(
-            begin(&writer, "held", 9),
-            Err(LogError::Conflict { .. })
-        ));
-        assert_eq!(
-            (writer.commits(), stored(&path)),
-            (0, 0),
-            "held, not committed"
-        );
-        writer.wait(writer.accepted()).unwrap();
-        assert_eq!(
-            (writer.commits(), stored(&path)),
-            (1, 5),
-            "the wait committed them"
-        );
-        writer.wait(1).unwrap();
-        assert_eq!(
-            writer.commits(),
-            1,
-            "a wait for a made commit commits nothing"
-        );
-
-        for seq in 6..6 + HELD_APPENDS as u64 {
-            begin(&writer, "held", seq).unwrap();
-        }
-        assert_eq!(writer.commits(), 2, "the limit committed them");
-        assert_eq!(stored(&path), 5 + HELD_APPENDS as i64);
-
-        let next = 6 + HELD_APPENDS as u64;
-        begin(&writer, "held", next).unwrap();
-        append_new(&writer, "other");
-        assert_eq!(
-            writer.commits(),
-            4,
-            "the held append first, then the ordinary one"
-        );
-        assert_eq!(stored(&path), 7 + HELD_APPENDS as i64);
-        writer.close();
-    }
-
-    /// A transaction of begun appends whose commit fails loses them: each waiter is told, and
-    /// begun appends after them are refused (they could only conflict), while ordinary writes
-    /// and waits for commits made before go on.
-    #[test]
-    fn held_appends_whose_commit_fails_are_each_waiters_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let (writer, path) = full_writer(&dir);
-        begin(&writer, "kept", 1).unwrap();
-        let kept = writer.accepted();
-        writer.wait(kept).unwrap();
-        {
-            // A constraint checked at COMMIT: every event of cast "doomed" names a missing row.
-            let leader = writer.leader.lock().unwrap();
-            leader
-                .conn
-                .execute_batch(
-                    "PRAGMA foreign_keys = ON;
-                     CREATE TABLE trap (x TEXT REFERENCES casts(cast_id)
-                                          DEFERRABLE INITIALLY DEFERRED);
-                     CREATE TRIGGER doomed AFTER INSERT ON casts
-                       WHEN new.cast_id = 'doomed'
-                       BEGIN INSERT INTO trap VALUES ('nowhere'); END;",
-                )
-                .unwrap();
-        }
-        begin(&writer, "doomed", 1).unwrap();
-        begin(&writer, "doomed", 2).unwrap();
-        let doomed = writer.accepted();
-        let err = writer.wait(doomed).unwrap_err().to_string();
-        assert!(err.contains("were not stored"), "{err}");
-        assert!(err.contains("FOREIGN KEY"), "{err}");
-        let refused = begin(&writer, "later", 1).unwrap_err().to_string();
-        assert!(refused.contains("were not stored"), "{refused}");
-        writer.wait(kept).unwrap();
-        append_new(&writer, "ordinary");
-        assert_eq!(stored(&path), 2, "the kept and the ordinary append");
-        writer.close();
-    }
-
-    /// A begun append that lands in a group with an ordinary append is committed with the
-    /// group's own fsync, under a number nobody asked the syncer for: its waiter asks for it,
-    /// and does not wait for ever.
-    #[test]
-    fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
-        let dir = tempfile::tempdir().unwrap();
-        let (writer, _) = full_writer(&dir);
-        let (reply, answer) = mpsc::channel();
-        writer.queue().push(Command::AppendWithBlobs {
-            cast: CastId::new("begun"),
-            expected: Seq::FIRST,
-            blobs: Vec::new(),
-            events: vec![aborted(1)],
-            deferred: true,
-            reply,
-        });
-        writer
-            .submit(|reply| Command::Append {
-                cast: CastId::new("full"),
-                expected: Seq::FIRST,
-                events: vec![aborted(2)],
-                reply,
-            })
-            .unwrap();
-        assert_eq!(writer.commits(), 1, "one group, with its own fsync");
-        assert_eq!(answer.try_recv().unwrap().unwrap().len(), 1);
-        let writer = Arc::new(writer);
-        let (waiter, commit) = (Arc::clone(&writer), writer.accepted());
-        let (done, waited) = mpsc::channel();
-        std::thread::spawn(move || done.send(waiter.wait(commit)));
-        let waited = waited.recv_timeout(std::time::Duration::from_secs(30));
-        assert!(
-            matches!(waited, Ok(Ok(()))),
-            "the wait did not end: {waited:?}"
-        );
-        writer.close();
-    }
-}
+#[path = "writer_tests.rs"]
+mod tests;

@@ -11,7 +11,10 @@ use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::{digest_from_sql, map_err};
 
 /// `(key, head seq, head hash)` of a cast.
-fn head_of(conn: &Connection, cast: &CastId) -> Result<Option<(i64, Seq, Digest)>, LogError> {
+pub(crate) fn head_of(
+    conn: &Connection,
+    cast: &CastId,
+) -> Result<Option<(i64, Seq, Digest)>, LogError> {
     let row = conn
         .prepare_cached("SELECT id, head_seq, head_hash FROM casts WHERE cast_id = ?1")
         .and_then(|mut stmt| {
@@ -111,6 +114,30 @@ fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError>
             )))
         }
     }
+}
+
+/// Writes `records`, sealed on `on` (the cast's head then; `None`: they create the cast), if
+/// the cast's stored head is still that; a [`LogError::Conflict`] otherwise.
+pub(crate) fn append_sealed(
+    conn: &Connection,
+    cast: &CastId,
+    on: Option<(Seq, Digest)>,
+    records: &[Recorded],
+) -> Result<(), LogError> {
+    let stored = head_of(conn, cast)?;
+    let key = match (stored, on) {
+        (None, None) => insert_cast(conn, cast, None, records.first().map_or(0, |r| r.at_ms))?,
+        (Some((key, seq, hash)), Some(on)) if (seq, hash) == on => key,
+        (stored, _) => {
+            return Err(LogError::Conflict {
+                cast: cast.clone(),
+                expected: records.first().map_or(Seq::FIRST, |r| r.seq),
+                found: stored.map_or(Seq::FIRST, |(_, seq, _)| seq.next()),
+            });
+        }
+    };
+    insert_events(conn, key, records)?;
+    move_head(conn, key, records.last())
 }
 
 fn create(

@@ -712,6 +712,39 @@ fn begun_appends_with_full_durability_are_held_then_made_durable_by_the_syncer()
     assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
 }
 
+/// Begun appends are held without a lock: another writer may move the cast's head meanwhile.
+/// Then the held ones are not stored, their waiter is told of the conflict, the other
+/// writer's events stay, and the cast verifies.
+#[test]
+fn held_appends_that_another_writer_overtook_are_refused_as_a_conflict() {
+    let (_dir, path) = scratch();
+    let cast = sample::cast("raced");
+    let log = SqliteLog::open_with(&path, castlog_events::Durability::Full).unwrap();
+    log.append(&cast, Seq(1), &sample::batch(0, 1)).unwrap();
+    let first = log
+        .begin_append_with_blobs(&cast, Seq(2), &[], &sample::batch(1, 2))
+        .unwrap();
+    let second = log
+        .begin_append_with_blobs(&cast, Seq(4), &[], &sample::batch(3, 1))
+        .unwrap();
+    let rival = SqliteLog::open(&path).unwrap();
+    rival.append(&cast, Seq(2), &sample::batch(10, 1)).unwrap();
+    let err = first.wait().unwrap_err().to_string();
+    assert!(err.contains("were not stored"), "{err}");
+    assert!(
+        err.contains("conflict") || err.contains("Conflict"),
+        "{err}"
+    );
+    assert!(second.wait().is_err());
+    let refused = log.begin_append_with_blobs(&cast, Seq(3), &[], &sample::batch(4, 1));
+    assert!(refused.is_err(), "a begun append after the loss");
+    let events = rival.read(&cast, Seq::FIRST, None).unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].payload, sample::batch(10, 1)[0].payload);
+    let head = rival.head(&cast).unwrap().unwrap();
+    assert!(verify_cast(&rival, &head).unwrap().problems.is_empty());
+}
+
 /// The syncer fsyncs the WAL SQLite writes: opened through a symlink, the database's WAL sits
 /// beside the file the link names, not beside the link.
 #[cfg(unix)]

@@ -1,0 +1,121 @@
+//! Begun appends the writer holds before it writes them (see the writer's module doc): each
+//! is checked against its cast's head and sealed when it is accepted, and written with the
+//! others in one transaction later, if the head is still the one it was sealed on.
+
+use std::collections::HashMap;
+
+use castlog_core::id::{CastId, Digest, Seq};
+use rusqlite::Connection;
+
+use crate::log::LogError;
+use crate::record::{Pending, Recorded, seal_batch};
+use crate::sqlite::blobs::BlobStore;
+use crate::sqlite::writer::{begin, commit, rollback};
+use crate::sqlite::writes::{append_sealed, head_of};
+
+/// The most begun appends held before they are written and committed together.
+pub(crate) const HELD_APPENDS: usize = 16;
+
+/// One begun append, sealed on the head it was accepted on.
+#[derive(Debug)]
+struct HeldAppend {
+    cast: CastId,
+    /// The cast's head when it was accepted (`None`: it creates the cast).
+    on: Option<(Seq, Digest)>,
+    blobs: Vec<Vec<u8>>,
+    records: Vec<Recorded>,
+}
+
+/// Begun appends accepted and not yet written, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    appends: Vec<HeldAppend>,
+    /// The head each cast with held appends has once they are written.
+    heads: HashMap<CastId, (Seq, Digest)>,
+}
+
+impl Held {
+    pub(crate) fn len(&self) -> usize {
+        self.appends.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.appends.is_empty()
+    }
+
+    /// The casts held appends go to.
+    pub(crate) fn casts(&self) -> Vec<CastId> {
+        self.heads.keys().cloned().collect()
+    }
+
+    /// Checks `expected` against the head of `cast` (after its held appends, else as stored,
+    /// read on `conn`), seals `events` on it and holds them with `blobs`. Without events, only
+    /// the blobs are held (and nothing is checked), as an ordinary append with blobs does.
+    pub(crate) fn accept(
+        &mut self,
+        conn: &Connection,
+        cast: &CastId,
+        expected: Seq,
+        blobs: Vec<Vec<u8>>,
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        let head = match self.heads.get(cast) {
+            Some(head) => Some(*head),
+            None => head_of(conn, cast)?.map(|(_, seq, hash)| (seq, hash)),
+        };
+        let found = head.map_or(Seq::FIRST, |(seq, _)| seq.next());
+        if !events.is_empty() && expected != found {
+            return Err(LogError::Conflict {
+                cast: cast.clone(),
+                expected,
+                found,
+            });
+        }
+        let (seq, prev) = head.unwrap_or((Seq(0), Digest::ZERO));
+        let records = seal_batch(cast, seq, prev, events);
+        if let Some(last) = records.last() {
+            self.heads.insert(cast.clone(), (last.seq, last.hash));
+        }
+        self.appends.push(HeldAppend {
+            cast: cast.clone(),
+            on: head,
+            blobs,
+            records: records.clone(),
+        });
+        Ok(records)
+    }
+
+    /// Writes every held append in one transaction and commits it; nothing is held after,
+    /// whatever the outcome. On error nothing of them is stored.
+    pub(crate) fn write(
+        &mut self,
+        conn: &Connection,
+        store: &mut BlobStore,
+    ) -> Result<(), LogError> {
+        let appends = std::mem::take(&mut self.appends);
+        self.heads.clear();
+        begin(conn, store)?;
+        let written = appends.iter().try_for_each(|append| {
+            for blob in &append.blobs {
+                store.put(conn, blob)?;
+            }
+            if append.records.is_empty() {
+                return Ok(());
+            }
+            append_sealed(conn, &append.cast, append.on, &append.records)
+        });
+        match written {
+            Ok(()) => commit(conn, store),
+            Err(err) => {
+                rollback(conn, store);
+                Err(err)
+            }
+        }
+    }
+
+    /// Forgets every held append (a write that panicked).
+    pub(crate) fn clear(&mut self) {
+        self.appends.clear();
+        self.heads.clear();
+    }
+}

@@ -1,0 +1,239 @@
+//! The writer's own tests: grouping, holding begun appends, and their failures.
+
+use super::*;
+use castlog_core::event::{CastAborted, Event};
+
+fn aborted(i: u64) -> Pending {
+    Pending::new(
+        1_700_000_000_000 + i,
+        &Event::CastAborted(CastAborted {
+            reason: format!("sample {i}"),
+        }),
+    )
+}
+
+/// Commands queued while the writer is busy are committed by the next leader in one
+/// transaction, each answered with its own records.
+#[test]
+fn queued_commands_are_committed_by_one_leader_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("castlog.db");
+    drop(crate::SqliteLog::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let writer = Writer::new(conn, None);
+    let mut answers = Vec::new();
+    for k in 0..5u64 {
+        let (reply, answer) = mpsc::channel();
+        writer.queue().push(Command::Append {
+            cast: CastId::new(format!("queued-{k}")),
+            expected: Seq::FIRST,
+            events: vec![aborted(k)],
+            reply,
+        });
+        answers.push(answer);
+    }
+    let own = writer.submit(|reply| Command::Append {
+        cast: CastId::new("leader"),
+        expected: Seq::FIRST,
+        events: vec![aborted(9), aborted(10)],
+        reply,
+    });
+    assert_eq!(own.unwrap().len(), 2);
+    assert_eq!(writer.commits(), 1, "one transaction for six appends");
+    for (k, answer) in answers.into_iter().enumerate() {
+        let records = answer.try_recv().unwrap().unwrap();
+        assert_eq!(records[0].cast.as_str(), format!("queued-{k}"));
+    }
+}
+
+/// A writer with a syncer (full durability) on a fresh database, and that database's path.
+fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
+    let path = dir.path().join("castlog.db");
+    drop(crate::SqliteLog::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    (Writer::new(conn, Some(Syncer::new(wal.into()))), path)
+}
+
+/// Begins an append of one event to `cast` at `seq`.
+fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<Vec<Recorded>, LogError> {
+    writer.submit(|reply| Command::AppendWithBlobs {
+        cast: CastId::new(cast),
+        expected: Seq(seq),
+        blobs: vec![format!("body {cast} {seq}").into_bytes()],
+        events: vec![aborted(seq)],
+        deferred: true,
+        reply,
+    })
+}
+
+/// Appends one event to a new cast `cast`, with the log's own durability.
+fn append_new(writer: &Writer, cast: &str) {
+    writer
+        .submit(|reply| Command::Append {
+            cast: CastId::new(cast),
+            expected: Seq::FIRST,
+            events: vec![aborted(0)],
+            reply,
+        })
+        .unwrap();
+}
+
+/// Events another connection can read.
+fn stored(path: &std::path::Path) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Begun appends are held and written together: nobody else reads them until a waiter
+/// (or the limit, or any other write) has them committed; a conflict among them is refused
+/// alone; and while they are held the file is not locked.
+#[test]
+fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    for seq in 1..=5 {
+        assert_eq!(begin(&writer, "held", seq).unwrap()[0].seq, Seq(seq));
+    }
+    assert!(matches!(
+        begin(&writer, "held", 9),
+        Err(LogError::Conflict { .. })
+    ));
+    assert_eq!(
+        (writer.commits(), stored(&path)),
+        (0, 0),
+        "held, not written"
+    );
+    // Another connection writes at once: holding takes no lock.
+    let other = Connection::open(&path).unwrap();
+    other.busy_timeout(std::time::Duration::ZERO).unwrap();
+    other
+        .execute_batch("BEGIN IMMEDIATE; DELETE FROM casts WHERE 0; COMMIT")
+        .unwrap();
+    writer.wait(writer.accepted()).unwrap();
+    assert_eq!(
+        (writer.commits(), stored(&path)),
+        (1, 5),
+        "the wait wrote them"
+    );
+    writer.wait(1).unwrap();
+    assert_eq!(
+        writer.commits(),
+        1,
+        "a wait for a made commit commits nothing"
+    );
+
+    for seq in 6..6 + HELD_APPENDS as u64 {
+        begin(&writer, "held", seq).unwrap();
+    }
+    assert_eq!(writer.commits(), 2, "the limit wrote them");
+    assert_eq!(stored(&path), 5 + HELD_APPENDS as i64);
+
+    let next = 6 + HELD_APPENDS as u64;
+    begin(&writer, "held", next).unwrap();
+    append_new(&writer, "other");
+    assert_eq!(
+        writer.commits(),
+        4,
+        "the held append first, then the ordinary one"
+    );
+    assert_eq!(stored(&path), 7 + HELD_APPENDS as i64);
+    writer.close();
+}
+
+/// Held appends whose write fails are lost: each waiter is told why, and begun appends to
+/// their cast after them are refused (they could only conflict), also in a group with an
+/// ordinary write; other casts, ordinary writes and waits for commits made before go on.
+#[test]
+fn held_appends_whose_write_fails_are_each_waiters_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    begin(&writer, "kept", 1).unwrap();
+    let kept = writer.accepted();
+    writer.wait(kept).unwrap();
+    {
+        // A constraint checked at COMMIT, broken by creating cast "doomed".
+        let leader = writer.leader.lock().unwrap();
+        leader
+            .conn
+            .execute_batch(
+                "PRAGMA foreign_keys = ON;
+                 CREATE TABLE trap (x TEXT REFERENCES casts(cast_id)
+                                      DEFERRABLE INITIALLY DEFERRED);
+                 CREATE TRIGGER doomed AFTER INSERT ON casts
+                   WHEN new.cast_id = 'doomed'
+                   BEGIN INSERT INTO trap VALUES ('nowhere'); END;",
+            )
+            .unwrap();
+    }
+    begin(&writer, "doomed", 1).unwrap();
+    begin(&writer, "doomed", 2).unwrap();
+    let doomed = writer.accepted();
+    let err = writer.wait(doomed).unwrap_err().to_string();
+    assert!(err.contains("were not stored"), "{err}");
+    assert!(err.contains("FOREIGN KEY"), "{err}");
+    let refused = begin(&writer, "doomed", 3).unwrap_err().to_string();
+    assert!(refused.contains("were not stored"), "{refused}");
+    // In a group with an ordinary append, too.
+    let (reply, answer) = mpsc::channel();
+    writer.queue().push(Command::AppendWithBlobs {
+        cast: CastId::new("doomed"),
+        expected: Seq(3),
+        blobs: Vec::new(),
+        events: vec![aborted(3)],
+        deferred: true,
+        reply,
+    });
+    append_new(&writer, "ordinary");
+    let refused = answer.try_recv().unwrap().unwrap_err().to_string();
+    assert!(refused.contains("were not stored"), "{refused}");
+
+    writer.wait(kept).unwrap();
+    begin(&writer, "later", 1).unwrap();
+    let later = writer.accepted();
+    assert!(later > doomed, "a lost commit's number is not given again");
+    writer.wait(later).unwrap();
+    assert_eq!(stored(&path), 3, "kept, ordinary and later");
+    writer.close();
+}
+
+/// A begun append that lands in a group with an ordinary append is committed with the
+/// group's own fsync, under a number nobody asked the syncer for: its waiter asks for it,
+/// and does not wait for ever.
+#[test]
+fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = full_writer(&dir);
+    let (reply, answer) = mpsc::channel();
+    writer.queue().push(Command::AppendWithBlobs {
+        cast: CastId::new("begun"),
+        expected: Seq::FIRST,
+        blobs: Vec::new(),
+        events: vec![aborted(1)],
+        deferred: true,
+        reply,
+    });
+    writer
+        .submit(|reply| Command::Append {
+            cast: CastId::new("full"),
+            expected: Seq::FIRST,
+            events: vec![aborted(2)],
+            reply,
+        })
+        .unwrap();
+    assert_eq!(writer.commits(), 1, "one group, with its own fsync");
+    assert_eq!(answer.try_recv().unwrap().unwrap().len(), 1);
+    let writer = Arc::new(writer);
+    let (waiter, commit) = (Arc::clone(&writer), writer.accepted());
+    let (done, waited) = mpsc::channel();
+    std::thread::spawn(move || done.send(waiter.wait(commit)));
+    let waited = waited.recv_timeout(std::time::Duration::from_secs(30));
+    assert!(
+        matches!(waited, Ok(Ok(()))),
+        "the wait did not end: {waited:?}"
+    );
+    writer.close();
+}

@@ -138,11 +138,11 @@ impl SqliteLog {
             migrate(&mut writer_conn, &shown)?;
         }
         let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
-        // The WAL of the file SQLite opened (it resolves a symlinked path; the path given may
-        // name another directory's `-wal`). A name SQLite reports is UTF-8 or not reported:
-        // then the path is resolved here the same way.
+        // The file SQLite opened (it resolves a symlinked path; the path given may name
+        // another directory's `-wal`). A name SQLite reports is UTF-8 or not reported: then
+        // the path is resolved here the same way.
         let syncer = (durability == Durability::Full).then(|| {
-            let mut wal = writer_conn
+            let db = writer_conn
                 .path()
                 .filter(|p| !p.is_empty())
                 .map(std::ffi::OsString::from)
@@ -152,8 +152,7 @@ impl SqliteLog {
                         .map(PathBuf::into_os_string)
                 })
                 .unwrap_or_else(|| path.as_os_str().to_owned());
-            wal.push("-wal");
-            syncer::Syncer::new(wal.into())
+            syncer::Syncer::new(db.into())
         });
         Ok(Self {
             path,

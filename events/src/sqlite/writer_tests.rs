@@ -51,9 +51,7 @@ fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
     let path = dir.path().join("castlog.db");
     drop(crate::SqliteLog::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
-    let mut wal = path.clone().into_os_string();
-    wal.push("-wal");
-    (Writer::new(conn, Some(Syncer::new(wal.into()))), path)
+    (Writer::new(conn, Some(Syncer::new(path.clone()))), path)
 }
 
 /// Begins an append of one event to `cast` at `seq`.

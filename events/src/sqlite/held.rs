@@ -10,6 +10,7 @@ use rusqlite::Connection;
 use crate::log::LogError;
 use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::blobs::BlobStore;
+use crate::sqlite::map_err;
 use crate::sqlite::writer::{begin, commit, rollback};
 use crate::sqlite::writes::{append_sealed, head_of};
 
@@ -86,26 +87,36 @@ impl Held {
     }
 
     /// Writes every held append in one transaction and commits it; nothing is held after,
-    /// whatever the outcome. On error nothing of them is stored.
+    /// whatever the outcome. An append that cannot be written (its cast's head moved: another
+    /// writer) is undone alone, with every later one of its cast; the casts so refused are
+    /// returned with why. On error nothing of them is stored.
     pub(crate) fn write(
         &mut self,
         conn: &Connection,
         store: &mut BlobStore,
-    ) -> Result<(), LogError> {
+    ) -> Result<Vec<(CastId, String)>, LogError> {
         let appends = std::mem::take(&mut self.appends);
         self.heads.clear();
         begin(conn, store)?;
-        let written = appends.iter().try_for_each(|append| {
-            for blob in &append.blobs {
-                store.put(conn, blob)?;
+        let mut refused: Vec<(CastId, String)> = Vec::new();
+        let mut written = Ok(());
+        for append in &appends {
+            if refused.iter().any(|(cast, _)| *cast == append.cast) {
+                continue;
             }
-            if append.records.is_empty() {
-                return Ok(());
+            match write_one(conn, store, append) {
+                Ok(()) => {}
+                Err(WriteError::Refused(err)) => {
+                    refused.push((append.cast.clone(), err.to_string()));
+                }
+                Err(WriteError::Failed(err)) => {
+                    written = Err(err);
+                    break;
+                }
             }
-            append_sealed(conn, &append.cast, append.on, &append.records)
-        });
-        match written {
-            Ok(()) => commit(conn, store),
+        }
+        match written.and_then(|()| commit(conn, store)) {
+            Ok(()) => Ok(refused),
             Err(err) => {
                 rollback(conn, store);
                 Err(err)
@@ -115,7 +126,62 @@ impl Held {
 
     /// Forgets every held append (a write that panicked).
     pub(crate) fn clear(&mut self) {
-        self.appends.clear();
+        self.truncate(0);
+    }
+
+    /// Forgets the held appends after the first `len` (one whose acceptance panicked).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.appends.truncate(len);
         self.heads.clear();
+        for append in &self.appends {
+            if let Some(last) = append.records.last() {
+                self.heads
+                    .insert(append.cast.clone(), (last.seq, last.hash));
+            }
+        }
+    }
+}
+
+/// Why one held append was not written.
+enum WriteError {
+    /// It alone is undone; the others go on.
+    Refused(LogError),
+    /// The transaction cannot go on.
+    Failed(LogError),
+}
+
+/// Writes one held append in a savepoint of its own, undone if it fails.
+fn write_one(
+    conn: &Connection,
+    store: &mut BlobStore,
+    append: &HeldAppend,
+) -> Result<(), WriteError> {
+    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing held appends", &e));
+    conn.execute_batch("SAVEPOINT held_append")
+        .map_err(failed)?;
+    let mark = store.mark();
+    let wrote = append
+        .blobs
+        .iter()
+        .try_for_each(|blob| store.put(conn, blob).map(drop))
+        .and_then(|()| {
+            if append.records.is_empty() {
+                Ok(())
+            } else {
+                append_sealed(conn, &append.cast, append.on, &append.records)
+            }
+        });
+    match wrote {
+        Ok(()) => conn.execute_batch("RELEASE held_append").map_err(failed),
+        Err(err) => {
+            store.forget_since(mark);
+            if conn.is_autocommit() {
+                // SQLite rolled the whole transaction back (a full disk, an I/O error).
+                return Err(WriteError::Failed(err));
+            }
+            conn.execute_batch("ROLLBACK TO held_append; RELEASE held_append")
+                .map_err(failed)?;
+            Err(WriteError::Refused(err))
+        }
     }
 }

@@ -178,8 +178,9 @@ impl SqliteLog {
         self.writer.submit(make)
     }
 
-    /// Stores `blobs` and appends `events` in one command; `deferred`: committed without an
-    /// fsync of its own (see [`syncer`]).
+    /// Stores `blobs` and appends `events` in one command; `deferred`: held and committed
+    /// without an fsync of its own (see [`writer`]). Returns the records and the number of
+    /// the commit that carries them.
     fn append_blobs(
         &self,
         cast: &CastId,
@@ -187,7 +188,7 @@ impl SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
         deferred: bool,
-    ) -> Result<Vec<Recorded>, LogError> {
+    ) -> Result<(Vec<Recorded>, u64), LogError> {
         self.send(|reply| Command::AppendWithBlobs {
             cast: cast.clone(),
             expected,
@@ -574,6 +575,7 @@ impl EventLog for SqliteLog {
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
         self.append_blobs(cast, expected, blobs, events, false)
+            .map(|(records, _)| records)
     }
 
     fn begin_append_with_blobs(
@@ -584,15 +586,12 @@ impl EventLog for SqliteLog {
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
         let deferred = self.writer.syncer().is_some();
-        self.append_blobs(cast, expected, blobs, events, deferred)?;
+        let (_, commit) = self.append_blobs(cast, expected, blobs, events, deferred)?;
         if !deferred {
             return Ok(Appending::durable());
         }
-        // The commit that carries it, or a later one (waiting for a later one waits longer,
-        // never too little; it may not be made yet: the writer holds begun appends).
-        let commit = self.writer.accepted();
-        let writer = &self.writer;
-        Ok(Appending::waiting(move || writer.wait(commit)))
+        let (writer, cast) = (&self.writer, cast.clone());
+        Ok(Appending::waiting(move || writer.wait(commit, &cast)))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {

@@ -2,30 +2,37 @@
 //!
 //! An appender queues a [`Command`] (with a reply channel). If the writer's lock is free it
 //! takes it and leads: it takes every command queued so far (up to [`GROUP_LIMIT`]), runs them
-//! all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one command's
-//! conflict does not undo another's work, and replies to each after `COMMIT` returns: an
-//! acknowledged append is durable (a begun one is committed, see below). If the commit fails
-//! every command in the group gets the error and nothing of the group is stored. While another appender leads, it waits for its
-//! reply and looks again whether the writer is free. This is group commit: appends queued while
-//! a leader waits for its fsync are committed together by the next leader, with one fsync. A
-//! lone appender (a driven cast) writes on its own thread, with no hand-over to another one.
+//! all in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint so that one
+//! command's conflict does not undo another's work, and replies to each after `COMMIT`
+//! returns: an acknowledged append is durable (a begun one is only accepted, see below). If the
+//! commit fails every command in the group gets the error and nothing of the group is stored.
+//! While another appender leads, it waits for its reply and looks again whether the writer is
+//! free. This is group commit: appends queued while a leader waits for its fsync are committed
+//! together by the next leader, with one fsync. A lone appender (a driven cast) writes on its
+//! own thread, with no hand-over to another one.
 //!
 //! A group made only of begun appends ([`Command::AppendWithBlobs`] with `deferred`) is not
 //! written at once: each is checked against its cast's head, sealed and held in memory
-//! ([`Held`]), and answered; the held appends are written and committed together, in one
-//! transaction with `synchronous=NORMAL` handed to the [`Syncer`] for its fsync, once there are
-//! [`HELD_APPENDS`], when a waiter asks for one of them ([`Writer::wait`]), before any other
-//! command, and when the log closes. Every other group commits with the log's own setting.
-//! Holding them saves a commit per step: each commit writes page 1, the cast's head row and the
-//! last pages of the events, blobs and chunks again, so sixteen steps in one commit write about
-//! half the WAL frames (and one `BEGIN`/`COMMIT`). No transaction is open while they are held,
-//! so other writers (other processes) get the lock between commits as before. What it costs: a
-//! crash of the process loses the steps held, which nobody else has read and nothing outside
-//! the process has acted on (the driver tells of a step once it is durable). If their write
-//! fails (another writer moved the cast's head meanwhile, an I/O error), nothing of them is
-//! stored: each of their waiters is told, and begun appends to their casts are refused from
-//! then on (they could only conflict), while other casts and ordinary writes go on.
+//! ([`Held`]), and answered with the number of the commit that will carry it. The held appends
+//! are written and committed together, in one transaction with `synchronous=NORMAL` handed to
+//! the [`Syncer`] for its fsync, as soon as [`HELD_APPENDS`] are held, when a waiter asks for
+//! one of them ([`Writer::wait`]), before any other command, and when the log closes. Every
+//! other group commits with the log's own setting. Holding them saves a commit per step: each
+//! commit writes page 1, the cast's head row and the last pages of the events, blobs and chunks
+//! again, so sixteen steps in one commit write about half the WAL frames (and one
+//! `BEGIN`/`COMMIT`). No transaction is open while they are held, so other writers (other
+//! processes) get the lock between commits as before. What it costs: a crash of the process
+//! loses the steps held, which nobody else has read and nothing outside the process has acted
+//! on (the driver tells of a step once it is durable).
 //!
+//! Commit numbers are given out under the leader's lock, to every commit and to every write of
+//! held appends that fails, and published (`numbered`) only once the outcome is known: a
+//! waiter whose number is not published takes the lock, so it never sees a write half done.
+//! A held append that cannot be written (another writer moved its cast's head meanwhile) is
+//! undone alone, with the later ones of its cast; if the whole write fails (an I/O error),
+//! every held append is. Their waiters are told, and begun appends to their casts are refused
+//! from then on (they could only conflict), while other casts and ordinary writes go on.
+
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
@@ -64,9 +71,10 @@ pub(crate) enum Command {
         expected: Seq,
         blobs: Vec<Vec<u8>>,
         events: Vec<Pending>,
-        /// Committed without its own fsync, made durable by the syncer.
+        /// Held and committed without its own fsync, made durable by the syncer.
         deferred: bool,
-        reply: Reply<Vec<Recorded>>,
+        /// Answered with the number of the commit that carries it.
+        reply: Reply<(Vec<Recorded>, u64)>,
     },
     Fork {
         cast: CastId,
@@ -94,6 +102,8 @@ pub(crate) enum Command {
 /// A finished command waiting for the commit before its reply is sent.
 enum Done {
     Records(Reply<Vec<Recorded>>, Result<Vec<Recorded>, LogError>),
+    /// Records and the number of the commit that carries them.
+    Numbered(Reply<(Vec<Recorded>, u64)>, Result<Vec<Recorded>, LogError>),
     Unit(Reply<()>, Result<(), LogError>),
     Blob(Reply<Digest>, Result<Digest, LogError>),
 }
@@ -101,7 +111,7 @@ enum Done {
 impl Done {
     fn is_ok(&self) -> bool {
         match self {
-            Done::Records(_, r) => r.is_ok(),
+            Done::Records(_, r) | Done::Numbered(_, r) => r.is_ok(),
             Done::Unit(_, r) => r.is_ok(),
             Done::Blob(_, r) => r.is_ok(),
         }
@@ -111,16 +121,19 @@ impl Done {
         let copy = || LogError::storage("committing", err);
         match self {
             Done::Records(reply, Ok(_)) => Done::Records(reply, Err(copy())),
+            Done::Numbered(reply, Ok(_)) => Done::Numbered(reply, Err(copy())),
             Done::Unit(reply, Ok(())) => Done::Unit(reply, Err(copy())),
             Done::Blob(reply, Ok(_)) => Done::Blob(reply, Err(copy())),
             other => other,
         }
     }
 
-    fn send(self) {
+    /// Answers the appender; `commit` is the number of the commit that carries the write.
+    fn send(self, commit: u64) {
         // A caller that stopped waiting is not an error of the log.
         match self {
             Done::Records(reply, result) => drop(reply.send(result)),
+            Done::Numbered(reply, result) => drop(reply.send(result.map(|r| (r, commit)))),
             Done::Unit(reply, result) => drop(reply.send(result)),
             Done::Blob(reply, result) => drop(reply.send(result)),
         }
@@ -135,14 +148,13 @@ pub(crate) struct Writer {
     queue: Mutex<Vec<Command>>,
     /// Transactions committed.
     commits: AtomicU64,
-    /// Commit numbers given out, in commit order (the last one's): to every commit, and to
-    /// each write of held appends that failed.
+    /// The number of the last write whose outcome is known, in commit order: numbers go to
+    /// every commit and to each write of held appends that failed, and are given out (under
+    /// the leader's lock) before the write and published here once it is done, its loss
+    /// recorded and its fsync asked for. Held appends carry the next number.
     numbered: AtomicU64,
     /// Fsyncs deferred commits; `None` unless the log's durability is `Full`.
     syncer: Option<Arc<Syncer>>,
-    /// The number of the commit that carries every write answered so far (it may not be made
-    /// yet: appends held).
-    accepted: AtomicU64,
     /// Held appends whose write failed.
     lost: Mutex<Vec<Lost>>,
 }
@@ -162,12 +174,12 @@ struct Leader {
     held: Held,
 }
 
-/// Held appends whose write failed.
+/// Held appends to one cast that were not stored.
 #[derive(Debug)]
 struct Lost {
-    /// The number their commit would have had.
+    /// The number of the write that was to carry them.
     commit: u64,
-    casts: Vec<CastId>,
+    cast: CastId,
     why: String,
 }
 
@@ -185,7 +197,6 @@ impl Writer {
             commits: AtomicU64::new(0),
             numbered: AtomicU64::new(0),
             syncer: syncer.map(Arc::new),
-            accepted: AtomicU64::new(0),
             lost: Mutex::new(Vec::new()),
         }
     }
@@ -265,30 +276,30 @@ impl Writer {
                 .iter()
                 .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
         let leader = &mut *guard;
-        if !deferred {
-            // Held appends go first (a failure is their waiters' answer).
-            let _ = self.commit_held(leader);
+        if !deferred
+            && let Err(err) = self.commit_held(leader)
+            && !leader.held.is_empty()
+        {
+            // Held appends go first; if they could not be written (they stay held), nothing
+            // may overtake them.
+            for command in group {
+                refuse(command, &err).send(0);
+            }
+            return;
         }
         // A begun append to a cast whose held appends were lost could only conflict.
         let mut refused = Vec::new();
         let group: Vec<Command> = group
             .into_iter()
-            .filter_map(|command| match &command {
-                Command::AppendWithBlobs {
-                    cast,
-                    deferred: true,
-                    ..
-                } => match self.lost_for_cast(cast) {
-                    Some(err) => {
-                        refused.push(refuse(command, &err));
-                        None
-                    }
-                    None => Some(command),
-                },
-                _ => Some(command),
+            .filter_map(|command| match self.lost_for_begun(&command) {
+                Some(err) => {
+                    refused.push(refuse(command, &err));
+                    None
+                }
+                None => Some(command),
             })
             .collect();
-        refused.into_iter().for_each(Done::send);
+        refused.into_iter().for_each(|done| done.send(0));
         if group.is_empty() {
             return;
         }
@@ -298,10 +309,11 @@ impl Writer {
         }
         if let Err(err) = set_deferring(leader, false) {
             for command in group {
-                refuse(command, &err).send();
+                refuse(command, &err).send(0);
             }
             return;
         }
+        let number = self.numbered() + 1;
         let Leader { conn, blobs, .. } = &mut *leader;
         let ran = std::panic::catch_unwind(AssertUnwindSafe(|| run_group(conn, blobs, group)));
         let Ok((mut results, committed)) = ran else {
@@ -312,8 +324,7 @@ impl Writer {
         };
         if committed {
             self.commits.fetch_add(1, Ordering::Relaxed);
-            let number = self.numbered.fetch_add(1, Ordering::Relaxed) + 1;
-            self.accepted.fetch_max(number, Ordering::Relaxed);
+            self.numbered.store(number, Ordering::Release);
         }
         // A FULL group is acknowledged as durable, and what it acknowledges may rest on a
         // deferred commit not yet synced (a blob it found already stored): the syncer's
@@ -326,67 +337,93 @@ impl Writer {
             results = results.into_iter().map(|d| d.fail(&err)).collect();
         }
         for done in results {
-            done.send();
+            done.send(number);
         }
     }
 
-    /// Holds a group of begun appends and answers each; writes what is held once there are
-    /// [`HELD_APPENDS`].
+    /// Holds a group of begun appends, one by one, and answers each with the number of the
+    /// commit that will carry it; writes what is held whenever there are [`HELD_APPENDS`].
     fn hold(&self, leader: &mut Leader, group: Vec<Command>) {
-        let Leader { conn, held, .. } = &mut *leader;
-        let accept = |command| match command {
-            Command::AppendWithBlobs {
-                cast,
-                expected,
-                blobs,
-                events,
-                reply,
-                ..
-            } => Done::Records(reply, held.accept(conn, &cast, expected, blobs, &events)),
-            other => refuse(
-                other,
-                &LogError::storage("holding a write", "only begun appends are held"),
-            ),
-        };
-        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            group.into_iter().map(accept).collect::<Vec<Done>>()
-        }));
-        // A panic dropped the group's reply channels; what was held before it is intact.
-        let Ok(mut results) = ran else { return };
-        if !leader.held.is_empty() {
-            let next = self.numbered.load(Ordering::Relaxed) + 1;
-            self.accepted.fetch_max(next, Ordering::Relaxed);
+        let mut answers: Vec<(Done, u64)> = Vec::with_capacity(group.len());
+        let mut lost: Vec<(u64, LogError)> = Vec::new();
+        for command in group {
+            // An earlier command of this group may have lost its cast's held appends.
+            if let Some(err) = self.lost_for_begun(&command) {
+                answers.push((refuse(command, &err), 0));
+                continue;
+            }
+            let number = self.numbered() + 1;
+            let before = leader.held.len();
+            let Leader { conn, held, .. } = &mut *leader;
+            let accepted = std::panic::catch_unwind(AssertUnwindSafe(|| match command {
+                Command::AppendWithBlobs {
+                    cast,
+                    expected,
+                    blobs,
+                    events,
+                    reply,
+                    ..
+                } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, &events)),
+                other => refuse(
+                    other,
+                    &LogError::storage("holding a write", "only begun appends are held"),
+                ),
+            }));
+            let Ok(done) = accepted else {
+                // Its reply channel is gone with the unwind (its appender is told nothing
+                // was stored): it must not be written later.
+                leader.held.truncate(before);
+                continue;
+            };
+            answers.push((done, number));
+            if leader.held.len() >= HELD_APPENDS
+                && let Err(err) = self.commit_held(leader)
+                && leader.held.is_empty()
+            {
+                lost.push((number, err));
+            }
         }
-        if leader.held.len() >= HELD_APPENDS
-            && let Err(err) = self.commit_held(leader)
-        {
-            results = results.into_iter().map(|d| d.fail(&err)).collect();
+        for (done, number) in answers {
+            // Answers carried by a write that was lost are its error.
+            match lost.iter().find(|(n, _)| *n == number) {
+                Some((_, err)) => done.fail(err).send(0),
+                None => done.send(number),
+            }
         }
-        for done in results {
-            done.send();
-        }
+    }
+
+    /// The number of the last write whose outcome is known.
+    fn numbered(&self) -> u64 {
+        self.numbered.load(Ordering::Acquire)
     }
 
     /// Writes and commits the begun appends held, if any, and asks the syncer for the fsync.
-    /// If their write fails they are lost: recorded for their waiters, and returned.
+    /// If their write fails they are lost: recorded for their waiters, and returned. If the
+    /// connection's mode cannot be set they stay held (an error is returned too).
     fn commit_held(&self, leader: &mut Leader) -> Result<(), LogError> {
         if leader.held.is_empty() {
             return Ok(());
         }
-        // A mode that cannot be set leaves them held, for a later try.
         set_deferring(leader, true)?;
-        let number = self.numbered.fetch_add(1, Ordering::Relaxed) + 1;
+        let number = self.numbered() + 1;
         let casts = leader.held.casts();
         let Leader {
             conn, blobs, held, ..
         } = &mut *leader;
         let written = std::panic::catch_unwind(AssertUnwindSafe(|| held.write(conn, blobs)));
         let failed = match written {
-            Ok(Ok(())) => {
+            Ok(Ok(refused)) => {
                 self.commits.fetch_add(1, Ordering::Relaxed);
                 if let Some(syncer) = &self.syncer {
                     syncer.request(number);
                 }
+                self.lost()
+                    .extend(refused.into_iter().map(|(cast, why)| Lost {
+                        commit: number,
+                        cast,
+                        why,
+                    }));
+                self.numbered.store(number, Ordering::Release);
                 return Ok(());
             }
             Ok(Err(err)) => err.to_string(),
@@ -396,13 +433,16 @@ impl Writer {
                 "the writer panicked while writing them".to_string()
             }
         };
-        let lost = Lost {
+        let err = LogError::storage(
+            "writing begun appends",
+            format!("steps held for commit {number} were not stored ({failed})"),
+        );
+        self.lost().extend(casts.into_iter().map(|cast| Lost {
             commit: number,
-            casts,
-            why: failed,
-        };
-        let err = lost.error();
-        self.lost().push(lost);
+            cast,
+            why: failed.clone(),
+        }));
+        self.numbered.store(number, Ordering::Release);
         Err(err)
     }
 
@@ -411,50 +451,54 @@ impl Writer {
         self.lost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The error of a waiter for commit `commit`, if it is a write of held appends that failed.
-    fn lost_for_commit(&self, commit: u64) -> Option<LogError> {
+    /// The error of a waiter for an append to `cast` carried by commit `commit`, if it was
+    /// not stored.
+    fn lost_for(&self, commit: u64, cast: &CastId) -> Option<LogError> {
         self.lost()
             .iter()
-            .find(|l| l.commit == commit)
+            .find(|l| l.commit == commit && l.cast == *cast)
             .map(Lost::error)
     }
 
-    /// The error of a begun append to `cast`, if held appends to it were lost.
-    fn lost_for_cast(&self, cast: &CastId) -> Option<LogError> {
+    /// The error of `command` if it is a begun append to a cast whose held appends were lost.
+    fn lost_for_begun(&self, command: &Command) -> Option<LogError> {
+        let Command::AppendWithBlobs {
+            cast,
+            deferred: true,
+            ..
+        } = command
+        else {
+            return None;
+        };
         self.lost()
             .iter()
-            .find(|l| l.casts.contains(cast))
+            .find(|l| l.cast == *cast)
             .map(Lost::error)
     }
 
-    /// The number of the commit that carries every write answered so far (it may not be
-    /// made yet: begun appends held).
-    pub(crate) fn accepted(&self) -> u64 {
-        self.accepted.load(Ordering::Relaxed)
-    }
-
-    /// Waits until commit `commit` is durable: writes the begun appends held, if it is
-    /// theirs, then waits for the syncer.
-    pub(crate) fn wait(&self, commit: u64) -> Result<(), LogError> {
-        let numbered = || self.numbered.load(Ordering::Relaxed);
-        if numbered() < commit {
+    /// Waits until commit `commit` (the number a begun append was answered with) is durable:
+    /// writes the begun appends held, if it is theirs, then waits for the syncer. A number is
+    /// published only once its write is done, so below it the leader's lock is taken, and the
+    /// outcome is known when it is released.
+    pub(crate) fn wait(&self, commit: u64, cast: &CastId) -> Result<(), LogError> {
+        if self.numbered() < commit {
             let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-            if numbered() < commit
+            if self.numbered() < commit
                 && let Err(err) = self.commit_held(&mut leader)
-                && numbered() < commit
+                && self.numbered() < commit
             {
                 return Err(err);
             }
         }
-        if let Some(err) = self.lost_for_commit(commit) {
+        if let Some(err) = self.lost_for(commit, cast) {
             return Err(err);
         }
-        if numbered() < commit {
+        if self.numbered() < commit {
             return Err(LogError::storage(
                 "waiting for a commit",
                 format!(
                     "commit {commit} was never made (the writer has made {})",
-                    numbered()
+                    self.numbered()
                 ),
             ));
         }
@@ -475,14 +519,9 @@ impl Lost {
         LogError::storage(
             "writing begun appends",
             format!(
-                "steps held for commit {} were not stored ({}); begun appends to {} are refused",
-                self.commit,
-                self.why,
-                self.casts
-                    .iter()
-                    .map(CastId::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "steps of cast {} held for commit {} were not stored ({}); begun appends to it \
+                 are refused",
+                self.cast, self.commit, self.why
             ),
         )
     }
@@ -586,9 +625,10 @@ pub(crate) fn rollback(conn: &Connection, blobs: &mut BlobStore) {
 fn refuse(command: Command, err: &LogError) -> Done {
     let copy = || LogError::storage("starting a write transaction", err);
     match command {
-        Command::Append { reply, .. }
-        | Command::AppendWithBlobs { reply, .. }
-        | Command::Fork { reply, .. } => Done::Records(reply, Err(copy())),
+        Command::Append { reply, .. } | Command::Fork { reply, .. } => {
+            Done::Records(reply, Err(copy()))
+        }
+        Command::AppendWithBlobs { reply, .. } => Done::Numbered(reply, Err(copy())),
         Command::Import { reply, .. } | Command::PutCheckpoint { reply, .. } => {
             Done::Unit(reply, Err(copy()))
         }
@@ -645,7 +685,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
                     append(conn, &cast, expected, &events)
                 }
             });
-            Done::Records(reply, result)
+            Done::Numbered(reply, result)
         }
         Command::Fork {
             cast,

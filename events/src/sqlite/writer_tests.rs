@@ -54,8 +54,8 @@ fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
     (Writer::new(conn, Some(Syncer::new(path.clone()))), path)
 }
 
-/// Begins an append of one event to `cast` at `seq`.
-fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<Vec<Recorded>, LogError> {
+/// Begins an append of one event to `cast` at `seq`; its records and commit number.
+fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<(Vec<Recorded>, u64), LogError> {
     writer.submit(|reply| Command::AppendWithBlobs {
         cast: CastId::new(cast),
         expected: Seq(seq),
@@ -64,6 +64,11 @@ fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<Vec<Recorded>, LogErro
         deferred: true,
         reply,
     })
+}
+
+/// Waits for an append to `cast` carried by commit `commit`.
+fn wait(writer: &Writer, commit: u64, cast: &str) -> Result<(), LogError> {
+    writer.wait(commit, &CastId::new(cast))
 }
 
 /// Appends one event to a new cast `cast`, with the log's own durability.
@@ -94,7 +99,8 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = full_writer(&dir);
     for seq in 1..=5 {
-        assert_eq!(begin(&writer, "held", seq).unwrap()[0].seq, Seq(seq));
+        let (records, commit) = begin(&writer, "held", seq).unwrap();
+        assert_eq!((records[0].seq, commit), (Seq(seq), 1));
     }
     assert!(matches!(
         begin(&writer, "held", 9),
@@ -111,13 +117,13 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     other
         .execute_batch("BEGIN IMMEDIATE; DELETE FROM casts WHERE 0; COMMIT")
         .unwrap();
-    writer.wait(writer.accepted()).unwrap();
+    wait(&writer, 1, "held").unwrap();
     assert_eq!(
         (writer.commits(), stored(&path)),
         (1, 5),
         "the wait wrote them"
     );
-    writer.wait(1).unwrap();
+    wait(&writer, 1, "held").unwrap();
     assert_eq!(
         writer.commits(),
         1,
@@ -125,13 +131,13 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     );
 
     for seq in 6..6 + HELD_APPENDS as u64 {
-        begin(&writer, "held", seq).unwrap();
+        assert_eq!(begin(&writer, "held", seq).unwrap().1, 2);
     }
     assert_eq!(writer.commits(), 2, "the limit wrote them");
     assert_eq!(stored(&path), 5 + HELD_APPENDS as i64);
 
     let next = 6 + HELD_APPENDS as u64;
-    begin(&writer, "held", next).unwrap();
+    assert_eq!(begin(&writer, "held", next).unwrap().1, 3);
     append_new(&writer, "other");
     assert_eq!(
         writer.commits(),
@@ -142,35 +148,36 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     writer.close();
 }
 
+/// Makes writes that create cast `doomed` fail: at COMMIT (`at_commit`, a deferred foreign
+/// key: the whole transaction fails) or at once (a trigger: that append alone fails).
+fn doom(writer: &Writer, at_commit: bool) {
+    let trap = if at_commit {
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE trap (x TEXT REFERENCES casts(cast_id) DEFERRABLE INITIALLY DEFERRED);
+         CREATE TRIGGER doomed AFTER INSERT ON casts WHEN new.cast_id = 'doomed'
+           BEGIN INSERT INTO trap VALUES ('nowhere'); END;"
+    } else {
+        "CREATE TRIGGER doomed BEFORE INSERT ON casts WHEN new.cast_id = 'doomed'
+           BEGIN SELECT RAISE(ABORT, 'cast doomed refused'); END;"
+    };
+    let leader = writer.leader.lock().unwrap();
+    leader.conn.execute_batch(trap).unwrap();
+}
+
 /// Held appends whose write fails are lost: each waiter is told why, and begun appends to
 /// their cast after them are refused (they could only conflict), also in a group with an
-/// ordinary write; other casts, ordinary writes and waits for commits made before go on.
+/// ordinary write; other casts, ordinary writes and waits for commits made before go on, and
+/// a lost write's number is not given again.
 #[test]
 fn held_appends_whose_write_fails_are_each_waiters_error() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = full_writer(&dir);
-    begin(&writer, "kept", 1).unwrap();
-    let kept = writer.accepted();
-    writer.wait(kept).unwrap();
-    {
-        // A constraint checked at COMMIT, broken by creating cast "doomed".
-        let leader = writer.leader.lock().unwrap();
-        leader
-            .conn
-            .execute_batch(
-                "PRAGMA foreign_keys = ON;
-                 CREATE TABLE trap (x TEXT REFERENCES casts(cast_id)
-                                      DEFERRABLE INITIALLY DEFERRED);
-                 CREATE TRIGGER doomed AFTER INSERT ON casts
-                   WHEN new.cast_id = 'doomed'
-                   BEGIN INSERT INTO trap VALUES ('nowhere'); END;",
-            )
-            .unwrap();
-    }
-    begin(&writer, "doomed", 1).unwrap();
-    begin(&writer, "doomed", 2).unwrap();
-    let doomed = writer.accepted();
-    let err = writer.wait(doomed).unwrap_err().to_string();
+    let (_, kept) = begin(&writer, "kept", 1).unwrap();
+    wait(&writer, kept, "kept").unwrap();
+    doom(&writer, true);
+    let (_, doomed) = begin(&writer, "doomed", 1).unwrap();
+    assert_eq!(begin(&writer, "doomed", 2).unwrap().1, doomed);
+    let err = wait(&writer, doomed, "doomed").unwrap_err().to_string();
     assert!(err.contains("were not stored"), "{err}");
     assert!(err.contains("FOREIGN KEY"), "{err}");
     let refused = begin(&writer, "doomed", 3).unwrap_err().to_string();
@@ -188,13 +195,76 @@ fn held_appends_whose_write_fails_are_each_waiters_error() {
     append_new(&writer, "ordinary");
     let refused = answer.try_recv().unwrap().unwrap_err().to_string();
     assert!(refused.contains("were not stored"), "{refused}");
-
-    writer.wait(kept).unwrap();
-    begin(&writer, "later", 1).unwrap();
-    let later = writer.accepted();
-    assert!(later > doomed, "a lost commit's number is not given again");
-    writer.wait(later).unwrap();
+    // The ordinary append was committed under the next number, not the lost one's.
+    assert!(wait(&writer, doomed, "doomed").is_err());
+    wait(&writer, kept, "kept").unwrap();
+    let (_, later) = begin(&writer, "later", 1).unwrap();
+    assert_eq!(
+        later,
+        doomed + 2,
+        "after the lost write and the ordinary one"
+    );
+    wait(&writer, later, "later").unwrap();
     assert_eq!(stored(&path), 3, "kept, ordinary and later");
+    writer.close();
+}
+
+/// One held append that cannot be written is undone alone: the others in its write are
+/// stored and their waiters answered Ok.
+#[test]
+fn a_held_append_that_fails_alone_loses_only_its_cast() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    doom(&writer, false);
+    let (_, first) = begin(&writer, "a", 1).unwrap();
+    begin(&writer, "doomed", 1).unwrap();
+    begin(&writer, "b", 1).unwrap();
+    begin(&writer, "a", 2).unwrap();
+    let err = wait(&writer, first, "doomed").unwrap_err().to_string();
+    assert!(err.contains("cast doomed refused"), "{err}");
+    wait(&writer, first, "a").unwrap();
+    wait(&writer, first, "b").unwrap();
+    assert_eq!(stored(&path), 3);
+    assert!(begin(&writer, "doomed", 1).is_err());
+    writer.close();
+}
+
+/// Appenders on several threads share the writer, each waiting for its own begun appends:
+/// every answer is about the appender's own append (a failure reaches its cast's appender
+/// only), and everything answered Ok is stored.
+#[test]
+fn begun_appends_from_several_threads_each_get_their_own_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    doom(&writer, false);
+    let writer = Arc::new(writer);
+    let appenders: Vec<_> = ["a", "b", "doomed", "c"]
+        .into_iter()
+        .map(|cast| {
+            let writer = Arc::clone(&writer);
+            std::thread::spawn(move || {
+                let mut stored = 0;
+                for seq in 1..=60 {
+                    let Ok((_, commit)) = begin(&writer, cast, seq) else {
+                        break;
+                    };
+                    if seq % 3 == 0 || seq == 60 {
+                        if wait(&writer, commit, cast).is_err() {
+                            break;
+                        }
+                        stored = seq;
+                    }
+                }
+                (cast, stored)
+            })
+        })
+        .collect();
+    for appender in appenders {
+        let (cast, stored) = appender.join().unwrap();
+        let expected = if cast == "doomed" { 0 } else { 60 };
+        assert_eq!(stored, expected, "cast {cast}");
+    }
+    assert_eq!(stored(&path), 180);
     writer.close();
 }
 
@@ -223,11 +293,12 @@ fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
         })
         .unwrap();
     assert_eq!(writer.commits(), 1, "one group, with its own fsync");
-    assert_eq!(answer.try_recv().unwrap().unwrap().len(), 1);
+    let (records, commit) = answer.try_recv().unwrap().unwrap();
+    assert_eq!((records.len(), commit), (1, 1));
     let writer = Arc::new(writer);
-    let (waiter, commit) = (Arc::clone(&writer), writer.accepted());
+    let waiter = Arc::clone(&writer);
     let (done, waited) = mpsc::channel();
-    std::thread::spawn(move || done.send(waiter.wait(commit)));
+    std::thread::spawn(move || done.send(wait(&waiter, commit, "begun")));
     let waited = waited.recv_timeout(std::time::Duration::from_secs(30));
     assert!(
         matches!(waited, Ok(Ok(()))),

@@ -44,9 +44,15 @@ impl Held {
         self.appends.is_empty()
     }
 
-    /// The casts held appends go to.
+    /// The casts held appends go to (blob-only ones included).
     pub(crate) fn casts(&self) -> Vec<CastId> {
-        self.heads.keys().cloned().collect()
+        let mut casts: Vec<CastId> = Vec::new();
+        for append in &self.appends {
+            if !casts.contains(&append.cast) {
+                casts.push(append.cast.clone());
+            }
+        }
+        casts
     }
 
     /// Checks `expected` against the head of `cast` (after its held appends, else as stored,
@@ -87,27 +93,27 @@ impl Held {
     }
 
     /// Writes every held append in one transaction and commits it; nothing is held after,
-    /// whatever the outcome. An append that cannot be written (its cast's head moved: another
-    /// writer) is undone alone, with every later one of its cast; the casts so refused are
-    /// returned with why. On error nothing of them is stored.
+    /// unless the transaction could not even begin. An append that cannot be written (its
+    /// cast's head moved: another writer) is undone alone, with every later one of its cast;
+    /// the casts so refused are returned with the place of the first refused and why.
     pub(crate) fn write(
         &mut self,
         conn: &Connection,
         store: &mut BlobStore,
-    ) -> Result<Vec<(CastId, String)>, LogError> {
+    ) -> Result<Vec<(CastId, usize, String)>, WriteFailure> {
+        begin(conn, store).map_err(WriteFailure::NotStarted)?;
         let appends = std::mem::take(&mut self.appends);
         self.heads.clear();
-        begin(conn, store)?;
-        let mut refused: Vec<(CastId, String)> = Vec::new();
+        let mut refused: Vec<(CastId, usize, String)> = Vec::new();
         let mut written = Ok(());
-        for append in &appends {
-            if refused.iter().any(|(cast, _)| *cast == append.cast) {
+        for (slot, append) in appends.iter().enumerate() {
+            if refused.iter().any(|(cast, _, _)| *cast == append.cast) {
                 continue;
             }
             match write_one(conn, store, append) {
                 Ok(()) => {}
                 Err(WriteError::Refused(err)) => {
-                    refused.push((append.cast.clone(), err.to_string()));
+                    refused.push((append.cast.clone(), slot, err.to_string()));
                 }
                 Err(WriteError::Failed(err)) => {
                     written = Err(err);
@@ -119,7 +125,7 @@ impl Held {
             Ok(()) => Ok(refused),
             Err(err) => {
                 rollback(conn, store);
-                Err(err)
+                Err(WriteFailure::Lost(err))
             }
         }
     }
@@ -140,6 +146,15 @@ impl Held {
             }
         }
     }
+}
+
+/// Why held appends were not written.
+#[derive(Debug)]
+pub(crate) enum WriteFailure {
+    /// The transaction could not begin: nothing was written, they are still held.
+    NotStarted(LogError),
+    /// Nothing of them is stored, and nothing is held any more.
+    Lost(LogError),
 }
 
 /// Why one held append was not written.

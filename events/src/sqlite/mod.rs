@@ -188,7 +188,7 @@ impl SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
         deferred: bool,
-    ) -> Result<(Vec<Recorded>, u64), LogError> {
+    ) -> Result<(Vec<Recorded>, writer::Ticket), LogError> {
         self.send(|reply| Command::AppendWithBlobs {
             cast: cast.clone(),
             expected,
@@ -586,12 +586,12 @@ impl EventLog for SqliteLog {
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
         let deferred = self.writer.syncer().is_some();
-        let (_, commit) = self.append_blobs(cast, expected, blobs, events, deferred)?;
+        let (_, ticket) = self.append_blobs(cast, expected, blobs, events, deferred)?;
         if !deferred {
             return Ok(Appending::durable());
         }
         let (writer, cast) = (&self.writer, cast.clone());
-        Ok(Appending::waiting(move || writer.wait(commit, &cast)))
+        Ok(Appending::waiting(move || writer.wait(ticket, &cast)))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {

@@ -45,7 +45,7 @@ use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded};
 use crate::sqlite::blobs::BlobStore;
 pub(crate) use crate::sqlite::held::HELD_APPENDS;
-use crate::sqlite::held::Held;
+use crate::sqlite::held::{Held, WriteFailure};
 use crate::sqlite::map_err;
 use crate::sqlite::syncer::Syncer;
 use crate::sqlite::writes::{append, fork, import, put_checkpoint};
@@ -73,8 +73,8 @@ pub(crate) enum Command {
         events: Vec<Pending>,
         /// Held and committed without its own fsync, made durable by the syncer.
         deferred: bool,
-        /// Answered with the number of the commit that carries it.
-        reply: Reply<(Vec<Recorded>, u64)>,
+        /// Answered with where it is (the commit that carries it).
+        reply: Reply<(Vec<Recorded>, Ticket)>,
     },
     Fork {
         cast: CastId,
@@ -99,11 +99,29 @@ pub(crate) enum Command {
     },
 }
 
+/// Where a write is: the number of the commit that carries it and, for a held append, its
+/// place among the appends that commit writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub(crate) commit: u64,
+    pub(crate) slot: usize,
+}
+
+impl Ticket {
+    /// A write carried by an ordinary commit.
+    fn of(commit: u64) -> Self {
+        Self { commit, slot: 0 }
+    }
+}
+
 /// A finished command waiting for the commit before its reply is sent.
 enum Done {
     Records(Reply<Vec<Recorded>>, Result<Vec<Recorded>, LogError>),
-    /// Records and the number of the commit that carries them.
-    Numbered(Reply<(Vec<Recorded>, u64)>, Result<Vec<Recorded>, LogError>),
+    /// Records, answered with where they are.
+    Numbered(
+        Reply<(Vec<Recorded>, Ticket)>,
+        Result<Vec<Recorded>, LogError>,
+    ),
     Unit(Reply<()>, Result<(), LogError>),
     Blob(Reply<Digest>, Result<Digest, LogError>),
 }
@@ -128,12 +146,12 @@ impl Done {
         }
     }
 
-    /// Answers the appender; `commit` is the number of the commit that carries the write.
-    fn send(self, commit: u64) {
+    /// Answers the appender; `ticket` says where the write is.
+    fn send(self, ticket: Ticket) {
         // A caller that stopped waiting is not an error of the log.
         match self {
             Done::Records(reply, result) => drop(reply.send(result)),
-            Done::Numbered(reply, result) => drop(reply.send(result.map(|r| (r, commit)))),
+            Done::Numbered(reply, result) => drop(reply.send(result.map(|r| (r, ticket)))),
             Done::Unit(reply, result) => drop(reply.send(result)),
             Done::Blob(reply, result) => drop(reply.send(result)),
         }
@@ -180,6 +198,8 @@ struct Lost {
     /// The number of the write that was to carry them.
     commit: u64,
     cast: CastId,
+    /// The first of them among that write's appends (every later one of the cast is lost).
+    slot: usize,
     why: String,
 }
 
@@ -283,7 +303,7 @@ impl Writer {
             // Held appends go first; if they could not be written (they stay held), nothing
             // may overtake them.
             for command in group {
-                refuse(command, &err).send(0);
+                refuse(command, &err).send(Ticket::of(0));
             }
             return;
         }
@@ -299,7 +319,9 @@ impl Writer {
                 None => Some(command),
             })
             .collect();
-        refused.into_iter().for_each(|done| done.send(0));
+        refused
+            .into_iter()
+            .for_each(|done| done.send(Ticket::of(0)));
         if group.is_empty() {
             return;
         }
@@ -309,7 +331,7 @@ impl Writer {
         }
         if let Err(err) = set_deferring(leader, false) {
             for command in group {
-                refuse(command, &err).send(0);
+                refuse(command, &err).send(Ticket::of(0));
             }
             return;
         }
@@ -337,23 +359,27 @@ impl Writer {
             results = results.into_iter().map(|d| d.fail(&err)).collect();
         }
         for done in results {
-            done.send(number);
+            done.send(Ticket::of(number));
         }
     }
 
     /// Holds a group of begun appends, one by one, and answers each with the number of the
     /// commit that will carry it; writes what is held whenever there are [`HELD_APPENDS`].
     fn hold(&self, leader: &mut Leader, group: Vec<Command>) {
-        let mut answers: Vec<(Done, u64)> = Vec::with_capacity(group.len());
+        let mut answers: Vec<(Done, Ticket)> = Vec::with_capacity(group.len());
         let mut lost: Vec<(u64, LogError)> = Vec::new();
         for command in group {
             // An earlier command of this group may have lost its cast's held appends.
             if let Some(err) = self.lost_for_begun(&command) {
-                answers.push((refuse(command, &err), 0));
+                answers.push((refuse(command, &err), Ticket::of(0)));
                 continue;
             }
             let number = self.numbered() + 1;
             let before = leader.held.len();
+            let ticket = Ticket {
+                commit: number,
+                slot: before,
+            };
             let Leader { conn, held, .. } = &mut *leader;
             let accepted = std::panic::catch_unwind(AssertUnwindSafe(|| match command {
                 Command::AppendWithBlobs {
@@ -375,7 +401,7 @@ impl Writer {
                 leader.held.truncate(before);
                 continue;
             };
-            answers.push((done, number));
+            answers.push((done, ticket));
             if leader.held.len() >= HELD_APPENDS
                 && let Err(err) = self.commit_held(leader)
                 && leader.held.is_empty()
@@ -383,11 +409,11 @@ impl Writer {
                 lost.push((number, err));
             }
         }
-        for (done, number) in answers {
+        for (done, ticket) in answers {
             // Answers carried by a write that was lost are its error.
-            match lost.iter().find(|(n, _)| *n == number) {
-                Some((_, err)) => done.fail(err).send(0),
-                None => done.send(number),
+            match lost.iter().find(|(n, _)| *n == ticket.commit) {
+                Some((_, err)) => done.fail(err).send(Ticket::of(0)),
+                None => done.send(ticket),
             }
         }
     }
@@ -418,15 +444,26 @@ impl Writer {
                     syncer.request(number);
                 }
                 self.lost()
-                    .extend(refused.into_iter().map(|(cast, why)| Lost {
+                    .extend(refused.into_iter().map(|(cast, slot, why)| Lost {
                         commit: number,
                         cast,
+                        slot,
                         why,
                     }));
                 self.numbered.store(number, Ordering::Release);
                 return Ok(());
             }
-            Ok(Err(err)) => err.to_string(),
+            Ok(Err(WriteFailure::NotStarted(err))) => {
+                // Nothing was written and nothing numbered: they stay held.
+                return Err(LogError::storage(
+                    "writing begun appends",
+                    format!(
+                        "they are held, not yet written (a later write or the log's close \
+                         writes them): {err}"
+                    ),
+                ));
+            }
+            Ok(Err(WriteFailure::Lost(err))) => err.to_string(),
             Err(_) => {
                 rollback(conn, blobs);
                 held.clear();
@@ -440,6 +477,7 @@ impl Writer {
         self.lost().extend(casts.into_iter().map(|cast| Lost {
             commit: number,
             cast,
+            slot: 0,
             why: failed.clone(),
         }));
         self.numbered.store(number, Ordering::Release);
@@ -451,12 +489,11 @@ impl Writer {
         self.lost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The error of a waiter for an append to `cast` carried by commit `commit`, if it was
-    /// not stored.
-    fn lost_for(&self, commit: u64, cast: &CastId) -> Option<LogError> {
+    /// The error of a waiter for an append to `cast` at `ticket`, if it was not stored.
+    fn lost_for(&self, ticket: Ticket, cast: &CastId) -> Option<LogError> {
         self.lost()
             .iter()
-            .find(|l| l.commit == commit && l.cast == *cast)
+            .find(|l| l.commit == ticket.commit && l.cast == *cast && ticket.slot >= l.slot)
             .map(Lost::error)
     }
 
@@ -480,7 +517,8 @@ impl Writer {
     /// writes the begun appends held, if it is theirs, then waits for the syncer. A number is
     /// published only once its write is done, so below it the leader's lock is taken, and the
     /// outcome is known when it is released.
-    pub(crate) fn wait(&self, commit: u64, cast: &CastId) -> Result<(), LogError> {
+    pub(crate) fn wait(&self, ticket: Ticket, cast: &CastId) -> Result<(), LogError> {
+        let commit = ticket.commit;
         if self.numbered() < commit {
             let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
             if self.numbered() < commit
@@ -490,7 +528,7 @@ impl Writer {
                 return Err(err);
             }
         }
-        if let Some(err) = self.lost_for(commit, cast) {
+        if let Some(err) = self.lost_for(ticket, cast) {
             return Err(err);
         }
         if self.numbered() < commit {

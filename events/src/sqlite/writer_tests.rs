@@ -54,8 +54,8 @@ fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
     (Writer::new(conn, Some(Syncer::new(path.clone()))), path)
 }
 
-/// Begins an append of one event to `cast` at `seq`; its records and commit number.
-fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<(Vec<Recorded>, u64), LogError> {
+/// Begins an append of one event to `cast` at `seq`; its records and where it is.
+fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<(Vec<Recorded>, Ticket), LogError> {
     writer.submit(|reply| Command::AppendWithBlobs {
         cast: CastId::new(cast),
         expected: Seq(seq),
@@ -66,9 +66,9 @@ fn begin(writer: &Writer, cast: &str, seq: u64) -> Result<(Vec<Recorded>, u64), 
     })
 }
 
-/// Waits for an append to `cast` carried by commit `commit`.
-fn wait(writer: &Writer, commit: u64, cast: &str) -> Result<(), LogError> {
-    writer.wait(commit, &CastId::new(cast))
+/// Waits for an append to `cast` at `ticket`.
+fn wait(writer: &Writer, ticket: Ticket, cast: &str) -> Result<(), LogError> {
+    writer.wait(ticket, &CastId::new(cast))
 }
 
 /// Appends one event to a new cast `cast`, with the log's own durability.
@@ -98,9 +98,13 @@ fn stored(path: &std::path::Path) -> i64 {
 fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = full_writer(&dir);
+    let mut tickets = Vec::new();
     for seq in 1..=5 {
-        let (records, commit) = begin(&writer, "held", seq).unwrap();
-        assert_eq!((records[0].seq, commit), (Seq(seq), 1));
+        let (records, ticket) = begin(&writer, "held", seq).unwrap();
+        assert_eq!(records[0].seq, Seq(seq));
+        let slot = seq as usize - 1;
+        assert_eq!(ticket, Ticket { commit: 1, slot });
+        tickets.push(ticket);
     }
     assert!(matches!(
         begin(&writer, "held", 9),
@@ -117,13 +121,13 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     other
         .execute_batch("BEGIN IMMEDIATE; DELETE FROM casts WHERE 0; COMMIT")
         .unwrap();
-    wait(&writer, 1, "held").unwrap();
+    wait(&writer, tickets[2], "held").unwrap();
     assert_eq!(
         (writer.commits(), stored(&path)),
         (1, 5),
         "the wait wrote them"
     );
-    wait(&writer, 1, "held").unwrap();
+    wait(&writer, tickets[0], "held").unwrap();
     assert_eq!(
         writer.commits(),
         1,
@@ -131,13 +135,13 @@ fn begun_appends_are_held_until_a_wait_the_limit_or_another_write() {
     );
 
     for seq in 6..6 + HELD_APPENDS as u64 {
-        assert_eq!(begin(&writer, "held", seq).unwrap().1, 2);
+        assert_eq!(begin(&writer, "held", seq).unwrap().1.commit, 2);
     }
     assert_eq!(writer.commits(), 2, "the limit wrote them");
     assert_eq!(stored(&path), 5 + HELD_APPENDS as i64);
 
     let next = 6 + HELD_APPENDS as u64;
-    assert_eq!(begin(&writer, "held", next).unwrap().1, 3);
+    assert_eq!(begin(&writer, "held", next).unwrap().1.commit, 3);
     append_new(&writer, "other");
     assert_eq!(
         writer.commits(),
@@ -176,7 +180,7 @@ fn held_appends_whose_write_fails_are_each_waiters_error() {
     wait(&writer, kept, "kept").unwrap();
     doom(&writer, true);
     let (_, doomed) = begin(&writer, "doomed", 1).unwrap();
-    assert_eq!(begin(&writer, "doomed", 2).unwrap().1, doomed);
+    assert_eq!(begin(&writer, "doomed", 2).unwrap().1.commit, doomed.commit);
     let err = wait(&writer, doomed, "doomed").unwrap_err().to_string();
     assert!(err.contains("were not stored"), "{err}");
     assert!(err.contains("FOREIGN KEY"), "{err}");
@@ -200,8 +204,8 @@ fn held_appends_whose_write_fails_are_each_waiters_error() {
     wait(&writer, kept, "kept").unwrap();
     let (_, later) = begin(&writer, "later", 1).unwrap();
     assert_eq!(
-        later,
-        doomed + 2,
+        later.commit,
+        doomed.commit + 2,
         "after the lost write and the ordinary one"
     );
     wait(&writer, later, "later").unwrap();
@@ -216,16 +220,70 @@ fn a_held_append_that_fails_alone_loses_only_its_cast() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = full_writer(&dir);
     doom(&writer, false);
-    let (_, first) = begin(&writer, "a", 1).unwrap();
-    begin(&writer, "doomed", 1).unwrap();
-    begin(&writer, "b", 1).unwrap();
-    begin(&writer, "a", 2).unwrap();
-    let err = wait(&writer, first, "doomed").unwrap_err().to_string();
+    let (_, a1) = begin(&writer, "a", 1).unwrap();
+    let (_, doomed) = begin(&writer, "doomed", 1).unwrap();
+    let (_, b1) = begin(&writer, "b", 1).unwrap();
+    let (_, a2) = begin(&writer, "a", 2).unwrap();
+    let err = wait(&writer, doomed, "doomed").unwrap_err().to_string();
     assert!(err.contains("cast doomed refused"), "{err}");
-    wait(&writer, first, "a").unwrap();
-    wait(&writer, first, "b").unwrap();
+    for (ticket, cast) in [(a1, "a"), (b1, "b"), (a2, "a")] {
+        assert_eq!(ticket.commit, doomed.commit, "one write");
+        wait(&writer, ticket, cast).unwrap();
+    }
     assert_eq!(stored(&path), 3);
     assert!(begin(&writer, "doomed", 1).is_err());
+    writer.close();
+}
+
+/// A held append after one of its own cast that was written stays refused alone: the first
+/// is stored and its waiter answered Ok, the second and later ones of the cast are not.
+#[test]
+fn a_held_append_refused_after_one_of_its_cast_leaves_that_one_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    {
+        let leader = writer.leader.lock().unwrap();
+        leader
+            .conn
+            .execute_batch(
+                "CREATE TRIGGER second BEFORE INSERT ON events WHEN new.seq = 2
+                   BEGIN SELECT RAISE(ABORT, 'seq 2 refused'); END;",
+            )
+            .unwrap();
+    }
+    let (_, first) = begin(&writer, "x", 1).unwrap();
+    let (_, second) = begin(&writer, "x", 2).unwrap();
+    let (_, third) = begin(&writer, "x", 3).unwrap();
+    let err = wait(&writer, second, "x").unwrap_err().to_string();
+    assert!(err.contains("were not stored"), "{err}");
+    assert!(wait(&writer, third, "x").is_err());
+    wait(&writer, first, "x").unwrap();
+    assert_eq!(stored(&path), 1);
+    writer.close();
+}
+
+/// Held appends whose write cannot even begin (another connection holds the write lock past
+/// the busy timeout) stay held: the waiter is told they are not written yet, and a later wait
+/// writes them.
+#[test]
+fn held_appends_whose_write_cannot_begin_stay_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    writer
+        .leader
+        .lock()
+        .unwrap()
+        .conn
+        .busy_timeout(std::time::Duration::ZERO)
+        .unwrap();
+    let (_, ticket) = begin(&writer, "x", 1).unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let err = wait(&writer, ticket, "x").unwrap_err().to_string();
+    assert!(err.contains("not yet written"), "{err}");
+    other.execute_batch("ROLLBACK").unwrap();
+    wait(&writer, ticket, "x").unwrap();
+    assert_eq!(stored(&path), 1);
     writer.close();
 }
 
@@ -294,7 +352,7 @@ fn a_begun_append_committed_in_a_full_group_is_waited_for_without_hanging() {
         .unwrap();
     assert_eq!(writer.commits(), 1, "one group, with its own fsync");
     let (records, commit) = answer.try_recv().unwrap().unwrap();
-    assert_eq!((records.len(), commit), (1, 1));
+    assert_eq!((records.len(), commit), (1, Ticket::of(1)));
     let writer = Arc::new(writer);
     let waiter = Arc::clone(&writer);
     let (done, waited) = mpsc::channel();

@@ -278,9 +278,9 @@ pub trait EventLog: Send + Sync {
 
     /// [`append_with_blobs`](Self::append_with_blobs), returning once the append is accepted
     /// (conflict-checked against the appends before it, its records sealed, all or nothing)
-    /// but possibly before other readers see it and before it is durable: the SQLite log with
-    /// `Durability::Full` holds begun appends in memory (up to 16), writes them in one commit
-    /// without an fsync of its own, and a syncer thread fsyncs the WAL, one fsync for every
+    /// but possibly before other readers see it and before it is durable: the SQLite log holds
+    /// begun appends in memory (up to 16) and writes them in one commit, without an fsync of
+    /// its own; with `Durability::Full` a syncer thread fsyncs the WAL, one fsync for every
     /// commit made meanwhile, while the caller goes on. Another writer may append to the cast
     /// meanwhile; the held appends are then not stored, and `wait` says so. [`Appending::wait`] returns once the
     /// append is stored and an fsync covers it. Nothing may act outside the process on these

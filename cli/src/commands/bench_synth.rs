@@ -51,8 +51,8 @@ struct SynthFigures {
     fork_steps: Option<u64>,
     peak_rss_mb: f64,
     durability: &'static str,
-    /// Whether the agent was asked while the last steps were being committed and fsynced
-    /// (`--no-pipeline` turns it off; never with `--durability normal`, which fsyncs no commit).
+    /// Whether the agent was asked while the last steps were held, committed and (with
+    /// `--durability full`) fsynced; `--no-pipeline` turns it off.
     pipelined: bool,
     /// Write transactions the run committed (with `--no-pipeline` one per step, the commit
     /// before each agent call; pipelined, up to 16 steps share one).
@@ -547,8 +547,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         fork_steps: Some(fork_steps),
         peak_rss_mb: peak_rss_mb(),
         durability: durability.as_str(),
-        // Under `--durability normal` no commit waits for an fsync: nothing to overlap.
-        pipelined: !args.no_pipeline && durability == Durability::Full,
+        pipelined: !args.no_pipeline,
         commits,
         commit_floor_ms,
     })

@@ -28,9 +28,11 @@
 //! [`writer::HELD_APPENDS`]), writes and commits them together without an fsync of their own,
 //! and the [`syncer`] thread's next fsync of the WAL makes them durable (an `Appending::wait`
 //! has what is held written if it must, and returns then); the driver uses it only for steps
-//! nothing outside the process has acted on, and that `resume` can ask again. [`Durability::Normal`] sets
-//! `synchronous=NORMAL`: acknowledged events survive a crash of the process, but the last
-//! commits may be lost if the machine loses power.
+//! nothing outside the process has acted on, and that `resume` can ask again.
+//! [`Durability::Normal`] sets `synchronous=NORMAL`: acknowledged events survive a crash of the
+//! process, but the last commits may be lost if the machine loses power; begun appends are held
+//! and written together the same way, and waiting for one only has it written. With either, the
+//! syncer's thread also checkpoints the WAL beside the writer.
 
 mod address;
 mod blobs;
@@ -141,7 +143,7 @@ impl SqliteLog {
         // The file SQLite opened (it resolves a symlinked path; the path given may name
         // another directory's `-wal`). A name SQLite reports is UTF-8 or not reported: then
         // the path is resolved here the same way.
-        let syncer = (durability == Durability::Full).then(|| {
+        let syncer = {
             let db = writer_conn
                 .path()
                 .filter(|p| !p.is_empty())
@@ -152,8 +154,11 @@ impl SqliteLog {
                         .map(PathBuf::into_os_string)
                 })
                 .unwrap_or_else(|| path.as_os_str().to_owned());
-            syncer::Syncer::new(db.into())
-        });
+            Some(syncer::Syncer::new(
+                db.into(),
+                durability == Durability::Full,
+            ))
+        };
         Ok(Self {
             path,
             writer: writer::Writer::new(writer_conn, syncer),
@@ -585,11 +590,7 @@ impl EventLog for SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        let deferred = self.writer.syncer().is_some();
-        let (_, ticket) = self.append_blobs(cast, expected, blobs, events, deferred)?;
-        if !deferred {
-            return Ok(Appending::durable());
-        }
+        let (_, ticket) = self.append_blobs(cast, expected, blobs, events, true)?;
         let (writer, cast) = (&self.writer, cast.clone());
         Ok(Appending::waiting(move || writer.wait(ticket, &cast)))
     }

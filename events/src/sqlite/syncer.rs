@@ -71,6 +71,8 @@ const CHECKPOINT_EVERY: u64 = 2;
 pub(crate) struct Syncer {
     /// The database file SQLite opened.
     db: PathBuf,
+    /// Whether it fsyncs (`Durability::Full`) or only checkpoints (`Normal`).
+    fsync: bool,
     wal: PathBuf,
     state: Mutex<State>,
     /// Wakes the thread: a sync is asked for, or it is to stop.
@@ -85,12 +87,14 @@ pub(crate) struct Syncer {
 
 impl Syncer {
     /// A syncer of the WAL file of database file `db` (its thread starts with the first
-    /// request).
-    pub(crate) fn new(db: PathBuf) -> Self {
+    /// request); with `fsync` false (`Durability::Normal`) it only checkpoints: a commit
+    /// asked for counts as synced at once.
+    pub(crate) fn new(db: PathBuf, fsync: bool) -> Self {
         let mut wal = db.clone().into_os_string();
         wal.push("-wal");
         Self {
             db,
+            fsync,
             wal: wal.into(),
             state: Mutex::new(State::default()),
             asked: Condvar::new(),
@@ -221,9 +225,22 @@ impl Syncer {
         }
     }
 
-    /// One fsync covering every commit requested before it starts.
+    /// Whether it fsyncs the WAL (`Durability::Full`), not only checkpoints it.
+    pub(crate) fn fsyncs(&self) -> bool {
+        self.fsync
+    }
+
+    /// One fsync covering every commit requested before it starts (none when it does not
+    /// fsync: what is asked is then synced as far as `Durability::Normal` asks).
     fn sync_once(&self) {
         let target = self.state().requested;
+        if !self.fsync {
+            let mut state = self.state();
+            state.synced = state.synced.max(target);
+            drop(state);
+            self.synced.notify_all();
+            return;
+        }
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             *file = File::open(&self.wal).ok();
@@ -264,7 +281,7 @@ mod tests {
     #[test]
     fn a_sync_that_fails_is_the_answer_of_every_waiter_and_stopping_ends() {
         let dir = tempfile::tempdir().unwrap();
-        let syncer = Arc::new(Syncer::new(dir.path().join("missing.db")));
+        let syncer = Arc::new(Syncer::new(dir.path().join("missing.db"), true));
         syncer.request(1);
         let err = syncer.wait(1).unwrap_err().to_string();
         assert!(err.contains("missing.db-wal cannot be opened"), "{err}");
@@ -280,7 +297,7 @@ mod tests {
     fn commits_are_durable_once_a_sync_after_them_returns() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("x.db-wal"), b"frames").unwrap();
-        let syncer = Arc::new(Syncer::new(dir.path().join("x.db")));
+        let syncer = Arc::new(Syncer::new(dir.path().join("x.db"), true));
         for commit in 1..=5 {
             syncer.request(commit);
         }

@@ -15,7 +15,8 @@
 //! written at once: each is checked against its cast's head, sealed and held in memory
 //! ([`Held`]), and answered with the number of the commit that will carry it. The held appends
 //! are written and committed together, in one transaction with `synchronous=NORMAL` handed to
-//! the [`Syncer`] for its fsync, as soon as [`HELD_APPENDS`] are held, when a waiter asks for
+//! the [`Syncer`] for its fsync (with `Durability::Normal` there is none to wait for), as soon
+//! as [`HELD_APPENDS`] are held, when a waiter asks for
 //! one of them ([`Writer::wait`]), before any other command, and when the log closes. Every
 //! other group commits with the log's own setting. Holding them saves a commit per step: each
 //! commit writes page 1, the cast's head row and the last pages of the events, blobs and chunks
@@ -171,7 +172,8 @@ pub(crate) struct Writer {
     /// the leader's lock) before the write and published here once it is done, its loss
     /// recorded and its fsync asked for. Held appends carry the next number.
     numbered: AtomicU64,
-    /// Fsyncs deferred commits; `None` unless the log's durability is `Full`.
+    /// Fsyncs deferred commits (with `Durability::Full`) and checkpoints the WAL beside the
+    /// writer (see [`Syncer`]).
     syncer: Option<Arc<Syncer>>,
     /// Held appends whose write failed.
     lost: Mutex<Vec<Lost>>,
@@ -219,11 +221,6 @@ impl Writer {
             syncer: syncer.map(Arc::new),
             lost: Mutex::new(Vec::new()),
         }
-    }
-
-    /// The syncer, when commits can be deferred.
-    pub(crate) fn syncer(&self) -> Option<&Arc<Syncer>> {
-        self.syncer.as_ref()
     }
 
     /// Writes the begun appends held, then stops the syncer thread once it has synced what
@@ -291,10 +288,9 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let deferred = self.syncer.is_some()
-            && group
-                .iter()
-                .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
+        let deferred = group
+            .iter()
+            .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
         let leader = &mut *guard;
         if !deferred
             && let Err(err) = self.commit_held(leader)
@@ -329,7 +325,7 @@ impl Writer {
             self.hold(leader, group);
             return;
         }
-        if let Err(err) = set_deferring(leader, false) {
+        if let Err(err) = self.set_deferring(leader, false) {
             for command in group {
                 refuse(command, &err).send(Ticket::of(0));
             }
@@ -353,7 +349,7 @@ impl Writer {
         // outstanding work is waited for first (nothing when none is). Only the syncer marks a
         // deferred commit durable: a FULL commit after it may have written nothing (SQLite
         // then skips its fsync).
-        if let Some(syncer) = &self.syncer
+        if let Some(syncer) = self.fsyncing()
             && let Err(err) = syncer.wait_requested()
         {
             results = results.into_iter().map(|d| d.fail(&err)).collect();
@@ -418,6 +414,27 @@ impl Writer {
         }
     }
 
+    /// Sets `synchronous` for a deferred write (NORMAL) or not (FULL), if it is not so already;
+    /// nothing to set with `Durability::Normal` (no syncer), where every commit is NORMAL. No
+    /// transaction is open between groups.
+    fn set_deferring(&self, leader: &mut Leader, deferred: bool) -> Result<(), LogError> {
+        if self.fsyncing().is_none() || leader.deferring == deferred {
+            return Ok(());
+        }
+        let mode = if deferred { "NORMAL" } else { "FULL" };
+        leader
+            .conn
+            .execute_batch(&format!("PRAGMA synchronous = {mode}"))
+            .map_err(|e| map_err("setting the durability of a commit", &e))?;
+        leader.deferring = deferred;
+        Ok(())
+    }
+
+    /// The syncer if it fsyncs (`Durability::Full`): with `Normal` it only checkpoints.
+    fn fsyncing(&self) -> Option<&Arc<Syncer>> {
+        self.syncer.as_ref().filter(|s| s.fsyncs())
+    }
+
     /// The number of the last write whose outcome is known.
     fn numbered(&self) -> u64 {
         self.numbered.load(Ordering::Acquire)
@@ -430,7 +447,7 @@ impl Writer {
         if leader.held.is_empty() {
             return Ok(());
         }
-        set_deferring(leader, true)?;
+        self.set_deferring(leader, true)?;
         let number = self.numbered() + 1;
         let casts = leader.held.casts();
         let Leader {
@@ -540,7 +557,7 @@ impl Writer {
                 ),
             ));
         }
-        match &self.syncer {
+        match self.fsyncing() {
             Some(syncer) => syncer.wait(commit),
             None => Ok(()),
         }
@@ -563,21 +580,6 @@ impl Lost {
             ),
         )
     }
-}
-
-/// Sets `synchronous` for a deferred write (NORMAL) or not (FULL), if it is not so already.
-/// No transaction is open between groups.
-fn set_deferring(leader: &mut Leader, deferred: bool) -> Result<(), LogError> {
-    if leader.deferring == deferred {
-        return Ok(());
-    }
-    let mode = if deferred { "NORMAL" } else { "FULL" };
-    leader
-        .conn
-        .execute_batch(&format!("PRAGMA synchronous = {mode}"))
-        .map_err(|e| map_err("setting the durability of a commit", &e))?;
-    leader.deferring = deferred;
-    Ok(())
 }
 
 /// Runs `group` in one transaction and commits it if any command succeeded; returns the

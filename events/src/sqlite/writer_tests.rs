@@ -51,7 +51,10 @@ fn full_writer(dir: &tempfile::TempDir) -> (Writer, std::path::PathBuf) {
     let path = dir.path().join("castlog.db");
     drop(crate::SqliteLog::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
-    (Writer::new(conn, Some(Syncer::new(path.clone()))), path)
+    (
+        Writer::new(conn, Some(Syncer::new(path.clone(), true))),
+        path,
+    )
 }
 
 /// Begins an append of one event to `cast` at `seq`; its records and where it is.

@@ -745,14 +745,17 @@ fn held_appends_that_another_writer_overtook_are_refused_as_a_conflict() {
     assert!(verify_cast(&rival, &head).unwrap().problems.is_empty());
 }
 
-/// The syncer's thread copies the WAL into the database as begun appends are made durable;
-/// the writer alone would first do so at 1,000 WAL pages (about 4 MB), on the committing
-/// thread.
-#[test]
-fn the_syncer_checkpoints_the_wal_while_begun_appends_are_made_durable() {
+/// The syncer's thread copies the WAL into the database as begun appends are made durable
+/// (with either durability); the writer alone would first do so at 1,000 WAL pages (about
+/// 4 MB), on the committing thread.
+#[rstest]
+fn the_syncer_checkpoints_the_wal_while_begun_appends_are_made_durable(
+    #[values(castlog_events::Durability::Full, castlog_events::Durability::Normal)]
+    durability: castlog_events::Durability,
+) {
     let (_dir, path) = scratch();
     let cast = sample::cast("copied");
-    let log = SqliteLog::open_with(&path, castlog_events::Durability::Full).unwrap();
+    let log = SqliteLog::open_with(&path, durability).unwrap();
     log.append(&cast, Seq(1), &sample::batch(0, 1)).unwrap();
     let before = std::fs::metadata(&path).unwrap().len();
     for i in 1..=40u64 {

@@ -191,7 +191,8 @@ impl<'a> Appending<'a> {
         Self(Some(Box::new(wait)))
     }
 
-    /// Waits until the append is durable (as the log's durability says).
+    /// Waits until the append is durable (as the log's durability says). An error is final:
+    /// the append is not stored and never will be.
     pub fn wait(self) -> Result<(), LogError> {
         self.0.map_or(Ok(()), |wait| wait())
     }

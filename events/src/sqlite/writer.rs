@@ -31,8 +31,11 @@
 //! waiter whose number is not published takes the lock, so it never sees a write half done.
 //! A held append that cannot be written (another writer moved its cast's head meanwhile) is
 //! undone alone, with the later ones of its cast; if the whole write fails (an I/O error),
-//! every held append is. Their waiters are told, and begun appends to their casts are refused
-//! from then on (they could only conflict), while other casts and ordinary writes go on.
+//! every held append is. A write that cannot even begin (the lock busy past the timeout)
+//! leaves them held while nobody waits for them (a command that would overtake them is
+//! refused); a waiter then gives them up, so its error is final. Their waiters are told, and
+//! begun appends to their casts are refused from then on (they could only conflict), while
+//! other casts and ordinary writes go on.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -474,10 +477,7 @@ impl Writer {
                 // Nothing was written and nothing numbered: they stay held.
                 return Err(LogError::storage(
                     "writing begun appends",
-                    format!(
-                        "they are held, not yet written (a later write or the log's close \
-                         writes them): {err}"
-                    ),
+                    format!("the held steps could not be written yet: {err}"),
                 ));
             }
             Ok(Err(WriteFailure::Lost(err))) => err.to_string(),
@@ -487,18 +487,30 @@ impl Writer {
                 "the writer panicked while writing them".to_string()
             }
         };
-        let err = LogError::storage(
-            "writing begun appends",
-            format!("steps held for commit {number} were not stored ({failed})"),
-        );
+        Err(self.lose(number, casts, &failed))
+    }
+
+    /// Gives up the held appends (their write could not begin): the next number is theirs.
+    fn give_up_held(&self, leader: &mut Leader, why: &str) -> LogError {
+        let casts = leader.held.casts();
+        leader.held.clear();
+        self.lose(self.numbered() + 1, casts, why)
+    }
+
+    /// Records every append to `casts` carried by write `number` as lost, publishes the
+    /// number, and returns the error their waiters get.
+    fn lose(&self, number: u64, casts: Vec<CastId>, why: &str) -> LogError {
         self.lost().extend(casts.into_iter().map(|cast| Lost {
             commit: number,
             cast,
             slot: 0,
-            why: failed.clone(),
+            why: why.to_string(),
         }));
         self.numbered.store(number, Ordering::Release);
-        Err(err)
+        LogError::storage(
+            "writing begun appends",
+            format!("steps held for commit {number} were not stored ({why})"),
+        )
     }
 
     fn lost(&self) -> MutexGuard<'_, Vec<Lost>> {
@@ -542,7 +554,10 @@ impl Writer {
                 && let Err(err) = self.commit_held(&mut leader)
                 && self.numbered() < commit
             {
-                return Err(err);
+                // Their write could not begin (a busy lock past the timeout, a mode not set):
+                // they are still held. This waiter's answer is final, so they are given up
+                // rather than written later behind its back.
+                return Err(self.give_up_held(&mut leader, &err.to_string()));
             }
         }
         if let Some(err) = self.lost_for(ticket, cast) {

@@ -266,10 +266,10 @@ fn a_held_append_refused_after_one_of_its_cast_leaves_that_one_stored() {
 }
 
 /// Held appends whose write cannot even begin (another connection holds the write lock past
-/// the busy timeout) stay held: the waiter is told they are not written yet, and a later wait
-/// writes them.
+/// the busy timeout) stay held while nobody waits for them (an ordinary write is refused, not
+/// let past them); a waiter's error is final: they are given up, never written later.
 #[test]
-fn held_appends_whose_write_cannot_begin_stay_held() {
+fn held_appends_whose_write_cannot_begin_are_given_up_by_their_waiter() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = full_writer(&dir);
     writer
@@ -282,12 +282,25 @@ fn held_appends_whose_write_cannot_begin_stay_held() {
     let (_, ticket) = begin(&writer, "x", 1).unwrap();
     let other = Connection::open(&path).unwrap();
     other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let refused = writer.submit(|reply| Command::Append {
+        cast: CastId::new("ordinary"),
+        expected: Seq::FIRST,
+        events: vec![aborted(0)],
+        reply,
+    });
+    let refused = refused.unwrap_err().to_string();
+    assert!(refused.contains("could not be written yet"), "{refused}");
     let err = wait(&writer, ticket, "x").unwrap_err().to_string();
-    assert!(err.contains("not yet written"), "{err}");
+    assert!(err.contains("were not stored"), "{err}");
     other.execute_batch("ROLLBACK").unwrap();
-    wait(&writer, ticket, "x").unwrap();
-    assert_eq!(stored(&path), 1);
+    assert!(wait(&writer, ticket, "x").is_err(), "the answer stays");
+    append_new(&writer, "ordinary");
     writer.close();
+    assert_eq!(
+        stored(&path),
+        1,
+        "only the ordinary append, after the lock was freed"
+    );
 }
 
 /// Appenders on several threads share the writer, each waiting for its own begun appends:

@@ -255,10 +255,11 @@ pub enum BenchCommand {
     ///
     /// A plan socket emits W work items; per item a build and an eval socket run R times (eval is
     /// not satisfied R-1 times, then satisfied); every reply is S bytes. Prints run figures and
-    /// time travel (history, state at the middle seq, fork), the commits the run made (one before
-    /// each agent call) and `commit_floor_ms`, the time of one commit of a single small row on
-    /// the same disk at the same durability (the least a step can cost there). Without --db the
-    /// run uses a fresh temporary database that is removed afterwards.
+    /// time travel (history, state at the middle seq, fork), the transactions the run committed
+    /// (the agent is local, like a script: its steps are held and written up to 16 in one; one
+    /// per step with --no-pipeline) and `commit_floor_ms`, the time of one commit of a single
+    /// small row on the same disk at the same durability. Without --db the run uses a fresh
+    /// temporary database that is removed afterwards.
     ///
     /// Example: castlog bench synth --items 200 --rework 3 --output-bytes 2000 --json
     Synth(BenchSynthArgs),
@@ -288,7 +289,8 @@ pub struct BenchSynthArgs {
     /// Ask the synthetic agent only once every step is durable, as the driver asks a live
     /// model (and as LangGraph's durability `sync` persists a step before the next starts). By
     /// default the agent, a function of the prompt like a script, is local: it is asked while
-    /// the last steps (at most 32, up to 16 to a transaction) are committed and fsynced.
+    /// the last steps (at most 32, up to 16 to a transaction) are written and, with full
+    /// durability, fsynced.
     #[arg(long)]
     pub no_pipeline: bool,
     /// Print one JSON document on stdout (the figures are JSON either way).

@@ -178,33 +178,49 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
 /// An append [begun](EventLog::begin_append_with_blobs): accepted, and stored and durable once
 /// [`Appending::wait`] returns `Ok`.
 #[must_use = "an append is known to be durable only once `wait` returns Ok"]
-pub struct Appending<'a>(Option<Box<dyn FnOnce() -> Result<(), LogError> + 'a>>);
+pub struct Appending<'a> {
+    records: Vec<Recorded>,
+    wait: Option<Box<dyn FnOnce() -> Result<(), LogError> + 'a>>,
+}
 
 impl<'a> Appending<'a> {
-    /// An append that is durable already.
-    pub fn durable() -> Self {
-        Self(None)
+    /// An append of `records` that is durable already.
+    pub fn durable(records: Vec<Recorded>) -> Self {
+        Self {
+            records,
+            wait: None,
+        }
     }
 
-    /// An append whose durability `wait` waits for.
-    pub fn waiting(wait: impl FnOnce() -> Result<(), LogError> + 'a) -> Self {
-        Self(Some(Box::new(wait)))
+    /// An append of `records` whose durability `wait` waits for.
+    pub fn waiting(
+        records: Vec<Recorded>,
+        wait: impl FnOnce() -> Result<(), LogError> + 'a,
+    ) -> Self {
+        Self {
+            records,
+            wait: Some(Box::new(wait)),
+        }
+    }
+
+    /// The records as sealed (what the log holds once the append is stored).
+    pub fn records(&self) -> &[Recorded] {
+        &self.records
     }
 
     /// Waits until the append is durable (as the log's durability says). An error is final:
     /// the append is not stored and never will be.
     pub fn wait(self) -> Result<(), LogError> {
-        self.0.map_or(Ok(()), |wait| wait())
+        self.wait.map_or(Ok(()), |wait| wait())
     }
 }
 
 impl std::fmt::Debug for Appending<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Appending"
-        } else {
-            "Appending(durable)"
-        })
+        f.debug_struct("Appending")
+            .field("records", &self.records.len())
+            .field("durable", &self.wait.is_none())
+            .finish()
     }
 }
 
@@ -296,8 +312,8 @@ pub trait EventLog: Send + Sync {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        self.append_with_blobs(cast, expected, blobs, events)?;
-        Ok(Appending::durable())
+        let records = self.append_with_blobs(cast, expected, blobs, events)?;
+        Ok(Appending::durable(records))
     }
 
     /// Fetches a blob.
@@ -307,6 +323,13 @@ pub trait EventLog: Send + Sync {
     /// may keep none: the default drops it.
     fn put_snapshot(&self, _cast: &CastId, _snapshot: Snapshot) -> Result<(), LogError> {
         Ok(())
+    }
+
+    /// [`put_snapshot`](Self::put_snapshot) of a state just [begun](Self::begin_append_with_blobs):
+    /// the log may keep it with the begun appends and write it after them (with them, never
+    /// before; dropped if they are not stored). The default puts it at once.
+    fn begin_put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
+        self.put_snapshot(cast, snapshot)
     }
 
     /// The latest snapshot of `cast` taken at or before `at_most`, if the log keeps any.

@@ -493,12 +493,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             prompt = due.prompt.or(prompt);
         }
         let pending = pending(&events, env.now_ms);
-        // A step that takes a snapshot is appended durably: the snapshot is of the state right
-        // after it, and names its last hash.
+        // A step that crosses a multiple of `SNAPSHOT_EVERY` events takes a snapshot of the
+        // state right after it, naming its last hash (a cache, kept after the step: the log
+        // writes it with the step or later, never before).
         let last = (expected.get() + events.len() as u64).saturating_sub(1);
         let snapshot_due =
             last / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
-        let begin = begin && !snapshot_due;
         // At most `STEPS_IN_FLIGHT` steps wait for their fsync, this one included; a step
         // appended durably waits for every one before it.
         self.settle(if begin { self.steps_in_flight - 1 } else { 0 })?;
@@ -506,33 +506,42 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             let appending = self
                 .log
                 .begin_append_with_blobs(&cast, expected, &blobs, &pending)?;
-            (Vec::new(), Some(appending))
+            (
+                appending.records().last().map(|r| (r.seq, r.hash)),
+                Some(appending),
+            )
         } else {
             let recorded = self
                 .log
                 .append_with_blobs(&cast, expected, &blobs, &pending)?;
-            (recorded, None)
+            (recorded.last().map(|r| (r.seq, r.hash)), None)
         };
         if prompt.is_some() {
             self.last_prompt = prompt;
         }
         self.answers_used += events.iter().map(answers_in).sum::<usize>();
+        if snapshot_due && let Some((seq, hash)) = recorded {
+            self.keep_snapshot(seq, hash, begun.is_some());
+        }
         match begun {
             Some(appending) => self.in_flight.push_back(InFlight { appending, events }),
             None => self.recorded(&events),
         }
-        if snapshot_due && let Some(last) = recorded.last() {
-            self.keep_snapshot(last.seq, last.hash);
-        }
         Ok(())
     }
 
-    /// Keeps a snapshot of the state just appended (a cache: failing to keep one is only
-    /// logged).
-    fn keep_snapshot(&self, seq: Seq, hash: castlog_core::id::Digest) {
+    /// Keeps a snapshot of the state just appended (`begun`: with its step, which may not be
+    /// stored yet); a cache: failing to keep one is only logged.
+    fn keep_snapshot(&self, seq: Seq, hash: castlog_core::id::Digest, begun: bool) {
         let snapshot = sealed_snapshot(&self.state, self.answers_used, seq, hash);
-        if let Err(err) = self.log.put_snapshot(&self.state.cast, snapshot) {
-            tracing::warn!(cast = %self.state.cast, %seq, %err, "snapshot not kept");
+        let cast = &self.state.cast;
+        let kept = if begun {
+            self.log.begin_put_snapshot(cast, snapshot)
+        } else {
+            self.log.put_snapshot(cast, snapshot)
+        };
+        if let Err(err) = kept {
+            tracing::warn!(%cast, %seq, %err, "snapshot not kept");
         }
     }
 

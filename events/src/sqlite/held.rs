@@ -9,10 +9,11 @@ use rusqlite::Connection;
 
 use crate::log::LogError;
 use crate::record::{Pending, Recorded, seal_batch};
+use crate::sqlite::StoredCheckpoint;
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::map_err;
 use crate::sqlite::writer::{begin, commit, rollback};
-use crate::sqlite::writes::{append_sealed, head_of};
+use crate::sqlite::writes::{append_sealed, head_of, put_checkpoint};
 
 /// The most begun appends held before they are written and committed together.
 pub(crate) const HELD_APPENDS: usize = 16;
@@ -27,10 +28,19 @@ struct HeldAppend {
     records: Vec<Recorded>,
 }
 
-/// Begun appends accepted and not yet written, in order.
+/// A state snapshot (a cache) to write after the held appends.
+#[derive(Debug)]
+struct HeldCheckpoint {
+    cast: CastId,
+    name: String,
+    checkpoint: StoredCheckpoint,
+}
+
+/// Begun appends accepted and not yet written, in order, and snapshots to write with them.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     appends: Vec<HeldAppend>,
+    checkpoints: Vec<HeldCheckpoint>,
     /// The head each cast with held appends has once they are written.
     heads: HashMap<CastId, (Seq, Digest)>,
 }
@@ -41,7 +51,21 @@ impl Held {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.appends.is_empty()
+        self.appends.is_empty() && self.checkpoints.is_empty()
+    }
+
+    /// Holds a snapshot, written after the appends held (dropped if its cast's are not).
+    pub(crate) fn hold_checkpoint(
+        &mut self,
+        cast: CastId,
+        name: String,
+        checkpoint: StoredCheckpoint,
+    ) {
+        self.checkpoints.push(HeldCheckpoint {
+            cast,
+            name,
+            checkpoint,
+        });
     }
 
     /// The casts held appends go to (blob-only ones included).
@@ -103,6 +127,7 @@ impl Held {
     ) -> Result<Vec<(CastId, usize, String)>, WriteFailure> {
         begin(conn, store).map_err(WriteFailure::NotStarted)?;
         let appends = std::mem::take(&mut self.appends);
+        let checkpoints = std::mem::take(&mut self.checkpoints);
         self.heads.clear();
         let mut refused: Vec<(CastId, usize, String)> = Vec::new();
         let mut written = Ok(());
@@ -121,6 +146,19 @@ impl Held {
                 }
             }
         }
+        if written.is_ok() {
+            // Caches: one that cannot be written is left out, and so is a snapshot of a cast
+            // whose appends were refused (it could name a state the log does not have).
+            for held in &checkpoints {
+                if refused.iter().any(|(cast, _, _)| *cast == held.cast) {
+                    continue;
+                }
+                if let Err(WriteError::Failed(err)) = write_checkpoint(conn, held) {
+                    written = Err(err);
+                    break;
+                }
+            }
+        }
         match written.and_then(|()| commit(conn, store)) {
             Ok(()) => Ok(refused),
             Err(err) => {
@@ -130,9 +168,10 @@ impl Held {
         }
     }
 
-    /// Forgets every held append (a write that panicked).
+    /// Forgets every held append and snapshot (a write that panicked).
     pub(crate) fn clear(&mut self) {
         self.truncate(0);
+        self.checkpoints.clear();
     }
 
     /// Forgets the held appends after the first `len` (one whose acceptance panicked).
@@ -195,6 +234,24 @@ fn write_one(
                 return Err(WriteError::Failed(err));
             }
             conn.execute_batch("ROLLBACK TO held_append; RELEASE held_append")
+                .map_err(failed)?;
+            Err(WriteError::Refused(err))
+        }
+    }
+}
+
+/// Writes one held snapshot in a savepoint of its own, undone if it fails.
+fn write_checkpoint(conn: &Connection, held: &HeldCheckpoint) -> Result<(), WriteError> {
+    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing a snapshot", &e));
+    conn.execute_batch("SAVEPOINT held_checkpoint")
+        .map_err(failed)?;
+    match put_checkpoint(conn, &held.cast, &held.name, &held.checkpoint) {
+        Ok(()) => conn
+            .execute_batch("RELEASE held_checkpoint")
+            .map_err(failed),
+        Err(err) if conn.is_autocommit() => Err(WriteError::Failed(err)),
+        Err(err) => {
+            conn.execute_batch("ROLLBACK TO held_checkpoint; RELEASE held_checkpoint")
                 .map_err(failed)?;
             Err(WriteError::Refused(err))
         }

@@ -266,6 +266,7 @@ impl SqliteLog {
             cast: cast.clone(),
             name: name.to_owned(),
             checkpoint,
+            deferred: false,
             reply,
         })
     }
@@ -590,9 +591,11 @@ impl EventLog for SqliteLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        let (_, ticket) = self.append_blobs(cast, expected, blobs, events, true)?;
+        let (records, ticket) = self.append_blobs(cast, expected, blobs, events, true)?;
         let (writer, cast) = (&self.writer, cast.clone());
-        Ok(Appending::waiting(move || writer.wait(ticket, &cast)))
+        Ok(Appending::waiting(records, move || {
+            writer.wait(ticket, &cast)
+        }))
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<Digest, LogError> {
@@ -610,6 +613,19 @@ impl EventLog for SqliteLog {
     fn put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
         let name = snapshot_name(snapshot.seq);
         self.put_checkpoint(cast, &name, snapshot)
+    }
+
+    /// Held with the begun appends and written with them, after them in the same transaction,
+    /// never on a commit and fsync of its own (a cache); dropped if its cast's held appends are
+    /// not stored.
+    fn begin_put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
+        self.send(|reply| Command::PutCheckpoint {
+            cast: cast.clone(),
+            name: snapshot_name(snapshot.seq),
+            checkpoint: snapshot,
+            deferred: true,
+            reply,
+        })
     }
 
     fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {

@@ -99,6 +99,8 @@ pub(crate) enum Command {
         cast: CastId,
         name: String,
         checkpoint: super::StoredCheckpoint,
+        /// A cache (a state snapshot): held with the begun appends, written with them.
+        deferred: bool,
         reply: Reply<()>,
     },
 }
@@ -291,9 +293,13 @@ impl Writer {
         if group.is_empty() {
             return;
         }
-        let deferred = group
-            .iter()
-            .all(|c| matches!(c, Command::AppendWithBlobs { deferred: true, .. }));
+        let deferred = group.iter().all(|c| {
+            matches!(
+                c,
+                Command::AppendWithBlobs { deferred: true, .. }
+                    | Command::PutCheckpoint { deferred: true, .. }
+            )
+        });
         let leader = &mut *guard;
         if !deferred
             && let Err(err) = self.commit_held(leader)
@@ -389,6 +395,16 @@ impl Writer {
                     reply,
                     ..
                 } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, &events)),
+                Command::PutCheckpoint {
+                    cast,
+                    name,
+                    checkpoint,
+                    reply,
+                    ..
+                } => {
+                    held.hold_checkpoint(cast, name, checkpoint);
+                    Done::Unit(reply, Ok(()))
+                }
                 other => refuse(
                     other,
                     &LogError::storage("holding a write", "only begun appends are held"),
@@ -758,6 +774,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             cast,
             name,
             checkpoint,
+            deferred: _,
             reply,
         } => Done::Unit(reply, put_checkpoint(conn, &cast, &name, &checkpoint)),
     }

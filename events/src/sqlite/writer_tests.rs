@@ -303,6 +303,46 @@ fn held_appends_whose_write_cannot_begin_are_given_up_by_their_waiter() {
     );
 }
 
+/// A snapshot put with begun appends is held and written after them, in their transaction;
+/// one of a cast whose held appends are refused is dropped with them.
+#[test]
+fn a_held_snapshot_is_written_with_its_casts_appends_or_dropped_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    doom(&writer, false);
+    let (records, ticket) = begin(&writer, "a", 1).unwrap();
+    let (doomed, _) = begin(&writer, "doomed", 1).unwrap();
+    for (cast, last) in [("a", &records[0]), ("doomed", &doomed[0])] {
+        writer
+            .submit(|reply| Command::PutCheckpoint {
+                cast: CastId::new(cast),
+                name: "state@1".into(),
+                checkpoint: crate::Snapshot {
+                    version: 1,
+                    seq: last.seq,
+                    hash: last.hash,
+                    bytes: b"state".to_vec(),
+                },
+                deferred: true,
+                reply,
+            })
+            .unwrap();
+    }
+    let kept = || -> Vec<String> {
+        let conn = Connection::open(&path).unwrap();
+        let mut stmt = conn.prepare("SELECT cast_id FROM checkpoints").unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(kept(), Vec::<String>::new(), "held");
+    wait(&writer, ticket, "a").unwrap();
+    assert_eq!(kept(), vec!["a".to_string()]);
+    assert_eq!(writer.commits(), 1, "with the appends, in one transaction");
+    writer.close();
+}
+
 /// Appenders on several threads share the writer, each waiting for its own begun appends:
 /// every answer is about the appender's own append (a failure reaches its cast's appender
 /// only), and everything answered Ok is stored.

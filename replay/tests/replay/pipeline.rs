@@ -34,11 +34,12 @@ impl EventLog for Watched {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
-        self.inner
+        let records = self
+            .inner
             .append_with_blobs(cast, expected, blobs, events)?;
         self.undurable.fetch_add(1, Ordering::SeqCst);
         let undurable = Arc::clone(&self.undurable);
-        Ok(Appending::waiting(move || {
+        Ok(Appending::waiting(records, move || {
             undurable.fetch_sub(1, Ordering::SeqCst);
             Ok(())
         }))

@@ -260,6 +260,42 @@ fn bench_synth_with_normal_durability_holds_the_steps_too() {
     assert_eq!(strict["commits"], 1 + 2 * 2 * 2 + 1);
 }
 
+/// A pipelined run past 2,048 events keeps state snapshots (written with the held steps) that
+/// `verify` finds to be the state the log folds to, for the cast and its recast alike.
+#[test]
+fn bench_synth_keeps_snapshots_that_verify() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.path("synth.db");
+    let db_arg = db.to_str().unwrap();
+    let run = sandbox.run(&[
+        "bench",
+        "synth",
+        "--items",
+        "100",
+        "--rework",
+        "3",
+        "--output-bytes",
+        "100",
+        "--db",
+        db_arg,
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.json()["events"].as_u64().unwrap() > 2 * 2048);
+    let snapshots: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM checkpoints WHERE name LIKE 'state@%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(snapshots >= 2, "{snapshots} snapshots");
+    let verify = sandbox.run_on(&db, &["verify", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+    assert_eq!(verify.json()["ok"], true);
+}
+
 /// `bench synth --json` on 2 items, 2 tries and 100-byte replies, with `extra` options.
 fn small_synth(extra: &[&str]) -> serde_json::Value {
     let sandbox = Sandbox::new();

@@ -542,13 +542,20 @@ impl Writer {
             .map(Lost::error)
     }
 
-    /// The error of `command` if it is a begun append to a cast whose held appends were lost.
+    /// The error of `command` if it is a begun append (or a held snapshot) to a cast whose held
+    /// appends were lost.
     fn lost_for_begun(&self, command: &Command) -> Option<LogError> {
-        let Command::AppendWithBlobs {
+        // A held snapshot of such a cast could name a step the log does not have.
+        let (Command::AppendWithBlobs {
             cast,
             deferred: true,
             ..
-        } = command
+        }
+        | Command::PutCheckpoint {
+            cast,
+            deferred: true,
+            ..
+        }) = command
         else {
             return None;
         };

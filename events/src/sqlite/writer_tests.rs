@@ -340,7 +340,22 @@ fn a_held_snapshot_is_written_with_its_casts_appends_or_dropped_with_them() {
     wait(&writer, ticket, "a").unwrap();
     assert_eq!(kept(), vec!["a".to_string()]);
     assert_eq!(writer.commits(), 1, "with the appends, in one transaction");
+    // A snapshot put after its cast's steps were lost is refused, not held.
+    let refused = writer.submit(|reply| Command::PutCheckpoint {
+        cast: CastId::new("doomed"),
+        name: "state@1".into(),
+        checkpoint: crate::Snapshot {
+            version: 1,
+            seq: doomed[0].seq,
+            hash: doomed[0].hash,
+            bytes: b"state".to_vec(),
+        },
+        deferred: true,
+        reply,
+    });
+    assert!(refused.is_err());
     writer.close();
+    assert_eq!(kept(), vec!["a".to_string()]);
 }
 
 /// Appenders on several threads share the writer, each waiting for its own begun appends:

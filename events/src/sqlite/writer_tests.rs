@@ -358,6 +358,41 @@ fn a_held_snapshot_is_written_with_its_casts_appends_or_dropped_with_them() {
     assert_eq!(kept(), vec!["a".to_string()]);
 }
 
+/// A held snapshot queued with an ordinary write that loses its cast's held steps (the write
+/// of held appends goes first and fails) is refused, not stored on its own.
+#[test]
+fn a_held_snapshot_in_a_group_that_loses_its_cast_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = full_writer(&dir);
+    doom(&writer, true);
+    let (doomed, _) = begin(&writer, "doomed", 1).unwrap();
+    let (reply, answer) = mpsc::channel();
+    writer.queue().push(Command::PutCheckpoint {
+        cast: CastId::new("doomed"),
+        name: "state@1".into(),
+        checkpoint: crate::Snapshot {
+            version: 1,
+            seq: doomed[0].seq,
+            hash: doomed[0].hash,
+            bytes: b"state".to_vec(),
+        },
+        deferred: true,
+        reply,
+    });
+    append_new(&writer, "ordinary");
+    assert!(answer.try_recv().unwrap().is_err());
+    writer.close();
+    let snapshots: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (snapshots, stored(&path)),
+        (0, 1),
+        "only the ordinary append"
+    );
+}
+
 /// Appenders on several threads share the writer, each waiting for its own begun appends:
 /// every answer is about the appender's own append (a failure reaches its cast's appender
 /// only), and everything answered Ok is stored.

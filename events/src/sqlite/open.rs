@@ -1,0 +1,174 @@
+//! Opening a file: the header check, WAL mode and durability, and the schema: its version and
+//! the upgrade to the version this build writes.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{BUSY_TIMEOUT, Durability, address, is_damage, without_sql};
+use crate::log::LogError;
+
+/// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    include_str!("schema/v1.sql"),
+    include_str!("schema/v2.sql"),
+    include_str!("schema/v3.sql"),
+    include_str!("schema/v4.sql"),
+    include_str!("schema/v5.sql"),
+    include_str!("schema/v6.sql"),
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+pub(super) fn check_magic(path: &Path) -> Result<(), String> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err.to_string()),
+    };
+    let mut header = [0u8; 16];
+    let mut read = 0;
+    while read < header.len() {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(err) => return Err(err.to_string()),
+        }
+    }
+    if read == 0 || &header == SQLITE_MAGIC {
+        Ok(())
+    } else {
+        Err("not a SQLite database (bad file header); point --db at a castlog database or a new path".into())
+    }
+}
+
+pub(super) fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    switch_to_wal(conn)?;
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {};",
+        durability.synchronous()
+    ))?;
+    Ok(())
+}
+
+/// Puts the file in WAL mode (a no-op when it already is).
+///
+/// The first switch of a new file needs it to itself for a moment: while another opener reads
+/// it, the switch fails at once with SQLITE_BUSY, without calling the busy handler, so it is
+/// tried again until [`BUSY_TIMEOUT`].
+fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(_) => return Err(rusqlite::Error::ExecuteReturnedResults),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The file's schema version, refusing files that are not (or not yet) castlog databases.
+pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogError> {
+    let open_err = |message: String| LogError::Open {
+        path: shown.to_owned(),
+        message,
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_err(e.to_string()))?;
+    // One statement, so the version and the table count come from one snapshot: read apart,
+    // another opener's schema could commit between them and look like a foreign file.
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+                    (SELECT count(*) FROM sqlite_master)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| open_err(e.to_string()))?;
+    if version > SCHEMA_VERSION {
+        return Err(LogError::SchemaTooNew {
+            path: shown.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version == 0 && tables > 0 {
+        return Err(open_err(
+            "this SQLite file has tables but no castlog schema version; it is not a castlog database".into(),
+        ));
+    }
+    Ok(version)
+}
+
+/// Brings the file to [`SCHEMA_VERSION`] in one write transaction.
+///
+/// Openers of a new file race: each read `user_version` 0 before holding any lock. `BEGIN
+/// IMMEDIATE` takes the write lock (the busy timeout makes the other openers wait for it), and
+/// the version is read again under that lock, so the first opener applies every missing script
+/// and the ones after it find nothing to do. The scripts and the new `user_version` commit
+/// together, so no opener ever sees tables without their version; a failed script rolls the
+/// whole upgrade back when the transaction drops.
+pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
+    let open_err = |message: String| LogError::Open {
+        path: shown.to_owned(),
+        message,
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| {
+            open_err(format!(
+                "taking the write lock to apply the schema: {}",
+                without_sql(&e)
+            ))
+        })?;
+    let version = schema_version(&tx, shown)?;
+    for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let next = i as i64 + 1;
+        // The upgrade rolls back on any error, so a refused file is left as it was.
+        let damaged = |message: String| LogError::Corrupt {
+            context: format!("upgrading {shown} to schema version {next}"),
+            message: format!("{message} (the file is left as it was)"),
+        };
+        let failed = |e: rusqlite::Error| {
+            // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
+            // file is damaged. Anything else (a full disk, a lock) is not.
+            let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
+            if is_damage(&e) || refused {
+                damaged(without_sql(&e))
+            } else {
+                open_err(format!(
+                    "applying schema version {next}: {}",
+                    without_sql(&e)
+                ))
+            }
+        };
+        let stopped = |e: address::GuardError| match e {
+            address::GuardError::Sql(e) => failed(e),
+            address::GuardError::Refused(message) => damaged(message),
+        };
+        let guard = match next {
+            6 => Some(address::UpgradeGuard::before(&tx).map_err(stopped)?),
+            _ => None,
+        };
+        tx.execute_batch(script)
+            .and_then(|()| tx.pragma_update(None, "user_version", next))
+            .map_err(failed)?;
+        if let Some(guard) = guard {
+            guard.after(&tx).map_err(stopped)?;
+        }
+    }
+    tx.commit()
+        .map_err(|e| open_err(format!("committing the schema: {}", without_sql(&e))))
+}

@@ -153,7 +153,7 @@ impl Held {
                 if refused.iter().any(|(cast, _, _)| *cast == held.cast) {
                     continue;
                 }
-                if let Err(WriteError::Failed(err)) = write_checkpoint(conn, held) {
+                if let Err(WriteError::Failed(err)) = write_checkpoint(conn, store, held) {
                     written = Err(err);
                     break;
                 }
@@ -210,48 +210,47 @@ fn write_one(
     store: &mut BlobStore,
     append: &HeldAppend,
 ) -> Result<(), WriteError> {
-    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing held appends", &e));
-    conn.execute_batch("SAVEPOINT held_append")
-        .map_err(failed)?;
-    let mark = store.mark();
-    let wrote = append
-        .blobs
-        .iter()
-        .try_for_each(|blob| store.put(conn, blob).map(drop))
-        .and_then(|()| {
-            if append.records.is_empty() {
-                Ok(())
-            } else {
-                append_sealed(conn, &append.cast, append.on, &append.records)
-            }
-        });
-    match wrote {
-        Ok(()) => conn.execute_batch("RELEASE held_append").map_err(failed),
-        Err(err) => {
-            store.forget_since(mark);
-            if conn.is_autocommit() {
-                // SQLite rolled the whole transaction back (a full disk, an I/O error).
-                return Err(WriteError::Failed(err));
-            }
-            conn.execute_batch("ROLLBACK TO held_append; RELEASE held_append")
-                .map_err(failed)?;
-            Err(WriteError::Refused(err))
+    in_savepoint(conn, store, |store| {
+        for blob in &append.blobs {
+            store.put(conn, blob)?;
         }
-    }
+        if append.records.is_empty() {
+            return Ok(());
+        }
+        append_sealed(conn, &append.cast, append.on, &append.records)
+    })
 }
 
 /// Writes one held snapshot in a savepoint of its own, undone if it fails.
-fn write_checkpoint(conn: &Connection, held: &HeldCheckpoint) -> Result<(), WriteError> {
-    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing a snapshot", &e));
-    conn.execute_batch("SAVEPOINT held_checkpoint")
-        .map_err(failed)?;
-    match put_checkpoint(conn, &held.cast, &held.name, &held.checkpoint) {
-        Ok(()) => conn
-            .execute_batch("RELEASE held_checkpoint")
-            .map_err(failed),
-        Err(err) if conn.is_autocommit() => Err(WriteError::Failed(err)),
+fn write_checkpoint(
+    conn: &Connection,
+    store: &mut BlobStore,
+    held: &HeldCheckpoint,
+) -> Result<(), WriteError> {
+    in_savepoint(conn, store, |_| {
+        put_checkpoint(conn, &held.cast, &held.name, &held.checkpoint)
+    })
+}
+
+/// Runs `write` in a savepoint: kept if it succeeds, undone (with the rows the blob store
+/// learnt in it) if it fails, which refuses it alone, unless SQLite rolled the whole
+/// transaction back (a full disk, an I/O error).
+fn in_savepoint(
+    conn: &Connection,
+    store: &mut BlobStore,
+    write: impl FnOnce(&mut BlobStore) -> Result<(), LogError>,
+) -> Result<(), WriteError> {
+    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing held appends", &e));
+    conn.execute_batch("SAVEPOINT held").map_err(failed)?;
+    let mark = store.mark();
+    match write(store) {
+        Ok(()) => conn.execute_batch("RELEASE held").map_err(failed),
         Err(err) => {
-            conn.execute_batch("ROLLBACK TO held_checkpoint; RELEASE held_checkpoint")
+            store.forget_since(mark);
+            if conn.is_autocommit() {
+                return Err(WriteError::Failed(err));
+            }
+            conn.execute_batch("ROLLBACK TO held; RELEASE held")
                 .map_err(failed)?;
             Err(WriteError::Refused(err))
         }

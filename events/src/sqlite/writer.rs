@@ -211,7 +211,7 @@ struct Lost {
 }
 
 impl Writer {
-    /// The writer of `conn`; `syncer` given when the durability is `Full`.
+    /// The writer of `conn`, with the log's `syncer` (none in some tests).
     pub(crate) fn new(conn: Connection, syncer: Option<Syncer>) -> Self {
         Self {
             leader: Mutex::new(Leader {
@@ -312,7 +312,12 @@ impl Writer {
             }
             return;
         }
-        // A begun append to a cast whose held appends were lost could only conflict.
+        if deferred {
+            self.hold(leader, group);
+            return;
+        }
+        // A begun append to a cast whose held appends were lost could only conflict (`hold`
+        // looks at each of its own).
         let mut refused = Vec::new();
         let group: Vec<Command> = group
             .into_iter()
@@ -328,10 +333,6 @@ impl Writer {
             .into_iter()
             .for_each(|done| done.send(Ticket::of(0)));
         if group.is_empty() {
-            return;
-        }
-        if deferred {
-            self.hold(leader, group);
             return;
         }
         if let Err(err) = self.set_deferring(leader, false) {

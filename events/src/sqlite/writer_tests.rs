@@ -303,6 +303,22 @@ fn held_appends_whose_write_cannot_begin_are_given_up_by_their_waiter() {
     );
 }
 
+/// A held snapshot of `cast` after its record `last`.
+fn held_snapshot(cast: &str, last: &Recorded, reply: Reply<()>) -> Command {
+    Command::PutCheckpoint {
+        cast: CastId::new(cast),
+        name: format!("state@{}", last.seq),
+        checkpoint: crate::Snapshot {
+            version: 1,
+            seq: last.seq,
+            hash: last.hash,
+            bytes: b"state".to_vec(),
+        },
+        deferred: true,
+        reply,
+    }
+}
+
 /// A snapshot put with begun appends is held and written after them, in their transaction;
 /// one of a cast whose held appends are refused is dropped with them.
 #[test]
@@ -314,18 +330,7 @@ fn a_held_snapshot_is_written_with_its_casts_appends_or_dropped_with_them() {
     let (doomed, _) = begin(&writer, "doomed", 1).unwrap();
     for (cast, last) in [("a", &records[0]), ("doomed", &doomed[0])] {
         writer
-            .submit(|reply| Command::PutCheckpoint {
-                cast: CastId::new(cast),
-                name: "state@1".into(),
-                checkpoint: crate::Snapshot {
-                    version: 1,
-                    seq: last.seq,
-                    hash: last.hash,
-                    bytes: b"state".to_vec(),
-                },
-                deferred: true,
-                reply,
-            })
+            .submit(|reply| held_snapshot(cast, last, reply))
             .unwrap();
     }
     let kept = || -> Vec<String> {
@@ -341,18 +346,7 @@ fn a_held_snapshot_is_written_with_its_casts_appends_or_dropped_with_them() {
     assert_eq!(kept(), vec!["a".to_string()]);
     assert_eq!(writer.commits(), 1, "with the appends, in one transaction");
     // A snapshot put after its cast's steps were lost is refused, not held.
-    let refused = writer.submit(|reply| Command::PutCheckpoint {
-        cast: CastId::new("doomed"),
-        name: "state@1".into(),
-        checkpoint: crate::Snapshot {
-            version: 1,
-            seq: doomed[0].seq,
-            hash: doomed[0].hash,
-            bytes: b"state".to_vec(),
-        },
-        deferred: true,
-        reply,
-    });
+    let refused = writer.submit(|reply| held_snapshot("doomed", &doomed[0], reply));
     assert!(refused.is_err());
     writer.close();
     assert_eq!(kept(), vec!["a".to_string()]);
@@ -367,18 +361,9 @@ fn a_held_snapshot_in_a_group_that_loses_its_cast_is_refused() {
     doom(&writer, true);
     let (doomed, _) = begin(&writer, "doomed", 1).unwrap();
     let (reply, answer) = mpsc::channel();
-    writer.queue().push(Command::PutCheckpoint {
-        cast: CastId::new("doomed"),
-        name: "state@1".into(),
-        checkpoint: crate::Snapshot {
-            version: 1,
-            seq: doomed[0].seq,
-            hash: doomed[0].hash,
-            bytes: b"state".to_vec(),
-        },
-        deferred: true,
-        reply,
-    });
+    writer
+        .queue()
+        .push(held_snapshot("doomed", &doomed[0], reply));
     append_new(&writer, "ordinary");
     assert!(answer.try_recv().unwrap().is_err());
     writer.close();

@@ -298,13 +298,13 @@ pub trait EventLog: Send + Sync {
     /// but possibly before other readers see it and before it is durable: the SQLite log holds
     /// begun appends in memory (up to 16) and writes them in one commit, without an fsync of
     /// its own; with `Durability::Full` a syncer thread fsyncs the WAL, one fsync for every
-    /// commit made meanwhile, while the caller goes on. Another writer may append to the cast
-    /// meanwhile; the held appends are then not stored, and `wait` says so. [`Appending::wait`] returns once the
-    /// append is stored and an fsync covers it. Nothing may act outside the process on these
-    /// events (send their prompt to a model, run a utility, post, tell the user) before `wait`
-    /// has returned `Ok`. A crash may lose begun appends not yet waited for (and, with them,
-    /// every later one), never a part of one nor one before a kept one. The default appends
-    /// durably at once.
+    /// commit made meanwhile, while the caller goes on. [`Appending::wait`] returns once the
+    /// append is stored and durable as the log's durability says; if another writer appended
+    /// to the cast meanwhile, the held appends are not stored and `wait` says so. Nothing may
+    /// act outside the process on these events (send their prompt to a model, run a utility,
+    /// post, tell the user) before `wait` has returned `Ok`. A crash may lose begun appends
+    /// not yet waited for (and, with them, every later one), never a part of one nor one
+    /// before a kept one. The default appends durably at once.
     fn begin_append_with_blobs(
         &self,
         cast: &CastId,

@@ -445,7 +445,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.settle(0)
     }
 
-    /// Waits until no more than `keep` steps are committed and not yet durable, telling the
+    /// Waits until no more than `keep` begun steps are not yet durable, telling the
     /// observer about the events of each step that is.
     fn settle(&mut self, keep: usize) -> Result<(), DriveError> {
         while self.in_flight.len() > keep
@@ -466,7 +466,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         }
     }
 
-    /// Decides `input` and commits the events; `begin` lets the commit be durable later
+    /// Decides `input` and appends the events; `begin` lets them be stored and durable later
     /// ([`EventLog::begin_append_with_blobs`]), when the driver next settles.
     fn record(&mut self, input: &Input, begin: bool) -> Result<(), DriveError> {
         let env = Env::from_clock(self.clock, blob_hash);
@@ -499,7 +499,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let last = (expected.get() + events.len() as u64).saturating_sub(1);
         let snapshot_due =
             last / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
-        // At most `STEPS_IN_FLIGHT` steps wait for their fsync, this one included; a step
+        // At most `steps_in_flight` steps are not yet durable, this one included; a step
         // appended durably waits for every one before it.
         self.settle(if begin { self.steps_in_flight - 1 } else { 0 })?;
         let (recorded, begun) = if begin {
@@ -579,7 +579,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// observer hears of a step once it is durable. With a [local](Agent::local) agent (a
     /// script, a recording), whose turn has no effect outside the process, the driver does not
     /// wait for each step: it begins its append ([`EventLog::begin_append_with_blobs`]; the
-    /// SQLite log holds up to 16 in one transaction and fsyncs them on a thread of its own) and
+    /// SQLite log holds them and writes up to 16 in one transaction, fsynced on a thread of its
+    /// own) and
     /// asks the agent for the next, with at most [`STEPS_IN_FLIGHT`] steps not yet durable. A
     /// crash may lose those last steps, which nobody has been told of and which `resume` asks
     /// the same agent again.

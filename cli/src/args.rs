@@ -36,6 +36,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub fallback: Option<String>,
 
+    /// An anchor file (see `castlog anchor --help`): `verify` reports every cast shorter than,
+    /// or forked away from, the head it records; commands that write refuse to write on top of
+    /// such a log, and afterwards move the anchor to every cast's new head.
+    #[arg(long, global = true, env = "CASTLOG_ANCHOR", value_name = "FILE")]
+    pub anchor: Option<PathBuf>,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -58,6 +64,18 @@ pub enum Command {
     ///
     /// Example: castlog verify --all --json
     Verify(VerifyArgs),
+    /// Write the casts' heads (cast, seq, hash) to an anchor file kept outside the database.
+    ///
+    /// The chain proves every event a cast still has is the one written, not that none was cut
+    /// off its end: `verify --anchor FILE` reports a cast that is gone, shorter than its
+    /// anchored head, or holds another event at the anchored seq (exit 3). An anchor proves
+    /// nothing about events written after it was last moved, and is only as safe as the place
+    /// it is kept. An existing FILE is moved forward; an entry whose cast no longer holds it
+    /// is kept as it was (exit 3). Commands that write keep it current with --anchor FILE or
+    /// CASTLOG_ANCHOR.
+    ///
+    /// Example: castlog anchor --all -o ~/backup/castlog.anchor
+    Anchor(AnchorArgs),
     /// Write one cast (and the blobs it references) to a file.
     ///
     /// Example: castlog export demo-1 --format jsonl -o demo-1.jsonl
@@ -180,6 +198,24 @@ pub struct VerifyArgs {
     /// Verify every cast (the default when no cast is named).
     #[arg(long)]
     pub all: bool,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `anchor`.
+#[derive(Debug, Args)]
+pub struct AnchorArgs {
+    /// The cast to anchor, with the casts it was recast from (default: all casts).
+    #[arg(conflicts_with = "all")]
+    pub cast: Option<String>,
+    /// Anchor every cast (the default when no cast is named).
+    #[arg(long)]
+    pub all: bool,
+    /// The anchor file to write or move forward [default: the global --anchor or
+    /// CASTLOG_ANCHOR].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

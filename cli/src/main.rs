@@ -53,29 +53,71 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     commands::cast::set_agent_timeout(cli.agent_timeout);
     commands::cast::set_fallback(cli.fallback.clone());
     let db = cli.db;
-    match cli.command {
-        Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),
-        Command::Show(args) => commands::inspect::show(&existing_db(db.as_deref())?, &args),
-        Command::Verify(args) => commands::verify::run(&existing_db(db.as_deref())?, &args),
-        Command::Export(args) => commands::transfer::export(&existing_db(db.as_deref())?, &args),
-        Command::Replay(args) => commands::projections::replay(&existing_db(db.as_deref())?, &args),
-        Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
-        Command::Bench(bench) => commands::bench::run(db.as_deref().filter(|_| db_on_line), bench),
-        Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),
-        Command::Refine(args) => commands::cast::refine(&existing_db(db.as_deref())?, &args),
-        Command::Continue(args) => commands::cast::finalize(&existing_db(db.as_deref())?, &args),
-        Command::Abort(args) => commands::cast::abort(&existing_db(db.as_deref())?, &args),
-        Command::Revive(args) => commands::cast::revive(&existing_db(db.as_deref())?, &args),
-        Command::Resume(args) => commands::cast::resume(&existing_db(db.as_deref())?, &args),
-        Command::Steer(args) => commands::cast::steer(&existing_db(db.as_deref())?, &args),
-        Command::State(args) => commands::cast::state(&existing_db(db.as_deref())?, &args),
-        Command::Recast(args) => commands::fork::recast(&existing_db(db.as_deref())?, &args),
-        Command::Diff(args) => commands::diff::diff(&existing_db(db.as_deref())?, &args),
-        Command::Mark(args) => commands::fork::mark(&existing_db(db.as_deref())?, &args),
-        Command::Prompt(args) => commands::prompts::prompt(&existing_db(db.as_deref())?, &args),
-        Command::Audit(args) => commands::prompts::audit(&existing_db(db.as_deref())?, &args),
-        Command::Claims(args) => commands::claims::run(&existing_db(db.as_deref())?, &args),
-        Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args),
+    let anchor = cli.anchor;
+    let keeps_anchor = anchor.as_ref().filter(|_| writes(&cli.command));
+    if let Some(file) = keeps_anchor {
+        commands::anchor::check_before_writing(&db_path(db.as_deref()), file)?;
+    }
+    let result = dispatch(cli.command, db.as_deref(), anchor.as_deref(), db_on_line);
+    if let Some(file) = keeps_anchor {
+        // A command that failed half way may still have written (a cast that stopped on an
+        // error is recorded up to there): its events are anchored either way.
+        let moved = commands::anchor::advance_after_writing(&db_path(db.as_deref()), file);
+        result?;
+        return moved;
+    }
+    result
+}
+
+/// Whether `command` appends to the log (it then keeps the anchor, when one is given).
+fn writes(command: &Command) -> bool {
+    match command {
+        Command::Run(_)
+        | Command::Refine(_)
+        | Command::Continue(_)
+        | Command::Abort(_)
+        | Command::Revive(_)
+        | Command::Resume(_)
+        | Command::Steer(_)
+        | Command::Recast(_)
+        | Command::Mark(_)
+        | Command::Engage(_)
+        | Command::Import(_) => true,
+        Command::Claims(args) => args.action.is_some(),
+        _ => false,
+    }
+}
+
+fn dispatch(
+    command: Command,
+    db: Option<&Path>,
+    anchor: Option<&Path>,
+    db_on_line: bool,
+) -> Result<(), CliError> {
+    match command {
+        Command::Casts(args) => commands::inspect::casts(&existing_db(db)?, args.json),
+        Command::Show(args) => commands::inspect::show(&existing_db(db)?, &args),
+        Command::Verify(args) => commands::verify::run(&existing_db(db)?, &args, anchor),
+        Command::Anchor(args) => commands::anchor::run(&existing_db(db)?, &args, anchor),
+        Command::Export(args) => commands::transfer::export(&existing_db(db)?, &args),
+        Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
+        Command::Import(args) => commands::transfer::import(&db_path(db), &args),
+        Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
+        Command::Run(args) => commands::cast::run(&db_path(db), &args),
+        Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args),
+        Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args),
+        Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args),
+        Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args),
+        Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args),
+        Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args),
+        Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
+        Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args),
+        Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),
+        Command::Mark(args) => commands::fork::mark(&existing_db(db)?, &args),
+        Command::Prompt(args) => commands::prompts::prompt(&existing_db(db)?, &args),
+        Command::Audit(args) => commands::prompts::audit(&existing_db(db)?, &args),
+        Command::Claims(args) => commands::claims::run(&existing_db(db)?, &args),
+        Command::Engage(args) => commands::engage::run(&db_path(db), &args),
         Command::EngageScorecard(args) => commands::engage::scorecard(&args),
         Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }

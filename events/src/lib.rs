@@ -8,6 +8,7 @@
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
+//! - [`anchor`]: heads kept outside the database, so a truncated or rewritten log is caught.
 //! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).
 //!
 //! # Example
@@ -26,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod anchor;
 pub mod chain;
 pub mod chunk;
 pub mod codec;

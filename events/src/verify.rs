@@ -49,6 +49,9 @@ pub enum ProblemKind {
     /// in `events_apart` (a key or seq no event can have, a value of another type), which no
     /// read of a cast sees. A second copy of a seq kept apart is a [`ProblemKind::Duplicate`].
     Misplaced,
+    /// The cast is gone, shorter than, or forked away from the head an anchor recorded for it
+    /// (see [`crate::anchor`]).
+    Anchor,
 }
 
 /// One problem found by verification.

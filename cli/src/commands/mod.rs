@@ -1,5 +1,6 @@
 //! One module per group of commands.
 
+pub mod anchor;
 pub mod bench;
 pub mod bench_synth;
 pub mod cast;

@@ -82,7 +82,10 @@ fn misplaced(row: MisplacedEvent) -> Problem {
 }
 
 /// `castlog verify [CAST|--all]`.
-pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
+pub fn run(db: &Path, args: &VerifyArgs, anchor: Option<&Path>) -> Result<(), CliError> {
+    let anchor = anchor
+        .map(|path| super::anchor::read(path, false))
+        .transpose()?;
     let log = super::open(db)?;
     let heads = match &args.cast {
         // A recast's prefix is its ancestors' events: they are verified with it.
@@ -166,6 +169,11 @@ pub fn run(db: &Path, args: &VerifyArgs) -> Result<(), CliError> {
     let only = args.cast.as_ref().map(|_| verified.as_slice());
     for row in log.misplaced_events(only)? {
         report.problems.push(misplaced(row));
+    }
+    if let Some(anchor) = &anchor {
+        // Without a cast named, a cast the anchor names that the log lost is reported too.
+        let problems = castlog_events::anchor::check(&log, anchor, only)?;
+        report.problems.extend(problems);
     }
     report.ok = report.problems.is_empty();
     if args.json {

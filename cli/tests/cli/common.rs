@@ -63,6 +63,7 @@ impl Sandbox {
         let mut cmd = Command::new(castlog_bin());
         cmd.current_dir(self.dir.path())
             .env_remove("CASTLOG_DB")
+            .env_remove("CASTLOG_ANCHOR")
             .env("NO_COLOR", "1")
             .arg("--db")
             .arg(db);

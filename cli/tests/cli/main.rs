@@ -3,6 +3,7 @@
 
 mod common;
 
+mod anchor;
 mod bench;
 mod casts;
 mod casts_errors;

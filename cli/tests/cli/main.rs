@@ -17,4 +17,5 @@ mod recast;
 mod replay;
 mod schedule;
 mod scorecard;
+mod terminal;
 mod watch;

@@ -13,6 +13,7 @@ mod crash;
 mod engage;
 mod log_commands;
 mod prompts;
+mod readme;
 mod recast;
 mod replay;
 mod schedule;

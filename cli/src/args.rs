@@ -153,8 +153,9 @@ pub enum Command {
     /// The built-in set has 40 fixtures: 23 faithful drafts, 17 that assert what the member
     /// never said, 4 of those (`quote_*`) with a quote that tries to talk the judge round.
     /// Exits 1 when an unfaithful draft is judged faithful (a false negative), an injection
-    /// fixture gets through, or the judge fails to answer a fixture; a judge that answers and
-    /// only loses good questions still passes.
+    /// fixture gets through, or the judge fails to answer a fixture (no answer, or one that
+    /// cannot be read as a verdict); a judge that answers and only loses good questions still
+    /// passes.
     ///
     /// Example: castlog engage-scorecard --judge "cmd:ollama run llama3" --json
     #[command(name = "engage-scorecard")]

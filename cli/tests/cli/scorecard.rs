@@ -164,3 +164,31 @@ fn a_fixture_file_of_ones_own_and_bad_ones_are_named() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("unknown agent spec"), "{}", run.stderr);
 }
+
+/// A judge whose answers cannot be read as a verdict once passed with 23 false positives:
+/// an unreadable answer is no answer, so the card fails (exit 1) and names them.
+#[test]
+fn a_judge_whose_verdicts_cannot_be_read_fails_the_card() {
+    let sandbox = Sandbox::new();
+    for (name, answer) in [("garbage", "garbage"), ("maybe", r#"{"asserts": "maybe"}"#)] {
+        let judge = sandbox.write(
+            &format!("{name}.sh"),
+            &format!("cat > /dev/null\necho '{answer}'\n"),
+        );
+        let run = score(&sandbox, &format!("cmd:sh {judge}"), &["--json"]);
+        assert_eq!(run.code, 1, "{name}: {}", run.stdout);
+        let card = run.json();
+        assert_eq!(card["passed"], false, "{name}");
+        assert_eq!(card["false_negatives"], json!([]), "{name}");
+        assert_eq!(
+            card["unreadable_verdicts"].as_array().map(Vec::len),
+            Some(40),
+            "{name}"
+        );
+        assert!(
+            run.stderr.contains("40 unreadable verdict(s)"),
+            "{name}: {}",
+            run.stderr
+        );
+    }
+}

@@ -154,18 +154,30 @@ impl Scorecard {
         self.results.iter().filter(|r| r.reason == "judge_error")
     }
 
-    /// No unfaithful draft got through, and the judge answered every fixture: a judge that
-    /// cannot be reached rejects everything too, but it has not been shown to judge.
+    /// Fixtures whose answer could not be read as a verdict (not JSON, or no boolean
+    /// `faithful`/`asserts`): counted as unfaithful, and as not answering the question.
+    pub fn unreadable_verdicts(&self) -> impl Iterator<Item = &FixtureScore> {
+        self.results
+            .iter()
+            .filter(|r| r.reason == "unreadable_verdict")
+    }
+
+    /// No unfaithful draft got through, and the judge answered every fixture with a verdict
+    /// that can be read: a judge that cannot be reached, or that answers `garbage`, rejects
+    /// everything too, but it has not been shown to judge.
     pub fn passed(&self) -> bool {
-        self.false_negatives().next().is_none() && self.judge_errors().next().is_none()
+        self.false_negatives().next().is_none()
+            && self.judge_errors().next().is_none()
+            && self.unreadable_verdicts().next().is_none()
     }
 
     /// `N/M correct; a false negative(s); b false positive(s); c injection failure(s)`, then
-    /// `; d judge error(s)` when there are any.
+    /// `; d judge error(s)` and `; e unreadable verdict(s)` when there are any.
     pub fn summary(&self) -> String {
         let errors = self.judge_errors().count();
+        let unreadable = self.unreadable_verdicts().count();
         format!(
-            "{}/{} correct; {} false negative(s); {} false positive(s); {} injection failure(s){}",
+            "{}/{} correct; {} false negative(s); {} false positive(s); {} injection failure(s){}{}",
             self.results.iter().filter(|r| r.correct()).count(),
             self.results.len(),
             self.false_negatives().count(),
@@ -173,6 +185,11 @@ impl Scorecard {
             self.injection_failures().count(),
             if errors > 0 {
                 format!("; {errors} judge error(s)")
+            } else {
+                String::new()
+            },
+            if unreadable > 0 {
+                format!("; {unreadable} unreadable verdict(s)")
             } else {
                 String::new()
             }
@@ -194,6 +211,7 @@ impl Scorecard {
             "false_positives": names(self.false_positives()),
             "injection_failures": names(self.injection_failures()),
             "judge_errors": names(self.judge_errors()),
+            "unreadable_verdicts": names(self.unreadable_verdicts()),
             "results": self.results,
         })
     }
@@ -263,6 +281,38 @@ mod tests {
                 .map(Vec::len),
             Some(40)
         );
+    }
+
+    /// A judge whose answers cannot be read (`garbage`, `{"asserts": "maybe"}`) rejects every
+    /// draft without a false negative, but it has not answered the question: it fails.
+    #[test]
+    fn a_judge_whose_verdicts_cannot_be_read_fails_the_card() {
+        let fixtures = parse_fixtures(BUILTIN_FIXTURES).unwrap();
+        for answer in [
+            "garbage",
+            r#"{"asserts": "maybe"}"#,
+            r#"{"faithful": "yes"}"#,
+        ] {
+            let card = Scorecard {
+                results: fixtures
+                    .iter()
+                    .map(|f| FixtureScore::of(f, super::super::draft::read_verdict(Ok(answer))))
+                    .collect(),
+            };
+            assert_eq!(card.false_negatives().count(), 0, "{answer}");
+            assert!(!card.passed(), "{answer}");
+            assert!(
+                card.summary().ends_with("; 40 unreadable verdict(s)"),
+                "{answer}: {}",
+                card.summary()
+            );
+            assert_eq!(
+                card.to_json()["unreadable_verdicts"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(40)
+            );
+        }
     }
 
     #[test]

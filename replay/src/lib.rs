@@ -16,6 +16,48 @@
 //! - [`process`]: spawning a child without a shell in its own process group, with a timeout
 //!   that kills the group, and capped output.
 //! - [`clock`]: the system clock.
+//!
+//! # Entry points
+//! The stable way in from Rust: [`driver::Driver`] (`start` a cast, `open` one to feed it
+//! inputs, `drive` it with an agent), [`driver::fold`] (a cast's state from its log), the
+//! [`agent::Agent`] trait (implement it to answer prompts your way) with [`agent::TurnRequest`]
+//! and [`agent::AgentTurn`], and [`clock::SystemClock`]. The log is any
+//! `castlog_events::EventLog` (`SqliteLog` on disk, `InMemoryLog` in tests); loadouts come
+//! from `castlog_core::loadout::load_config`. `examples/custom_agent.rs` runs the whole path
+//! into a SQLite file and reads a prompt's placements back (`cargo run -p castlog-replay
+//! --example custom_agent`).
+//!
+//! # Example
+//! ```
+//! use castlog_core::id::CastId;
+//! use castlog_core::loadout::load_config;
+//! use castlog_core::machine::decide::started_event;
+//! use castlog_events::InMemoryLog;
+//! use castlog_events::chain::blob_hash;
+//! use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
+//! use castlog_replay::clock::SystemClock;
+//! use castlog_replay::driver::{Driver, fold};
+//!
+//! struct Echo;
+//! impl Agent for Echo {
+//!     fn turn(&mut self, _: &TurnRequest<'_>) -> AgentTurn {
+//!         AgentTurn::Reply { text: "Hello!".into(), usage: None }
+//!     }
+//! }
+//!
+//! let config = load_config(r#"{"activeLoadout": "One", "loadouts": {"One": {"entry": "Socket-1",
+//!     "sockets": {"Socket-1": {"materia": "Greet"}}}},
+//!     "materia": {"Greet": {"type": "agent", "tools": "none", "prompt": "Greet {{request}}."}}}"#)?;
+//! let loadout = config.resolve(None)?;
+//! let log = InMemoryLog::new();
+//! let cast = CastId::new("demo");
+//! let hash = blob_hash(&serde_json::to_vec(&loadout.to_json())?);
+//! let started = started_event(cast.clone(), &loadout, hash, "the team".into(), "recommended".into(), None);
+//! let stop = Driver::start(&log, &SystemClock, started, std::path::Path::new("."))?.drive(&mut Echo)?;
+//! assert_eq!(stop.status.as_str(), "completed");
+//! assert_eq!(fold(&log, &cast)?.0.status.as_str(), "completed");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

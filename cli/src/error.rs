@@ -22,6 +22,15 @@ pub const INTERNAL: u8 = 2;
 /// Integrity failure.
 pub const INTEGRITY: u8 = 3;
 
+/// The name of an exit code's class, as `--json` error documents give it.
+pub fn kind_of(code: u8) -> &'static str {
+    match code {
+        USER => "user",
+        INTEGRITY => "integrity",
+        _ => "internal",
+    }
+}
+
 impl CliError {
     /// A user error (exit 1).
     pub fn user(message: impl Into<String>) -> Self {

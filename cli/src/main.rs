@@ -24,14 +24,22 @@ fn main() -> ExitCode {
         // `bench` writes only where --db says on its command line, never into the database
         // CASTLOG_DB names for the other commands.
         let db_on_line = matches.value_source("db") == Some(ValueSource::CommandLine);
-        Cli::from_arg_matches(&matches).map(|cli| (cli, db_on_line))
+        let json = wants_json(&matches);
+        Cli::from_arg_matches(&matches).map(|cli| (cli, db_on_line, json))
     });
-    let (cli, db_on_line) = match parsed {
+    let (cli, db_on_line, json) = match parsed {
         Ok(parsed) => parsed,
         Err(err) => {
             // `--help` and `--version` print and succeed; anything else is a usage error, the
             // user's to fix (exit 1, like every other bad input).
             let code = if err.use_stderr() { error::USER } else { 0 };
+            if code != 0 && std::env::args_os().any(|a| a == "--json") {
+                // The first line of clap's own text, without its `error: ` and styling.
+                let rendered = err.render().to_string();
+                let first = rendered.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                output::error_json(&CliError::user(format!("{message}; see `castlog --help`")));
+            }
             // If the terminal is gone there is nobody left to tell.
             let _ = err.print();
             return ExitCode::from(code);
@@ -40,10 +48,29 @@ fn main() -> ExitCode {
     match run(cli, db_on_line) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            // A command that printed its JSON document before failing (a `verify` report
+            // with problems) has said it all on stdout; any other gets one error document.
+            if json && !output::printed_json() {
+                output::error_json(&err);
+            }
             output::to_stderr(format_args!("{}", err.message));
             ExitCode::from(err.code)
         }
     }
+}
+
+/// Whether the command line asks for JSON output (`--json` on the command that runs).
+fn wants_json(matches: &clap::ArgMatches) -> bool {
+    let mut matches = matches;
+    while let Some((_, sub)) = matches.subcommand() {
+        matches = sub;
+    }
+    matches
+        .try_get_one::<bool>("json")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(false)
 }
 
 fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {

@@ -4,12 +4,39 @@ use serde::Serialize;
 
 use crate::error::CliError;
 
+/// Whether this process printed its JSON document already. Stdout is the process's, so this
+/// is too: a command that printed its document and then fails (a `verify` report with
+/// problems) must not print a second one.
+static PRINTED_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Prints `value` as one JSON document on stdout.
 pub fn json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| CliError::internal(format!("cannot render JSON output: {e}")))?;
+    PRINTED_JSON.store(true, std::sync::atomic::Ordering::Relaxed);
     crate::say!("{text}");
     Ok(())
+}
+
+/// Whether [`json`] printed a document.
+pub fn printed_json() -> bool {
+    PRINTED_JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Prints `err` as the command's one JSON document: `{"error": {"code", "kind", "message"}}`,
+/// `kind` one of `user`, `internal`, `integrity` (the exit code's meaning).
+pub fn error_json(err: &CliError) {
+    let document = serde_json::json!({
+        "error": {
+            "code": err.code,
+            "kind": crate::error::kind_of(err.code),
+            "message": err.message,
+        }
+    });
+    crate::say!(
+        "{}",
+        serde_json::to_string_pretty(&document).unwrap_or_default()
+    );
 }
 
 /// Formats milliseconds since the epoch as an RFC 3339 UTC timestamp with milliseconds.

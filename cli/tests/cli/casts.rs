@@ -324,7 +324,7 @@ fn parallel_loadouts_are_refused_before_anything_is_recorded(#[case] loadout: &s
         run.stderr
     );
     assert!(run.stderr.contains(loadout), "{}", run.stderr);
-    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    run.assert_failure_stdout();
     if sandbox.db().exists() {
         let casts = sandbox.run(&["casts", "--json"]).json();
         assert_eq!(casts["casts"].as_array().unwrap().len(), 0, "{casts}");

@@ -11,7 +11,7 @@ use crate::common::{Run, Sandbox, fixture, fixture_lines};
 fn assert_user_error(run: &Run, needles: &[&str]) {
     assert_no_panic(run);
     assert_eq!(run.code, 1, "exit {}: {}", run.code, run.stderr);
-    assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
+    run.assert_failure_stdout();
     for needle in needles {
         assert!(
             run.stderr.contains(needle),

@@ -20,6 +20,22 @@ impl Run {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
     }
+
+    /// A failed command's stdout: nothing, or (under `--json`) one error document with its
+    /// exit code and the message it printed on stderr.
+    pub fn assert_failure_stdout(&self) {
+        if self.stdout.is_empty() {
+            return;
+        }
+        let doc = self.json();
+        assert_eq!(doc["error"]["code"], self.code, "{}", self.stdout);
+        let message = doc["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            !message.is_empty() && self.stderr.contains(message),
+            "the error document says {message:?}, stderr says {}",
+            self.stderr
+        );
+    }
 }
 
 /// The absolute path of a file under the workspace's `fixtures/` directory.

@@ -11,6 +11,7 @@ mod casts_pauses;
 mod claims;
 mod crash;
 mod engage;
+mod json_errors;
 mod log_commands;
 mod prompts;
 mod readme;

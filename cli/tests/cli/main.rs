@@ -9,6 +9,7 @@ mod casts_errors;
 mod casts_pauses;
 mod claims;
 mod crash;
+mod cycles;
 mod engage;
 mod log_commands;
 mod prompts;

@@ -10,6 +10,7 @@ mod casts_errors;
 mod casts_pauses;
 mod claims;
 mod crash;
+mod cycles;
 mod engage;
 mod json_errors;
 mod log_commands;

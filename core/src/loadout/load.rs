@@ -12,6 +12,7 @@
 //! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
 //! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
 
+mod cycles;
 mod json;
 mod loops;
 mod materia;
@@ -47,6 +48,9 @@ pub struct Config {
 
 /// Default `limits.maxNoAdvanceCycles`.
 const DEFAULT_MAX_NO_ADVANCE_CYCLES: u32 = 3;
+/// Default `limits.maxCyclesOutsideLoops`: outside loops one round is a rework of the whole
+/// request, so more rounds are allowed than per work item, but never unbounded.
+const DEFAULT_MAX_CYCLES_OUTSIDE_LOOPS: u32 = 10;
 /// Default `budget.maxTokens`.
 const DEFAULT_MAX_TOKENS: u64 = 10_000_000;
 /// Default `budget.warnAtPercent`.
@@ -129,7 +133,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         }
     };
 
-    let limits = read_limits(top)?;
+    let (limits, cycles_outside_loops) = read_limits(top)?;
     let budget = read_budget(top)?;
     let materia = materia::read_all(materia_obj)?;
 
@@ -137,7 +141,13 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     for (name, value) in loadouts_obj {
         let path = join("loadouts", name);
         loadouts.push(sockets::build_loadout(
-            name, value, &path, &materia, limits, budget,
+            name,
+            value,
+            &path,
+            &materia,
+            limits,
+            budget,
+            cycles_outside_loops,
         )?);
     }
 
@@ -149,26 +159,31 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     })
 }
 
-/// Top-level `limits`.
-fn read_limits(top: &json::Obj) -> Result<Limits, LoadError> {
+/// Top-level `limits`, and `maxCyclesOutsideLoops` (which the resolved loadout keeps beside
+/// them).
+fn read_limits(top: &json::Obj) -> Result<(Limits, u32), LoadError> {
     let Some(limits) = opt_object(top, "limits", "", "`limits`")? else {
-        return Ok(Limits {
-            max_no_advance_cycles: DEFAULT_MAX_NO_ADVANCE_CYCLES,
-        });
+        return Ok((
+            Limits {
+                max_no_advance_cycles: DEFAULT_MAX_NO_ADVANCE_CYCLES,
+            },
+            DEFAULT_MAX_CYCLES_OUTSIDE_LOOPS,
+        ));
     };
     // `maxSocketVisits` / `maxEdgeTraversals` are legacy and ignored, as in the reference.
-    let cycles = opt_int(
-        limits,
-        "maxNoAdvanceCycles",
-        "limits",
-        1,
-        u64::from(u32::MAX),
-    )?
-    .and_then(|v| u32::try_from(v).ok())
-    .unwrap_or(DEFAULT_MAX_NO_ADVANCE_CYCLES);
-    Ok(Limits {
-        max_no_advance_cycles: cycles,
-    })
+    let positive = |key: &str, default: u32| -> Result<u32, LoadError> {
+        Ok(opt_int(limits, key, "limits", 1, u64::from(u32::MAX))?
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(default))
+    };
+    let cycles = positive("maxNoAdvanceCycles", DEFAULT_MAX_NO_ADVANCE_CYCLES)?;
+    let outside_loops = positive("maxCyclesOutsideLoops", DEFAULT_MAX_CYCLES_OUTSIDE_LOOPS)?;
+    Ok((
+        Limits {
+            max_no_advance_cycles: cycles,
+        },
+        outside_loops,
+    ))
 }
 
 /// Top-level `budget` (`maxCostUsd` / `stopAtLimit` are dropped, as in the reference).

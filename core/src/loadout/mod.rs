@@ -259,6 +259,12 @@ pub struct Loadout {
     pub limits: Limits,
     /// Budget.
     pub budget: Budget,
+    /// How often sockets outside loops (which have no work item) may go around a cycle without
+    /// advancing (`limits.maxCyclesOutsideLoops`, castlog's own; the reference counts no such
+    /// cycle). `None` in loadouts frozen before castlog counted them, so their casts re-decide
+    /// as they were recorded. Kept beside [`Limits`], whose frozen form is pi-materia's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cycles_outside_loops: Option<u32>,
 }
 
 impl Loadout {

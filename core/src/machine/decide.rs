@@ -14,7 +14,7 @@ use crate::event::{
 use crate::id::{CastId, Digest, DispatchKey, SocketId, Turn, Visit};
 use crate::input::Input;
 use crate::loadout::{Loadout, SocketKind};
-use crate::machine::{CastState, Phase, Status, item_key};
+use crate::machine::{CastState, NoAdvance, Phase, Status, item_key};
 use crate::prompt;
 
 /// What a decision produced.
@@ -147,36 +147,7 @@ impl<'s, 'a> Decider<'s, 'a> {
         }
         let item = selection.as_ref().map(|s| s.key.clone());
         let (tracker, counted) = self.state.next_tracker(target, item.as_ref());
-        let limit_allowance = Allowance::NoAdvance { item: item.clone() };
-        let limit = self.state.limit(
-            &limit_allowance,
-            u64::from(self.state.loadout.limits.max_no_advance_cycles),
-        );
-        if counted && u64::from(tracker.count) > limit {
-            let mut cycle: Vec<String> = self
-                .state
-                .no_advance
-                .path
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            cycle.push(target.to_string());
-            let item_text = item
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), |i| i.to_string());
-            self.emit(crate::event::AllowanceExhausted {
-                allowance: limit_allowance.clone(),
-                count: u64::from(tracker.count),
-                limit,
-            });
-            self.fail(
-                format!(
-                    "no-advance guard: item \"{item_text}\" went around {} without advancing more than {limit} times; revive to allow more cycles or recast with a changed loadout",
-                    cycle.join(" -> ")
-                ),
-                Some(target.clone()),
-                Some(limit_allowance),
-            );
+        if counted && self.no_advance_exhausted(target, &tracker) {
             return;
         }
         let visit = Visit(self.state.visits.get(target).copied().unwrap_or(0) + 1);
@@ -220,6 +191,51 @@ impl<'s, 'a> Decider<'s, 'a> {
                 self.dispatch(Turn(1), false);
             }
         }
+    }
+
+    /// Fails the cast if the start of `target` closes one cycle more than the no-advance guard
+    /// allows: per work item (`maxNoAdvanceCycles`), or outside loops, before any item
+    /// (`maxCyclesOutsideLoops`). Refused before the visit is counted.
+    fn no_advance_exhausted(&mut self, target: &SocketId, tracker: &NoAdvance) -> bool {
+        let loadout = &self.state.loadout;
+        let configured = match &tracker.item {
+            Some(_) => loadout.limits.max_no_advance_cycles,
+            None => loadout
+                .max_cycles_outside_loops
+                .unwrap_or(loadout.limits.max_no_advance_cycles),
+        };
+        let allowance = Allowance::NoAdvance {
+            item: tracker.item.clone(),
+        };
+        let limit = self.state.limit(&allowance, u64::from(configured));
+        if u64::from(tracker.count) <= limit {
+            return false;
+        }
+        let mut cycle: Vec<String> = self
+            .state
+            .no_advance
+            .path
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        cycle.push(target.to_string());
+        let cycle = cycle.join(" -> ");
+        self.emit(crate::event::AllowanceExhausted {
+            allowance: allowance.clone(),
+            count: u64::from(tracker.count),
+            limit,
+        });
+        // The item's wording is the one recorded casts carry; keep it byte for byte.
+        let reason = match &tracker.item {
+            Some(item) => format!(
+                "no-advance guard: item \"{item}\" went around {cycle} without advancing more than {limit} times; revive to allow more cycles or recast with a changed loadout"
+            ),
+            None => format!(
+                "no-advance guard: sockets outside loops went around {cycle} without advancing more than {limit} times; revive to allow more cycles or recast with a changed loadout"
+            ),
+        };
+        self.fail(reason, Some(target.clone()), Some(allowance));
+        true
     }
 
     /// Records that the unanswered prompt is sent again (after a crash, or for a fork made

@@ -165,25 +165,34 @@ impl CastState {
 
     /// The no-advance tracker after a start of `socket` for `item`, and whether that start
     /// closes a counted cycle.
+    ///
+    /// A start with an item tracks that item, as in the reference. A start without one (a
+    /// socket outside loops) joins the tracker in force: the cycles of the cast before any
+    /// item, or the item whose loop it left and will come back to, so every kind of socket
+    /// counts and no cycle escapes by passing through a loop. Loadouts frozen before castlog
+    /// counted those starts keep the reference's rule (no item, nothing tracked), so their
+    /// casts re-decide as they were recorded.
     pub(crate) fn next_tracker(
         &self,
         socket: &SocketId,
         item: Option<&ItemKey>,
     ) -> (NoAdvance, bool) {
-        let Some(item) = item else {
-            return (NoAdvance::default(), false);
+        let mut tracker = match item {
+            None if self.loadout.max_cycles_outside_loops.is_none() => {
+                return (NoAdvance::default(), false);
+            }
+            Some(item) if self.no_advance.item.as_ref() != Some(item) => {
+                return (
+                    NoAdvance {
+                        item: Some(item.clone()),
+                        count: 0,
+                        path: vec![socket.clone()],
+                    },
+                    false,
+                );
+            }
+            _ => self.no_advance.clone(),
         };
-        let mut tracker = self.no_advance.clone();
-        if tracker.item.as_ref() != Some(item) {
-            return (
-                NoAdvance {
-                    item: Some(item.clone()),
-                    count: 0,
-                    path: vec![socket.clone()],
-                },
-                false,
-            );
-        }
         if !tracker.path.contains(socket) {
             tracker.path.push(socket.clone());
             return (tracker, false);

@@ -63,5 +63,6 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
             max_tokens: 0,
             warn_at_percent: 0.0,
         },
+        max_cycles_outside_loops: None,
     })
 }

@@ -179,11 +179,15 @@ pub struct Cast {
 
 /// Given a config: starts a cast of its active loadout.
 pub fn given(config: &Value) -> Cast {
-    let loadout = loadout(config);
+    given_loadout(&loadout(config))
+}
+
+/// Given a resolved loadout (say, one frozen by an older build): starts a cast of it.
+pub fn given_loadout(loadout: &Loadout) -> Cast {
     let hash = digest(loadout.to_json().to_string().as_bytes());
     let started = started_event(
         CastId::new(CAST),
-        &loadout,
+        loadout,
         hash,
         REQUEST.to_owned(),
         "recommended".to_owned(),

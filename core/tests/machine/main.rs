@@ -9,6 +9,7 @@ mod harness; // the given/when/then helper: inline config → started cast → i
 mod bounds; // prompts and state stay bounded over a long cast
 mod budgets; // token budget stop before commit, revive extension (items 35, castlog budget)
 mod claims; // post sockets: claim before send, outcomes, day rule, at most once per step, resolution
+mod cycles; // every cycle bounded: sockets outside loops, revive, recorded casts keep their rule
 mod defaults; // the bundled pi-materia config run through the machine (item 39)
 mod dispatch; // deferred dispatch idempotency in the log, stale replies (item 30)
 mod engage; // the engagement runner's pure rules (engagement-spec §5, castlog's fixes)

@@ -7,8 +7,8 @@ use super::json::{
     Json, Obj, as_object, err, get, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
     reject_keys, req_nonempty_str, req_str, string_map,
 };
-use super::loops;
 use super::materia::{Body, MateriaDef, add_work_items_assign, positive_u32};
+use super::{cycles, loops};
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
 use crate::loadout::{
@@ -51,6 +51,7 @@ pub(super) fn build_loadout(
     materia: &[MateriaDef],
     limits: Limits,
     budget: Budget,
+    cycles_outside_loops: u32,
 ) -> Result<Result<Loadout, LoadError>, LoadError> {
     let obj = as_object(value, path, &format!("loadout {name:?}"))?;
     reject_keys(
@@ -115,6 +116,7 @@ pub(super) fn build_loadout(
     // generator edge into the loop is only required of the loadouts castlog can run.
     let parallel = drafts.iter().position(|d| d.materia.parallel);
     let loops = loops::read_loops(obj, path, &mut drafts, parallel.is_none())?;
+    cycles::refuse_closed_cycles(&drafts, &loops)?;
 
     if let Some(d) = parallel.and_then(|i| drafts.get(i)) {
         return Ok(Err(err(
@@ -173,6 +175,7 @@ pub(super) fn build_loadout(
         loops,
         limits,
         budget,
+        max_cycles_outside_loops: Some(cycles_outside_loops),
     }))
 }
 

@@ -95,7 +95,9 @@ impl From<CodecError> for CliError {
     fn from(err: CodecError) -> Self {
         match err {
             CodecError::Log(log) => log.into(),
-            CodecError::Tampered { .. } => CliError::integrity(err.to_string()),
+            CodecError::Tampered { .. } | CodecError::BlobMismatch { .. } => {
+                CliError::integrity(err.to_string())
+            }
             _ => CliError::user(err.to_string()),
         }
     }

@@ -28,6 +28,7 @@ pub fn parse_lenient(text: &str) -> Result<Value, String> {
     let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
     match values.next() {
         Some(Ok(value)) => Ok(value),
+        // Recorded in `output_rejected` (and re-decided by `verify`), so its wording is frozen.
         Some(Err(err)) => Err(format!("the output is not valid JSON: {err}")),
         None => Err("the output contains no JSON value".to_owned()),
     }
@@ -291,5 +292,63 @@ mod tests {
         assert_eq!(validate(&s, &json!({"text": "prose"})).len(), 1);
         let t = socket(&[("summary", "$.text")], vec![], false);
         assert!(validate(&t, &json!({"text": "prose"})).is_empty());
+    }
+
+    /// An agent's JSON output in the shape the build loop's planner gives.
+    const OUTPUT: &str = r#"{"workItems": [{"title": "Add a greeting", "context": "Print hello."}], "satisfied": false, "context": "two items", "text": "done"}"#;
+
+    /// [`OUTPUT`] fenced, with prose around it, as agents reply.
+    fn reply() -> String {
+        format!("Here is the plan:\n```json\n{OUTPUT}\n```\nthat is all")
+    }
+
+    /// Every socket of every loadout of the bundled pi-materia config and the build loop.
+    fn fixture_sockets() -> &'static [Socket] {
+        static SOCKETS: std::sync::OnceLock<Vec<Socket>> = std::sync::OnceLock::new();
+        SOCKETS.get_or_init(|| {
+            let configs = [
+                include_str!("../../fixtures/pi-materia-default.json"),
+                include_str!("../../fixtures/loadouts/build-loop.json"),
+            ];
+            let mut sockets = Vec::new();
+            for text in configs {
+                let config = crate::loadout::load_config(text).unwrap();
+                for name in &config.names {
+                    if let Ok(loadout) = config.resolve(Some(name)) {
+                        sockets.extend(loadout.sockets.into_values());
+                    }
+                }
+            }
+            sockets
+        })
+    }
+
+    fn plain(message: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        match crate::hostile::rust_formatting(message) {
+            Some(why) => Err(proptest::test_runner::TestCaseError::fail(why)),
+            None => Ok(()),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::hostile::config(256))]
+
+        #[test]
+        fn a_damaged_reply_parses_or_fails_in_words(
+            bytes in crate::hostile::damaged(reply().as_bytes())
+        ) {
+            if let Err(message) = parse_lenient(&String::from_utf8_lossy(&bytes)) {
+                plain(&message)?;
+            }
+        }
+
+        #[test]
+        fn any_json_output_is_judged_in_words(value in crate::hostile::json_like(OUTPUT)) {
+            for socket in fixture_sockets() {
+                for issue in validate(socket, &value) {
+                    plain(&issue)?;
+                }
+            }
+        }
     }
 }

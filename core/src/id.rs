@@ -162,13 +162,31 @@ impl Digest {
         Ok(Digest(out))
     }
 
-    /// The first 12 hex digits, for human output.
+    /// The first 12 hex digits, for human output of one digest.
     pub fn short(&self) -> String {
         let mut hex = self.to_hex();
-        hex.truncate(12);
+        hex.truncate(SHORT_DIGITS);
         hex
     }
+
+    /// `self` and `other` abbreviated for a message that shows both: prefixes of the same
+    /// length, at least 12 hex digits and as long as it takes to tell them apart (two digests
+    /// that share their first 12 digits would otherwise read as the same).
+    pub fn short_pair(&self, other: &Digest) -> (String, String) {
+        let (mut a, mut b) = (self.to_hex(), other.to_hex());
+        let digits = a
+            .bytes()
+            .zip(b.bytes())
+            .position(|(x, y)| x != y)
+            .map_or(SHORT_DIGITS, |first| (first + 1).max(SHORT_DIGITS));
+        a.truncate(digits);
+        b.truncate(digits);
+        (a, b)
+    }
 }
+
+/// How many hex digits [`Digest::short`] shows.
+const SHORT_DIGITS: usize = 12;
 
 fn hex_value(c: u8) -> Option<u8> {
     match c {
@@ -225,6 +243,21 @@ mod tests {
         let d = Digest(bytes);
         assert_eq!(Digest::from_hex(&d.to_hex()), Ok(d));
         assert_eq!(Digest::from_hex(&d.to_hex().to_uppercase()), Ok(d));
+    }
+
+    #[test]
+    fn two_digests_sharing_twelve_digits_are_shown_apart() {
+        let a = Digest([0xab; 32]);
+        let mut bytes = [0xab; 32];
+        bytes[9] = 0xac; // hex digits 19 and 20 are "ab" and "ac": the 20th differs
+        let b = Digest(bytes);
+        assert_eq!(a.short(), b.short());
+        let (sa, sb) = a.short_pair(&b);
+        assert_eq!((sa.len(), sb.len()), (20, 20));
+        assert_ne!(sa, sb);
+        let (x, y) = Digest::ZERO.short_pair(&a);
+        assert_eq!((x.len(), y.len()), (12, 12));
+        assert_eq!(a.short_pair(&a), (a.short(), a.short()));
     }
 
     #[test]

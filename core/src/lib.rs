@@ -13,6 +13,9 @@
 //!   fixed offsets).
 //! - [`claims`]: the claims ledger's rules (claim ids, claim days, transitions).
 //! - [`engage`]: the engagement runner's pure pipeline rules, one module per stage.
+//! - [`syntax`]: serde_json's errors in words, for messages that say where in a file.
+//! - `hostile` (tests only, feature `hostile`): damaged real files as proptest strategies, and
+//!   the check that a user-facing message has no Rust debug formatting.
 //!
 //! # Example
 //! ```
@@ -32,10 +35,13 @@ pub mod engage;
 pub mod env;
 pub mod event;
 pub mod handoff;
+#[cfg(any(test, feature = "hostile"))]
+pub mod hostile;
 pub mod id;
 pub mod input;
 pub mod loadout;
 pub mod machine;
 pub mod path;
 pub mod prompt;
+pub mod syntax;
 pub mod template;

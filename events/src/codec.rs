@@ -22,6 +22,7 @@
 use std::ops::ControlFlow;
 
 use castlog_core::id::{CastId, Digest, Seq};
+use castlog_core::syntax::{column, json_error};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -56,12 +57,20 @@ pub enum CodecError {
         /// Why.
         message: String,
     },
-    /// A line or field of the file is malformed.
+    /// A line or field of a JSONL export is malformed.
     #[error("malformed export at line {line}: {message}")]
     Malformed {
-        /// 1-based line (0 for the bincode format).
+        /// 1-based line.
         line: usize,
         /// What is wrong.
+        message: String,
+    },
+    /// A bincode export does not decode.
+    #[error(
+        "malformed bincode export: {message}; the file is damaged or was not written by castlog export"
+    )]
+    Undecodable {
+        /// What is wrong, in words.
         message: String,
     },
     /// The content does not verify.
@@ -73,6 +82,16 @@ pub enum CodecError {
         seq: Seq,
         /// What is wrong.
         message: String,
+    },
+    /// A blob the export carries, but no event references, does not match its address.
+    #[error(
+        "refusing to import cast {cast}: blob {hash} does not match its content (no event references it)"
+    )]
+    BlobMismatch {
+        /// The cast.
+        cast: CastId,
+        /// The blob's address as carried.
+        hash: Digest,
     },
     /// The log refused.
     #[error(transparent)]
@@ -225,7 +244,7 @@ fn push_json_line(out: &mut Vec<u8>, value: &impl Serialize) {
 pub fn decode(bytes: &[u8]) -> Result<CastExport, CodecError> {
     if let Some(rest) = bytes.strip_prefix(BIN_MAGIC.as_slice()) {
         let bin: BinExport =
-            from_compact(rest).map_err(|message| CodecError::Malformed { line: 0, message })?;
+            from_compact(rest).map_err(|message| CodecError::Undecodable { message })?;
         return bin.into_export();
     }
     let text = std::str::from_utf8(bytes).map_err(|_| CodecError::NotAnExport {
@@ -245,7 +264,11 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
         });
     };
     let header: Header = serde_json::from_str(first).map_err(|e| CodecError::NotAnExport {
-        message: format!("the first line is not an export header: {e}"),
+        message: format!(
+            "the first line is not an export header: {}{}",
+            json_error(&e),
+            column(&e)
+        ),
     })?;
     if header.castlog_export != EXPORT_VERSION {
         return Err(CodecError::NotAnExport {
@@ -267,7 +290,8 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             line: line_no,
             message,
         };
-        let line: Line<'_> = serde_json::from_str(raw).map_err(|e| malformed(e.to_string()))?;
+        let line: Line<'_> = serde_json::from_str(raw)
+            .map_err(|e| malformed(format!("{}{}", json_error(&e), column(&e))))?;
         if let Some(hash) = line.blob {
             let bytes = match (line.text, line.hex) {
                 (Some(text), _) => text.into_bytes(),
@@ -358,9 +382,9 @@ pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError>
         }
     }
     if let Some((hash, _)) = export.blobs.iter().find(|(hash, _)| !carried[hash]) {
-        return Err(CodecError::Malformed {
-            line: 0,
-            message: format!("blob {hash} does not match its content (no event references it)"),
+        return Err(CodecError::BlobMismatch {
+            cast: export.head.cast.clone(),
+            hash: *hash,
         });
     }
     // Refuse what the log would refuse before storing any blob, so a refused import leaves
@@ -400,15 +424,37 @@ pub fn to_compact<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, bincode::config::standard()).unwrap_or_default()
 }
 
-/// Decodes a value written by [`to_compact`]; trailing bytes are an error.
+/// Decodes a value written by [`to_compact`]; trailing bytes are an error, and so is what
+/// the error says, in words.
 pub fn from_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let config = bincode::config::standard().with_limit::<COMPACT_LIMIT>();
     let (value, used) =
-        bincode::serde::decode_from_slice(bytes, config).map_err(|e| e.to_string())?;
+        bincode::serde::decode_from_slice(bytes, config).map_err(|e| decode_error(&e))?;
     if used != bytes.len() {
         return Err(format!("{} trailing bytes", bytes.len() - used));
     }
     Ok(value)
+}
+
+/// A bincode decoding error in words (bincode's own `Display` is its `Debug`, such as
+/// `UnexpectedEnd { additional: 1 }`).
+fn decode_error(err: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as E;
+    match err {
+        E::UnexpectedEnd { .. } | E::Io { .. } => "the data ends in the middle of a value".into(),
+        E::LimitExceeded => {
+            format!("a length in the data is larger than the {COMPACT_LIMIT} bytes castlog reads")
+        }
+        E::InvalidIntegerType { .. } | E::OutsideUsizeRange(_) => {
+            "an integer in the data is out of range".into()
+        }
+        E::UnexpectedVariant { found, .. } => format!("an unknown variant tag {found}"),
+        E::Utf8 { .. } => "a text in the data is not valid UTF-8".into(),
+        E::InvalidBooleanValue(byte) => format!("a boolean in the data is the byte {byte}"),
+        E::OtherString(message) => message.clone(),
+        E::Other(message) => (*message).to_owned(),
+        _ => "a value in the data is not encoded the way castlog writes it".into(),
+    }
 }
 
 #[derive(Serialize, Deserialize)]

@@ -135,18 +135,14 @@ impl ChainChecker {
             };
             self.report(missing, ProblemKind::Missing, message);
         } else if record.prev != self.prev {
-            let message = format!(
-                "prev is {} but the event before has hash {}",
-                record.prev.short(),
-                self.prev.short()
-            );
+            let (found, before) = record.prev.short_pair(&self.prev);
+            let message = format!("prev is {found} but the event before has hash {before}");
             self.report(seq, ProblemKind::BrokenLink, message);
         }
         if computed != record.hash {
+            let (stored, bytes) = record.hash.short_pair(&computed);
             let message = format!(
-                "stored hash {} but the stored bytes hash to {}: the event was altered",
-                record.hash.short(),
-                computed.short()
+                "stored hash {stored} but the stored bytes hash to {bytes}: the event was altered"
             );
             self.report(seq, ProblemKind::HashMismatch, message);
         } else if let Err(err) = record.event() {
@@ -170,11 +166,9 @@ impl ChainChecker {
                 let message = format!("the chain goes past the recorded head seq {seq}");
                 self.report(seq.next(), ProblemKind::Head, message);
             } else if self.prev != hash {
-                let message = format!(
-                    "the recorded head hash {} differs from the last event's {}",
-                    hash.short(),
-                    self.prev.short()
-                );
+                let (head, last) = hash.short_pair(&self.prev);
+                let message =
+                    format!("the recorded head hash {head} differs from the last event's {last}");
                 self.report(seq, ProblemKind::Head, message);
             }
         }
@@ -202,13 +196,13 @@ pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogE
         let message = match found {
             Ok(records) => match records.first() {
                 Some(r) if r.seq == parent.seq && r.hash == parent.hash => None,
-                Some(r) => Some(format!(
-                    "forked from {} at seq {} with hash {}, but that event's hash is {}",
-                    parent.cast,
-                    parent.seq,
-                    parent.hash.short(),
-                    r.hash.short()
-                )),
+                Some(r) => {
+                    let (named, found) = parent.hash.short_pair(&r.hash);
+                    Some(format!(
+                        "forked from {} at seq {} with hash {named}, but that event's hash is {found}",
+                        parent.cast, parent.seq,
+                    ))
+                }
                 None => Some(format!(
                     "fork parent {} has no seq {}",
                     parent.cast, parent.seq

@@ -23,6 +23,9 @@ mod it {
     mod corruption;
     // Export and import: JSONL and bincode round trips, tampering, truncation, garbage.
     mod codec;
+    // Import of damaged real exports and arbitrary JSON lines (property tests): refused in
+    // words, never a panic; whatever is accepted verifies.
+    mod import_properties;
     // Hashes pinned by `fixtures/golden/chain-v1.json`; a change of recipe fails here.
     mod golden;
 }

@@ -142,10 +142,8 @@ pub fn messages<L: EventLog + ?Sized>(
     let (messages, _) = prompt::assemble(placements, &texts, policy)?;
     let rebuilt = blob_hash(&prompt::messages_json(&messages));
     if rebuilt != *prompt_hash {
-        return Err(PromptError::Drift {
-            recorded: prompt_hash.short(),
-            rebuilt: rebuilt.short(),
-        });
+        let (recorded, rebuilt) = prompt_hash.short_pair(&rebuilt);
+        return Err(PromptError::Drift { recorded, rebuilt });
     }
     Ok(messages)
 }

@@ -184,8 +184,13 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
             line,
             message,
         };
-        let value: serde_json::Value =
-            serde_json::from_str(raw).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| {
+            bad(format!(
+                "not JSON: {}{}",
+                castlog_core::syntax::json_error(&e),
+                castlog_core::syntax::column(&e)
+            ))
+        })?;
         let field = |name: &str| value.get(name);
         let parsed = if let Some(reply) = field("reply") {
             let text = reply
@@ -194,7 +199,10 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
             let usage = match field("usage") {
                 None | Some(serde_json::Value::Null) => None,
                 Some(u) => Some(serde_json::from_value::<Usage>(u.clone()).map_err(|e| {
-                    bad(format!("\"usage\" must be {{\"input\", \"output\"}}: {e}"))
+                    bad(format!(
+                        "\"usage\" must be {{\"input\": N, \"output\": N}} with token counts: {}",
+                        castlog_core::syntax::json_error(&e)
+                    ))
                 })?),
             };
             ScriptLine::Reply(text.to_owned(), usage)
@@ -362,6 +370,9 @@ impl Agent for CommandAgent {
 pub fn command_argv(rest: &str) -> Vec<String> {
     rest.split_whitespace().map(str::to_owned).collect()
 }
+
+#[cfg(test)]
+mod script_properties;
 
 #[cfg(test)]
 mod tests {

@@ -254,9 +254,14 @@ fn first_entry_difference(
                 return format!("first differing entry: {} (its text changed)", a.entry);
             }
             (Some(a), Some(b)) if a.entry == b.entry => {
+                use castlog_core::syntax::json_name;
                 return format!(
-                    "first differing entry: {} (placed {:?} by {}, recorded {:?} by {})",
-                    a.entry, a.destination, a.rule, b.destination, b.rule
+                    "first differing entry: {} (placed {} by {}, recorded {} by {})",
+                    a.entry,
+                    json_name(&a.destination),
+                    a.rule,
+                    json_name(&b.destination),
+                    b.rule
                 );
             }
             (Some(a), Some(b)) => {
@@ -305,19 +310,16 @@ fn compare(
             if let (Event::PromptDispatched(now), Ok(Event::PromptDispatched(then))) =
                 (event, record.event())
             {
+                let (rendered, recorded) = now.prompt_hash.short_pair(&then.prompt_hash);
                 return Some(Divergence {
                     cast: record.cast.clone(),
                     seq: record.seq,
                     expected: format!(
-                        "prompt drift at {} visit {} turn {}: re-rendered prompt {}",
-                        now.socket,
-                        now.visit,
-                        now.turn,
-                        now.prompt_hash.short()
+                        "prompt drift at {} visit {} turn {}: re-rendered prompt {rendered}",
+                        now.socket, now.visit, now.turn,
                     ),
                     found: format!(
-                        "recorded prompt {}; {}",
-                        then.prompt_hash.short(),
+                        "recorded prompt {recorded}; {}",
                         first_entry_difference(&now.placements, &then.placements)
                     ),
                 });
@@ -330,15 +332,15 @@ fn compare(
             });
         }
         if sealed.hash != record.hash {
+            let (expected, found) = sealed.hash.short_pair(&record.hash);
             return Some(Divergence {
                 cast: record.cast.clone(),
                 seq: record.seq,
                 expected: format!(
-                    "hash {} (recorded at {at_ms} ms after {})",
-                    sealed.hash.short(),
+                    "hash {expected} (recorded at {at_ms} ms after {})",
                     prev.short()
                 ),
-                found: format!("hash {} at {} ms", record.hash.short(), record.at_ms),
+                found: format!("hash {found} at {} ms", record.at_ms),
             });
         }
         *prev = sealed.hash;

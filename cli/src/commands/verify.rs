@@ -180,7 +180,8 @@ pub fn run(db: &Path, args: &VerifyArgs, anchor: Option<&Path>) -> Result<(), Cl
         output::json(&report)?;
     } else {
         for p in &report.problems {
-            crate::say!("{} seq {}: {:?}: {}", p.cast, p.seq, p.kind, p.message);
+            let kind = castlog_core::syntax::json_name(&p.kind);
+            crate::say!("{} seq {}: {kind}: {}", p.cast, p.seq, p.message);
         }
         crate::say!(
             "{}: {} casts, {} events, {} problems",

@@ -12,6 +12,7 @@ mod claims;
 mod crash;
 mod cycles;
 mod engage;
+mod hostile;
 mod json_errors;
 mod log_commands;
 mod prompts;

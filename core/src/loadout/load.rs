@@ -19,6 +19,8 @@ mod materia;
 mod sockets;
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;
 
 use super::{Budget, Limits, Loadout};

@@ -99,18 +99,13 @@ impl<'de> Visitor<'de> for JsonVisitor {
 impl Json {
     /// Parses `text`; a syntax error names its line and column.
     pub(super) fn parse(text: &str) -> Result<Json, LoadError> {
-        serde_json::from_str::<Json>(text).map_err(|e| {
-            let full = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let message = full.strip_suffix(&suffix).unwrap_or(&full);
-            LoadError {
-                path: "$".into(),
-                reason: format!(
-                    "invalid JSON at line {}, column {}: {message}; fix the syntax",
-                    e.line(),
-                    e.column()
-                ),
-            }
+        serde_json::from_str::<Json>(text).map_err(|e| LoadError {
+            path: "$".into(),
+            reason: format!(
+                "invalid JSON at {}: {}; fix the syntax",
+                crate::syntax::place(&e, text),
+                crate::syntax::json_error(&e)
+            ),
         })
     }
 

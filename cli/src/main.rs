@@ -52,6 +52,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     commands::cast::set_agent_format(cli.agent_format == "json");
     commands::cast::set_agent_timeout(cli.agent_timeout);
     commands::cast::set_fallback(cli.fallback.clone());
+    let launcher = castlog_replay::process::Launcher::new(&cli.pass_env);
+    let launcher = &launcher;
     let db = cli.db;
     match cli.command {
         Command::Casts(args) => commands::inspect::casts(&existing_db(db.as_deref())?, args.json),
@@ -61,22 +63,36 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         Command::Replay(args) => commands::projections::replay(&existing_db(db.as_deref())?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db.as_deref()), &args),
         Command::Bench(bench) => commands::bench::run(db.as_deref().filter(|_| db_on_line), bench),
-        Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args),
-        Command::Refine(args) => commands::cast::refine(&existing_db(db.as_deref())?, &args),
-        Command::Continue(args) => commands::cast::finalize(&existing_db(db.as_deref())?, &args),
-        Command::Abort(args) => commands::cast::abort(&existing_db(db.as_deref())?, &args),
-        Command::Revive(args) => commands::cast::revive(&existing_db(db.as_deref())?, &args),
-        Command::Resume(args) => commands::cast::resume(&existing_db(db.as_deref())?, &args),
-        Command::Steer(args) => commands::cast::steer(&existing_db(db.as_deref())?, &args),
+        Command::Run(args) => commands::cast::run(&db_path(db.as_deref()), &args, launcher),
+        Command::Refine(args) => {
+            commands::cast::refine(&existing_db(db.as_deref())?, &args, launcher)
+        }
+        Command::Continue(args) => {
+            commands::cast::finalize(&existing_db(db.as_deref())?, &args, launcher)
+        }
+        Command::Abort(args) => {
+            commands::cast::abort(&existing_db(db.as_deref())?, &args, launcher)
+        }
+        Command::Revive(args) => {
+            commands::cast::revive(&existing_db(db.as_deref())?, &args, launcher)
+        }
+        Command::Resume(args) => {
+            commands::cast::resume(&existing_db(db.as_deref())?, &args, launcher)
+        }
+        Command::Steer(args) => {
+            commands::cast::steer(&existing_db(db.as_deref())?, &args, launcher)
+        }
         Command::State(args) => commands::cast::state(&existing_db(db.as_deref())?, &args),
-        Command::Recast(args) => commands::fork::recast(&existing_db(db.as_deref())?, &args),
+        Command::Recast(args) => {
+            commands::fork::recast(&existing_db(db.as_deref())?, &args, launcher)
+        }
         Command::Diff(args) => commands::diff::diff(&existing_db(db.as_deref())?, &args),
         Command::Mark(args) => commands::fork::mark(&existing_db(db.as_deref())?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db.as_deref())?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db.as_deref())?, &args),
         Command::Claims(args) => commands::claims::run(&existing_db(db.as_deref())?, &args),
-        Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args),
-        Command::EngageScorecard(args) => commands::engage::scorecard(&args),
+        Command::Engage(args) => commands::engage::run(&db_path(db.as_deref()), &args, launcher),
+        Command::EngageScorecard(args) => commands::engage::scorecard(&args, launcher),
         Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }
 }

@@ -21,7 +21,7 @@
 //! - The program gets castlog's environment less the deny list (see [`crate::secrets`] and
 //!   [`Launcher`]), and what it prints is scrubbed of secrets before anyone sees it.
 //! - While it runs, the program is recorded beside the database under the cast it works for,
-//!   when the [`Launcher`] knows them (see [`ledger`]), so `resume` can refuse to start a
+//!   when the [`Launcher`] knows them (see [`children`]), so `resume` can refuse to start a
 //!   second one.
 
 use std::io::{Read, Write};
@@ -36,10 +36,10 @@ use castlog_core::id::CastId;
 
 use crate::secrets::{DENY_LIST, Redactor};
 
+mod children;
 mod guard;
-mod ledger;
 
-pub use ledger::{RunningChild, running_children};
+pub use children::{RunningChild, running_children};
 
 /// Each captured stream keeps at most this many bytes.
 pub const OUTPUT_CAP: usize = 1 << 20;
@@ -127,7 +127,7 @@ pub struct Launcher {
     withheld: Arc<[String]>,
     redactor: Redactor,
     /// The cast the programs work for, once known; `None`: not recorded.
-    ledger: Arc<Mutex<Option<ledger::Ledger>>>,
+    records: Arc<Mutex<Option<children::Records>>>,
 }
 
 impl Default for Launcher {
@@ -148,7 +148,7 @@ impl Launcher {
                 .map(|name| (*name).to_owned())
                 .collect(),
             redactor: Redactor::from_env(),
-            ledger: Arc::default(),
+            records: Arc::default(),
         }
     }
 
@@ -172,17 +172,17 @@ impl Launcher {
     /// Records the programs started from now on, by this handle and its clones, as working for
     /// `cast` in `db` (see [`running_children`]).
     pub fn record_under(&self, db: &Path, cast: &CastId) {
-        *self.ledger.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(ledger::Ledger::new(db, cast));
+        *self.records.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(children::Records::new(db, cast));
     }
 
-    fn enter(&self, pid: u32, program: &str) -> Option<ledger::Entry> {
-        let ledger = self
-            .ledger
+    fn enter(&self, pid: u32, program: &str) -> Option<children::Entry> {
+        let records = self
+            .records
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()?;
-        ledger.enter(pid, program)
+        records.enter(pid, program)
     }
 }
 

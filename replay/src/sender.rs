@@ -619,4 +619,32 @@ mod tests {
         assert_eq!(id_of_response(&json!({"id": ""})), None);
         assert_eq!(id_of_response(&json!({"ok": true})), None);
     }
+
+    // A webhook URL's user and password are not recorded with a send's outcome or shown in
+    // its spec; nor is a secret the redactor knows.
+    #[test]
+    fn a_webhook_outcome_names_no_userinfo_or_secret() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://bot:hunter2-secret@127.0.0.1:{port}/post");
+        let mut sender = WebhookSender::new(&url, Duration::from_secs(5))
+            .unwrap()
+            .with_redactor(Redactor::with_values([format!("{port}/post")]));
+        let (claim, cast, extra) = (ClaimId::new("clm-3"), CastId::new("c"), Value::Null);
+        let outcome = sender.send(&post(&claim, &cast, &extra));
+        let SendOutcome::Refused { reason } = outcome else {
+            panic!("a refused connection is a refusal: {outcome:?}");
+        };
+        assert_eq!(
+            reason,
+            "sender_unavailable: cannot connect to http://***@127.0.0.1:***"
+        );
+        assert_eq!(
+            sender.spec(),
+            format!("webhook:http://***@127.0.0.1:{port}/post")
+        );
+    }
 }

@@ -69,7 +69,7 @@ fn identity(pid: u32) -> Option<String> {
 
 /// Where one cast's children are recorded.
 #[derive(Debug, Clone)]
-pub(super) struct Ledger {
+pub(super) struct Records {
     dir: PathBuf,
     prefix: String,
 }
@@ -83,10 +83,14 @@ pub(super) struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
+        // The directory goes with its last record (this fails while another remains).
+        if let Some(dir) = self.path.parent() {
+            let _ = fs::remove_dir(dir);
+        }
     }
 }
 
-impl Ledger {
+impl Records {
     pub(super) fn new(db: &Path, cast: &CastId) -> Self {
         Self {
             dir: dir_of(db),
@@ -98,13 +102,15 @@ impl Ledger {
     /// record that cannot be written only leaves `resume` unwarned, so it is not an error.
     pub(super) fn enter(&self, pid: u32, program: &str) -> Option<Entry> {
         let identity = identity(pid)?;
-        fs::create_dir_all(&self.dir).ok()?;
         let name = format!("{}{pid}", self.prefix);
         let path = self.dir.join(&name);
         let partial = self.dir.join(format!(".{name}.partial"));
         let text = format!("{pid} {identity}\n{}\n", program.replace('\n', " "));
-        fs::write(&partial, text).ok()?;
-        if fs::rename(&partial, &path).is_err() {
+        // Twice: the directory may be removed (found empty by another castlog) between its
+        // creation and the write.
+        let written = (0..2)
+            .any(|_| fs::create_dir_all(&self.dir).is_ok() && fs::write(&partial, &text).is_ok());
+        if !written || fs::rename(&partial, &path).is_err() {
             let _ = fs::remove_file(&partial);
             return None;
         }
@@ -166,9 +172,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("castlog.db");
         let cast = CastId::new("cast a/b.c");
-        let ledger = Ledger::new(&db, &cast);
+        let records = Records::new(&db, &cast);
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let entry = ledger.enter(child.id(), "sleep 30").unwrap();
+        let entry = records.enter(child.id(), "sleep 30").unwrap();
         let listed = running_children(&db, &cast);
         assert_eq!(
             listed,
@@ -184,6 +190,7 @@ mod tests {
         assert!(running_children(&db, &cast).is_empty());
         assert_eq!(fs::read_dir(dir_of(&db)).unwrap().count(), 0);
         drop(entry);
+        assert!(!dir_of(&db).exists(), "the empty directory is left behind");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Every `cmd:` program (agents, fetchers, senders, utility sockets) is run by [`run`], so they
 //! share one answer to "when is it over":
-//! - The program starts in a process group of its own (its pid is the group id). A shell
+//! - The program starts in a process group of its own, led by its guard (below). A shell
 //!   script's `sleep` is a grandchild that holds stdout and stderr open after the shell itself
 //!   is gone, so killing only the direct child does not end the run; killing the group does.
 //! - The timeout bounds the whole run: the program has exited *and* both pipes are closed. A
@@ -17,12 +17,13 @@
 //!   still blocked then (a process that left the group keeps the pipe) is abandoned with its
 //!   output, so no run waits on a pipe forever. The stdin feeder is never waited for.
 //! - The group is led by a guard that kills it when castlog ends, even by SIGKILL, so no
-//!   program outlives castlog (see [`guard`]); the group id is the guard's pid.
+//!   program outlives castlog (see `process/guard.rs`); the group id is the guard's pid (the
+//!   program's own, in a group of its own, when no guard can be started).
 //! - The program gets castlog's environment less the deny list (see [`crate::secrets`] and
 //!   [`Launcher`]), and what it prints is scrubbed of secrets before anyone sees it.
 //! - While it runs, the program is recorded beside the database under the cast it works for,
-//!   when the [`Launcher`] knows them (see [`children`]), so `resume` can refuse to start a
-//!   second one.
+//!   when the [`Launcher`] knows them (see `process/children.rs`), so `resume` can refuse to
+//!   start a second one.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;

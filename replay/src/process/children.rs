@@ -160,6 +160,8 @@ pub fn running_children(db: &Path, cast: &CastId) -> Vec<RunningChild> {
         }
     }
     running.sort_by_key(|c| c.pid);
+    // Gone once its last record is (this fails while any remains).
+    let _ = fs::remove_dir(&dir);
     running
 }
 
@@ -184,13 +186,19 @@ mod tests {
             }]
         );
         assert!(running_children(&db, &CastId::new("cast a")).is_empty());
+        // Ended as castlog ends it: the record goes, and its directory with it.
+        drop(entry);
+        assert!(!dir_of(&db).exists());
         // Killed and reaped with its record left behind (its castlog was killed): stale.
+        let left = records.enter(child.id(), "sleep 30").unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(running_children(&db, &cast).is_empty());
-        assert_eq!(fs::read_dir(dir_of(&db)).unwrap().count(), 0);
-        drop(entry);
-        assert!(!dir_of(&db).exists(), "the empty directory is left behind");
+        assert!(
+            !dir_of(&db).exists(),
+            "the stale record or its directory is left behind"
+        );
+        drop(left);
     }
 
     #[test]

@@ -52,6 +52,14 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     commands::cast::set_agent_format(cli.agent_format == "json");
     commands::cast::set_agent_timeout(cli.agent_timeout);
     commands::cast::set_fallback(cli.fallback.clone());
+    for name in &cli.pass_env {
+        if !castlog_replay::secrets::DENY_LIST.contains(&name.as_str()) {
+            // Most likely a misspelt key name, which would stay withheld.
+            output::to_stderr(format_args!(
+                "note: --pass-env {name}: {name} is not on the deny list, so programs get it anyway (the README lists the deny list)"
+            ));
+        }
+    }
     let launcher = castlog_replay::process::Launcher::new(&cli.pass_env);
     let launcher = &launcher;
     let db = cli.db;

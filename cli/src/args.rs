@@ -42,6 +42,13 @@ pub struct Cli {
     #[arg(long, global = true, env = "CASTLOG_ANCHOR", value_name = "FILE")]
     pub anchor: Option<PathBuf>,
 
+    /// Pass the deny-listed environment variable NAME (e.g. ANTHROPIC_API_KEY) on to the
+    /// programs castlog starts: `cmd:` agents, utilities, `cmd:` senders and fetchers.
+    /// Repeatable. Without it they get castlog's environment less the deny list (see the
+    /// README); either way its value is scrubbed from everything recorded.
+    #[arg(long = "pass-env", global = true, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

@@ -79,13 +79,29 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     commands::cast::set_agent_format(cli.agent_format == "json");
     commands::cast::set_agent_timeout(cli.agent_timeout);
     commands::cast::set_fallback(cli.fallback.clone());
+    for name in &cli.pass_env {
+        if !castlog_replay::secrets::DENY_LIST.contains(&name.as_str()) {
+            // Most likely a misspelt key name, which would stay withheld.
+            output::to_stderr(format_args!(
+                "note: --pass-env {name}: {name} is not on the deny list, so programs get it anyway (the README lists the deny list)"
+            ));
+        }
+    }
+    let launcher = castlog_replay::process::Launcher::new(&cli.pass_env);
+    let launcher = &launcher;
     let db = cli.db;
     let anchor = cli.anchor;
     let keeps_anchor = anchor.as_ref().filter(|_| writes(&cli.command));
     if let Some(file) = keeps_anchor {
         commands::anchor::check_before_writing(&db_path(db.as_deref()), file)?;
     }
-    let result = dispatch(cli.command, db.as_deref(), anchor.as_deref(), db_on_line);
+    let result = dispatch(
+        cli.command,
+        db.as_deref(),
+        anchor.as_deref(),
+        launcher,
+        db_on_line,
+    );
     if let Some(file) = keeps_anchor {
         // A command that failed half way may still have written (a cast that stopped on an
         // error is recorded up to there): its events are anchored either way.
@@ -119,6 +135,7 @@ fn dispatch(
     command: Command,
     db: Option<&Path>,
     anchor: Option<&Path>,
+    launcher: &castlog_replay::process::Launcher,
     db_on_line: bool,
 ) -> Result<(), CliError> {
     match command {
@@ -130,22 +147,22 @@ fn dispatch(
         Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db), &args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
-        Command::Run(args) => commands::cast::run(&db_path(db), &args),
-        Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args),
-        Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args),
-        Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args),
-        Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args),
-        Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args),
-        Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args),
+        Command::Run(args) => commands::cast::run(&db_path(db), &args, launcher),
+        Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, launcher),
+        Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args, launcher),
+        Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args, launcher),
+        Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args, launcher),
+        Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, launcher),
+        Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, launcher),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
-        Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args),
+        Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, launcher),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),
         Command::Mark(args) => commands::fork::mark(&existing_db(db)?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db)?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db)?, &args),
         Command::Claims(args) => commands::claims::run(&existing_db(db)?, &args),
-        Command::Engage(args) => commands::engage::run(&db_path(db), &args),
-        Command::EngageScorecard(args) => commands::engage::scorecard(&args),
+        Command::Engage(args) => commands::engage::run(&db_path(db), &args, launcher),
+        Command::EngageScorecard(args) => commands::engage::scorecard(&args, launcher),
         Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }
 }

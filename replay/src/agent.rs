@@ -22,7 +22,7 @@ use std::time::Duration;
 use castlog_core::event::{FailureClass, Usage};
 use castlog_core::prompt::Message;
 
-use crate::process;
+use crate::process::{self, Launcher};
 
 /// What the driver asks an agent.
 #[derive(Debug, Clone, Copy)]
@@ -298,6 +298,7 @@ pub struct CommandAgent {
     cwd: PathBuf,
     timeout: Duration,
     json: bool,
+    launcher: Launcher,
 }
 
 impl CommandAgent {
@@ -308,7 +309,15 @@ impl CommandAgent {
             cwd,
             timeout,
             json: false,
+            launcher: Launcher::default(),
         }
+    }
+
+    /// Starts the program with `launcher` (its environment, scrubbing and records).
+    #[must_use]
+    pub fn with_launcher(mut self, launcher: Launcher) -> Self {
+        self.launcher = launcher;
+        self
     }
 
     /// Sends the prompt as JSON messages (`[{"role", "content"}, ...]`) instead of flattened text.
@@ -330,7 +339,14 @@ impl Agent for CommandAgent {
         } else {
             flatten(request.messages)
         };
-        match process::run(&self.argv, &self.cwd, &[], input.as_bytes(), self.timeout) {
+        match process::run(
+            &self.launcher,
+            &self.argv,
+            &self.cwd,
+            &[],
+            input.as_bytes(),
+            self.timeout,
+        ) {
             Err(message) => AgentTurn::Failed {
                 class: FailureClass::Interruption,
                 message,

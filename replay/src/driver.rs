@@ -124,6 +124,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     in_flight: std::collections::VecDeque<InFlight<'a>>,
     /// The most steps `in_flight` holds.
     steps_in_flight: usize,
+    /// How utility programs are started.
+    launcher: crate::process::Launcher,
 }
 
 /// A begun step waiting to be durable, and its events (told to the observer once durable).
@@ -376,7 +378,14 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             last_prompt: None,
             in_flight: Default::default(),
             steps_in_flight: STEPS_IN_FLIGHT,
+            launcher: crate::process::Launcher::default(),
         }
+    }
+
+    /// Starts utility programs with `launcher` (their environment, scrubbing and records)
+    /// instead of a default one.
+    pub fn launch_with(&mut self, launcher: crate::process::Launcher) {
+        self.launcher = launcher;
     }
 
     /// Lets at most `steps` (at least one) of a local agent's steps wait to be durable, instead
@@ -670,7 +679,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     };
                     self.wait_notice();
                     let input = utility::input(&self.state, &self.cwd);
-                    let done = utility::run(&spec, &input, &self.cwd);
+                    let done = utility::run(&spec, &input, &self.cwd, &self.launcher);
                     self.record(
                         &Input::UtilityFinished {
                             code: done.code,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use castlog_core::engage::live::{Fetched, read_fetch_output};
 use serde_json::{Value, json};
 
-use crate::process;
+use crate::process::{self, Launcher};
 
 /// Something that fetches a source message again.
 pub trait Fetcher {
@@ -21,8 +21,13 @@ pub trait Fetcher {
     fn fetch(&mut self, channel_id: &str, message_id: &str) -> Fetched;
 }
 
-/// Builds the fetcher a SPEC names.
-pub fn from_spec(spec: &str, cwd: &Path, timeout: Duration) -> Result<Box<dyn Fetcher>, String> {
+/// Builds the fetcher a SPEC names; a `cmd:` program is started by `launcher`.
+pub fn from_spec(
+    spec: &str,
+    cwd: &Path,
+    timeout: Duration,
+    launcher: &Launcher,
+) -> Result<Box<dyn Fetcher>, String> {
     if let Some(rest) = spec.strip_prefix("cmd:") {
         let argv: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
         if argv.is_empty() {
@@ -32,6 +37,7 @@ pub fn from_spec(spec: &str, cwd: &Path, timeout: Duration) -> Result<Box<dyn Fe
             argv,
             cwd: cwd.to_path_buf(),
             timeout,
+            launcher: launcher.clone(),
         }));
     }
     if let Some(dir) = spec.strip_prefix("file:") {
@@ -59,12 +65,20 @@ pub struct CommandFetcher {
     argv: Vec<String>,
     cwd: PathBuf,
     timeout: Duration,
+    launcher: Launcher,
 }
 
 impl Fetcher for CommandFetcher {
     fn fetch(&mut self, channel_id: &str, message_id: &str) -> Fetched {
         let input = json!({ "channel_id": channel_id, "message_id": message_id }).to_string();
-        match process::run(&self.argv, &self.cwd, &[], input.as_bytes(), self.timeout) {
+        match process::run(
+            &self.launcher,
+            &self.argv,
+            &self.cwd,
+            &[],
+            input.as_bytes(),
+            self.timeout,
+        ) {
             Err(message) => Fetched::Failed(message),
             Ok(done) if done.timed_out => Fetched::Failed(format!(
                 "the fetcher did not answer within {:?} and was killed",
@@ -147,13 +161,33 @@ mod tests {
     #[test]
     fn command_fetcher_names_hangs_and_garbage() {
         let dir = tempfile::tempdir().unwrap();
-        let mut hang = from_spec("cmd:sleep 5", dir.path(), Duration::from_millis(200)).unwrap();
+        let mut hang = from_spec(
+            "cmd:sleep 5",
+            dir.path(),
+            Duration::from_millis(200),
+            &Launcher::default(),
+        )
+        .unwrap();
         assert!(matches!(hang.fetch("c", "1"), Fetched::Failed(m) if m.contains("did not answer")));
-        let mut garbage = from_spec("cmd:echo nope", dir.path(), Duration::from_secs(5)).unwrap();
+        let mut garbage = from_spec(
+            "cmd:echo nope",
+            dir.path(),
+            Duration::from_secs(5),
+            &Launcher::default(),
+        )
+        .unwrap();
         assert!(
             matches!(garbage.fetch("c", "1"), Fetched::Unreadable(m) if m.contains("not JSON"))
         );
-        assert!(from_spec("http:x", dir.path(), Duration::from_secs(1)).is_err());
+        assert!(
+            from_spec(
+                "http:x",
+                dir.path(),
+                Duration::from_secs(1),
+                &Launcher::default()
+            )
+            .is_err()
+        );
     }
 
     // The review's case: a fetcher script whose `sleep` outlives the killed shell.
@@ -165,7 +199,13 @@ mod tests {
             "#!/bin/sh\nsleep 30\necho late\n",
         )
         .unwrap();
-        let mut hang = from_spec("cmd:sh hang.sh", dir.path(), Duration::from_millis(300)).unwrap();
+        let mut hang = from_spec(
+            "cmd:sh hang.sh",
+            dir.path(),
+            Duration::from_millis(300),
+            &Launcher::default(),
+        )
+        .unwrap();
         let started = std::time::Instant::now();
         let fetched = hang.fetch("c", "1");
         let took = started.elapsed();

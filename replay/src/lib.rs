@@ -13,8 +13,9 @@
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
 //! - [`redecide`]: replay a log through the machine and report the first divergence.
 //! - [`recast`]: forking a cast at a decision boundary, and a cast's full history.
-//! - [`process`]: spawning a child without a shell in its own process group, with a timeout
-//!   that kills the group, and capped output.
+//! - [`process`]: spawning a child without a shell in a process group that ends with castlog,
+//!   with a timeout that kills the group, capped output, and a record while it runs.
+//! - [`secrets`]: the environment deny list and scrubbing of recorded text.
 //! - [`clock`]: the system clock.
 //!
 //! # Entry points
@@ -73,5 +74,6 @@ pub mod recast;
 pub mod recorded;
 pub mod redecide;
 pub mod scorecard;
+pub mod secrets;
 pub mod sender;
 pub mod utility;

@@ -18,7 +18,9 @@
 //! # The API key
 //! Sent as `Authorization: Bearer KEY` when given (the CLI reads `CASTLOG_API_KEY`, else
 //! `OPENAI_API_KEY`, see [`api_key_from_env`]). It is never logged, never shown by `Debug`,
-//! and removed from every message this agent returns, so it cannot reach an event.
+//! and removed from every message and reply this agent returns, so it cannot reach an event;
+//! so are the other secrets its [`Redactor`] knows and the userinfo of any URL (an error body
+//! that echoes the request, a base URL with `user:pass@`).
 
 use std::fmt;
 use std::io::Read;
@@ -32,6 +34,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, AgentTurn, TurnRequest};
+use crate::secrets::Redactor;
 
 /// The request timeout when none is given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -123,6 +126,7 @@ pub struct OpenAiAgent {
     backoff: Duration,
     failures: u32,
     client: Client,
+    redactor: Redactor,
 }
 
 impl fmt::Debug for OpenAiAgent {
@@ -173,7 +177,15 @@ impl OpenAiAgent {
             backoff: DEFAULT_BACKOFF,
             failures: 0,
             client,
+            redactor: Redactor::default(),
         })
+    }
+
+    /// Scrubs what it returns with `redactor` too (the key it sends is scrubbed by any).
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// Sets the first backoff (doubled per transient failure in a row, at most
@@ -194,12 +206,14 @@ impl OpenAiAgent {
         &self.model
     }
 
-    /// Removes the API key from a text that may echo it.
+    /// Removes the API key, the redactor's secrets and URL userinfo from a text that may
+    /// echo them.
     fn scrub(&self, text: &str) -> String {
-        match &self.api_key {
+        let text = match &self.api_key {
             Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "[redacted]"),
             _ => text.to_owned(),
-        }
+        };
+        self.redactor.scrub(&text)
     }
 
     fn failed(&self, class: FailureClass, message: &str) -> AgentTurn {
@@ -261,7 +275,10 @@ impl OpenAiAgent {
             return self.failed(FailureClass::Interruption, &message);
         }
         match parse_reply(&text) {
-            Ok((reply, usage)) => AgentTurn::Reply { text: reply, usage },
+            Ok((reply, usage)) => AgentTurn::Reply {
+                text: self.scrub(&reply),
+                usage,
+            },
             Err(problem) => {
                 let message = format!(
                     "{at} answered HTTP {status} but {problem}; the body starts: {}",

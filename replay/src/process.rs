@@ -2,7 +2,7 @@
 //!
 //! Every `cmd:` program (agents, fetchers, senders, utility sockets) is run by [`run`], so they
 //! share one answer to "when is it over":
-//! - The program starts in a process group of its own (its pid is the group id). A shell
+//! - The program starts in a process group of its own, led by its guard (below). A shell
 //!   script's `sleep` is a grandchild that holds stdout and stderr open after the shell itself
 //!   is gone, so killing only the direct child does not end the run; killing the group does.
 //! - The timeout bounds the whole run: the program has exited *and* both pipes are closed. A
@@ -16,13 +16,31 @@
 //! - After a kill, the output readers get [`KILL_GRACE`] to see their pipes close; a reader
 //!   still blocked then (a process that left the group keeps the pipe) is abandoned with its
 //!   output, so no run waits on a pipe forever. The stdin feeder is never waited for.
+//! - The group is led by a guard that kills it when castlog ends, even by SIGKILL, so no
+//!   program outlives castlog (see `process/guard.rs`); the group id is the guard's pid (the
+//!   program's own, in a group of its own, when no guard can be started).
+//! - The program gets castlog's environment less the deny list (see [`crate::secrets`] and
+//!   [`Launcher`]), and what it prints is scrubbed of secrets before anyone sees it.
+//! - While it runs, the program is recorded beside the database under the cast it works for,
+//!   when the [`Launcher`] knows them (see `process/children.rs`), so `resume` can refuse to
+//!   start a second one.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use castlog_core::id::CastId;
+
+use crate::secrets::{DENY_LIST, Redactor};
+
+mod children;
+mod guard;
+
+pub use children::{RunningChild, running_children};
 
 /// Each captured stream keeps at most this many bytes.
 pub const OUTPUT_CAP: usize = 1 << 20;
@@ -100,9 +118,79 @@ pub fn kill_running() {
     }
 }
 
+/// How the programs of one command are started: which variables they do not get, how their
+/// output is scrubbed, and where they are recorded while they run. A cheap handle: its clones
+/// (one for the agent, one for the driver's utilities and senders) share the cast set by
+/// [`Launcher::record_under`].
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    /// The deny-listed names not passed on with `--pass-env`.
+    withheld: Arc<[String]>,
+    redactor: Redactor,
+    /// The cast the programs work for, once known; `None`: not recorded.
+    records: Arc<Mutex<Option<children::Records>>>,
+}
+
+impl Default for Launcher {
+    /// Withholds the whole deny list and scrubs the values set in this process's environment.
+    fn default() -> Self {
+        Self::new(&[])
+    }
+}
+
+impl Launcher {
+    /// Programs get the environment less [`DENY_LIST`], but for the names in `pass`; their
+    /// output is scrubbed of the deny-listed values set in this process's environment.
+    pub fn new(pass: &[String]) -> Self {
+        Self {
+            withheld: DENY_LIST
+                .iter()
+                .filter(|name| !pass.iter().any(|p| p == *name))
+                .map(|name| (*name).to_owned())
+                .collect(),
+            redactor: Redactor::from_env(),
+            records: Arc::default(),
+        }
+    }
+
+    /// Scrubs with `redactor` instead.
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// What recorded text from outside goes through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// The variables programs do not get.
+    pub fn withheld(&self) -> &[String] {
+        &self.withheld
+    }
+
+    /// Records the programs started from now on, by this handle and its clones, as working for
+    /// `cast` in `db` (see [`running_children`]).
+    pub fn record_under(&self, db: &Path, cast: &CastId) {
+        *self.records.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(children::Records::new(db, cast));
+    }
+
+    fn enter(&self, pid: u32, program: &str) -> Option<children::Entry> {
+        let records = self
+            .records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        records.enter(pid, program)
+    }
+}
+
 /// Runs `argv` in `cwd` with `env` added to the environment and `input` on stdin, for at most
 /// `timeout` (see the module documentation). Spawn failures are reported as `Err`.
 pub fn run(
+    launcher: &Launcher,
     argv: &[String],
     cwd: &Path,
     env: &[(String, String)],
@@ -112,16 +200,31 @@ pub fn run(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| "the command is empty".to_owned())?;
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
+    let guard = guard::Guard::start();
+    if guard.is_none() {
+        tracing::warn!(program = %program, "no guard could be started: the program may outlive castlog");
+    }
+    let mut command = Command::new(program);
+    command.args(args).current_dir(cwd);
+    for name in launcher.withheld.iter() {
+        command.env_remove(name);
+    }
+    // 0: a group of its own, when there is no guard to join.
+    let leader = guard
+        .as_ref()
+        .and_then(|g| i32::try_from(g.group()).ok())
+        .unwrap_or(0);
+    let mut child = command
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
+        .process_group(leader)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
+    // The group to kill: the guard's, or the program's own when it runs unguarded.
+    let group = guard.as_ref().map_or(child.id(), guard::Guard::group);
+    let record = launcher.enter(child.id(), &argv.join(" "));
     // Feed stdin on its own thread so a child that does not read cannot block us. It ends when
     // the input is written or the last reader of the pipe is gone.
     if let Some(mut stdin) = child.stdin.take() {
@@ -132,7 +235,7 @@ pub fn run(
     }
     let out_reader = reader(child.stdout.take());
     let err_reader = reader(child.stderr.take());
-    running().push(child.id());
+    running().push(group);
     let started = Instant::now();
     let mut status: Option<ExitStatus> = None;
     let mut exited: Option<Instant> = None;
@@ -164,12 +267,16 @@ pub fn run(
     }
     let over = status.is_some() && out_reader.is_finished() && err_reader.is_finished();
     if !over {
-        kill_group(&mut child);
+        kill_group(&mut child, group);
         if status.is_none() {
             status = child.wait().ok();
         }
     }
-    running().retain(|group| *group != child.id());
+    // The program is reaped: its record goes, and its guard (the group's other members are
+    // left as the rules above left them).
+    drop(record);
+    drop(guard);
+    running().retain(|g| *g != group);
     let grace_ends = Instant::now() + KILL_GRACE;
     let (out, out_cut, out_lost) = collect(out_reader, grace_ends);
     let (mut err, err_cut, err_lost) = collect(err_reader, grace_ends);
@@ -187,8 +294,8 @@ pub fn run(
             status.and_then(|s| s.code())
         },
         timed_out,
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
+        stdout: launcher.redactor.scrub(&String::from_utf8_lossy(&out)),
+        stderr: launcher.redactor.scrub(&String::from_utf8_lossy(&err)),
         truncated: out_cut || err_cut || out_lost || err_lost,
         stdout_truncated: out_cut,
         stdout_lost: out_lost,
@@ -197,8 +304,8 @@ pub fn run(
 
 /// Sends SIGKILL to the child's process group, or to the child alone when the group cannot be
 /// signalled (no `kill` program, or the group is already empty).
-fn kill_group(child: &mut Child) {
-    if !signal_group(child.id()) {
+fn kill_group(child: &mut Child, group: u32) {
+    if !signal_group(group) {
         let _ = child.kill();
     }
 }
@@ -238,11 +345,17 @@ mod tests {
         vec!["sh".into(), "-c".into(), script.into()]
     }
 
+    /// `sh -c script` in `dir` with nothing on stdin.
+    fn run_sh(dir: &Path, script: &str, timeout: Duration) -> Finished {
+        run(&Launcher::default(), &sh(script), dir, &[], b"", timeout).unwrap()
+    }
+
     #[test]
     fn a_run_captures_output_exit_code_and_environment() {
         let dir = tempfile::tempdir().unwrap();
         let env = [("CASTLOG_TEST".to_owned(), "seen".to_owned())];
         let done = run(
+            &Launcher::default(),
             &sh("cat; echo \" $CASTLOG_TEST\"; echo oops >&2; exit 3"),
             dir.path(),
             &env,
@@ -254,9 +367,20 @@ mod tests {
         assert!(!done.timed_out);
         assert_eq!(done.stdout, "in seen\n");
         assert_eq!(done.stderr, "oops\n");
-        assert!(run(&[], dir.path(), &[], b"", Duration::from_secs(1)).is_err());
         assert!(
             run(
+                &Launcher::default(),
+                &[],
+                dir.path(),
+                &[],
+                b"",
+                Duration::from_secs(1)
+            )
+            .is_err()
+        );
+        assert!(
+            run(
+                &Launcher::default(),
                 &["/nonexistent/x".into()],
                 dir.path(),
                 &[],
@@ -274,7 +398,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let script = "sleep 30; echo late";
-        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(1)).unwrap();
+        let done = run_sh(dir.path(), script, Duration::from_secs(1));
         let took = started.elapsed();
         assert!(done.timed_out, "{done:?}");
         assert_eq!(done.code, None);
@@ -290,7 +414,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let script = "echo hi; setsid sleep 4 &";
-        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(20)).unwrap();
+        let done = run_sh(dir.path(), script, Duration::from_secs(20));
         let took = started.elapsed();
         assert!(done.stdout_lost && done.truncated, "{done:?}");
         assert!(!done.timed_out);
@@ -302,7 +426,7 @@ mod tests {
         assert!(took < Duration::from_secs(4), "{took:?}");
         // Only stderr held: stdout was read to its end, and the run answered.
         let script = "echo whole; setsid sleep 4 >/dev/null </dev/null &";
-        let done = run(&sh(script), dir.path(), &[], b"", Duration::from_secs(20)).unwrap();
+        let done = run_sh(dir.path(), script, Duration::from_secs(20));
         assert!(!done.stdout_lost && done.truncated, "{done:?}");
         assert_eq!((done.code, done.stdout.as_str()), (Some(0), "whole\n"));
     }
@@ -315,7 +439,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for timeout in [Duration::from_millis(300), Duration::from_secs(5)] {
             let started = Instant::now();
-            let done = run(&sh("sleep 30 & echo early"), dir.path(), &[], b"", timeout).unwrap();
+            let done = run_sh(dir.path(), "sleep 30 & echo early", timeout);
             assert!(!done.timed_out, "{timeout:?}: {done:?}");
             assert_eq!(done.code, Some(0));
             assert_eq!(done.stdout, "early\n");

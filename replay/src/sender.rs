@@ -36,7 +36,8 @@ use castlog_core::id::{CastId, ClaimId};
 use castlog_core::input::SendOutcome;
 use serde_json::{Map, Value, json};
 
-use crate::process;
+use crate::process::{self, Launcher};
+use crate::secrets::{Redactor, without_userinfo};
 
 /// How long a `cmd:` sender may run.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -123,8 +124,13 @@ pub trait Sender {
 pub struct SenderError(pub String);
 
 /// Builds the sender a SPEC names; relative `file:` directories and `cmd:` programs are
-/// resolved against `cwd`.
-pub fn from_spec(spec: &str, cwd: &Path) -> Result<Box<dyn Sender>, SenderError> {
+/// resolved against `cwd`; a program is started by `launcher`, and a webhook's answers are
+/// scrubbed by its redactor.
+pub fn from_spec(
+    spec: &str,
+    cwd: &Path,
+    launcher: &Launcher,
+) -> Result<Box<dyn Sender>, SenderError> {
     if let Some(rest) = spec.strip_prefix("cmd:") {
         let argv: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
         if argv.is_empty() {
@@ -136,6 +142,7 @@ pub fn from_spec(spec: &str, cwd: &Path) -> Result<Box<dyn Sender>, SenderError>
             argv,
             cwd: cwd.to_path_buf(),
             timeout: COMMAND_TIMEOUT,
+            launcher: launcher.clone(),
         }));
     }
     if let Some(dir) = spec.strip_prefix("file:") {
@@ -149,7 +156,10 @@ pub fn from_spec(spec: &str, cwd: &Path) -> Result<Box<dyn Sender>, SenderError>
         }));
     }
     if let Some(url) = spec.strip_prefix("webhook:") {
-        return Ok(Box::new(WebhookSender::new(url.trim(), WEBHOOK_TIMEOUT)?));
+        return Ok(Box::new(
+            WebhookSender::new(url.trim(), WEBHOOK_TIMEOUT)?
+                .with_redactor(launcher.redactor().clone()),
+        ));
     }
     Err(SenderError(format!(
         "unknown sender spec {spec:?}: use cmd:PROGRAM ARGS..., file:DIR or webhook:URL"
@@ -162,12 +172,18 @@ pub struct CommandSender {
     argv: Vec<String>,
     cwd: PathBuf,
     timeout: Duration,
+    launcher: Launcher,
 }
 
 impl CommandSender {
     /// A command sender with a timeout.
     pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Self {
-        Self { argv, cwd, timeout }
+        Self {
+            argv,
+            cwd,
+            timeout,
+            launcher: Launcher::default(),
+        }
     }
 }
 
@@ -198,6 +214,7 @@ impl Sender for CommandSender {
         ];
         env.extend(post.environment());
         let done = match process::run(
+            &self.launcher,
             &self.argv,
             &self.cwd,
             &env,
@@ -323,6 +340,8 @@ impl Sender for FileSender {
 pub struct WebhookSender {
     url: reqwest::Url,
     client: reqwest::blocking::Client,
+    /// Scrubs the reasons recorded from an answer (its body, the URL's userinfo).
+    redactor: Redactor,
 }
 
 impl WebhookSender {
@@ -345,7 +364,15 @@ impl WebhookSender {
         Ok(Self {
             url: parsed,
             client,
+            redactor: Redactor::default(),
         })
+    }
+
+    /// Scrubs recorded reasons with `redactor` (URL userinfo is scrubbed by any).
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 }
 
@@ -362,6 +389,27 @@ pub fn id_of_response(value: &Value) -> Option<String> {
 
 impl Sender for WebhookSender {
     fn send(&mut self, post: &Outbound<'_>) -> SendOutcome {
+        match self.attempt(post) {
+            SendOutcome::Staged { message_id } => SendOutcome::Staged {
+                message_id: self.redactor.scrub(&message_id),
+            },
+            SendOutcome::Refused { reason } => SendOutcome::Refused {
+                reason: self.redactor.scrub(&reason),
+            },
+            SendOutcome::Unknown { reason } => SendOutcome::Unknown {
+                reason: self.redactor.scrub(&reason),
+            },
+        }
+    }
+
+    fn spec(&self) -> String {
+        without_userinfo(&format!("webhook:{}", self.url)).into_owned()
+    }
+}
+
+impl WebhookSender {
+    /// One POST and what it came to, before scrubbing.
+    fn attempt(&self, post: &Outbound<'_>) -> SendOutcome {
         let response = self
             .client
             .post(self.url.clone())
@@ -424,10 +472,6 @@ impl Sender for WebhookSender {
             },
         }
     }
-
-    fn spec(&self) -> String {
-        format!("webhook:{}", self.url)
-    }
 }
 
 #[cfg(test)]
@@ -449,17 +493,17 @@ mod tests {
     #[test]
     fn specs_are_checked() {
         let cwd = Path::new(".");
-        assert!(from_spec("cmd:", cwd).is_err());
-        assert!(from_spec("file:", cwd).is_err());
-        assert!(from_spec("webhook:ftp://x", cwd).is_err());
-        assert!(from_spec("webhook:not a url", cwd).is_err());
-        let err = from_spec("smtp:x", cwd)
+        assert!(from_spec("cmd:", cwd, &Launcher::default()).is_err());
+        assert!(from_spec("file:", cwd, &Launcher::default()).is_err());
+        assert!(from_spec("webhook:ftp://x", cwd, &Launcher::default()).is_err());
+        assert!(from_spec("webhook:not a url", cwd, &Launcher::default()).is_err());
+        let err = from_spec("smtp:x", cwd, &Launcher::default())
             .err()
             .map(|e| e.0)
             .unwrap_or_default();
         assert!(err.contains("unknown sender spec"), "{err}");
         assert_eq!(
-            from_spec("file:out", cwd)
+            from_spec("file:out", cwd, &Launcher::default())
                 .map(|s| s.spec())
                 .unwrap_or_default(),
             "file:./out"
@@ -574,5 +618,33 @@ mod tests {
         );
         assert_eq!(id_of_response(&json!({"id": ""})), None);
         assert_eq!(id_of_response(&json!({"ok": true})), None);
+    }
+
+    // A webhook URL's user and password are not recorded with a send's outcome or shown in
+    // its spec; nor is a secret the redactor knows.
+    #[test]
+    fn a_webhook_outcome_names_no_userinfo_or_secret() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://bot:hunter2-secret@127.0.0.1:{port}/post");
+        let mut sender = WebhookSender::new(&url, Duration::from_secs(5))
+            .unwrap()
+            .with_redactor(Redactor::with_values([format!("{port}/post")]));
+        let (claim, cast, extra) = (ClaimId::new("clm-3"), CastId::new("c"), Value::Null);
+        let outcome = sender.send(&post(&claim, &cast, &extra));
+        let SendOutcome::Refused { reason } = outcome else {
+            panic!("a refused connection is a refusal: {outcome:?}");
+        };
+        assert_eq!(
+            reason,
+            "sender_unavailable: cannot connect to http://***@127.0.0.1:***"
+        );
+        assert_eq!(
+            sender.spec(),
+            format!("webhook:http://***@127.0.0.1:{port}/post")
+        );
     }
 }

@@ -9,7 +9,7 @@ use castlog_core::loadout::{Exec, UtilitySpec};
 use castlog_core::machine::CastState;
 use serde_json::{Value, json};
 
-use crate::process::{self, Finished};
+use crate::process::{self, Finished, Launcher};
 
 /// The JSON line a utility reads on stdin (the reference's field set).
 pub fn input(state: &CastState, cwd: &Path) -> Value {
@@ -75,8 +75,8 @@ fn failed(message: String) -> Finished {
     }
 }
 
-/// Runs one utility socket.
-pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path) -> Finished {
+/// Runs one utility socket; a command is started by `launcher`.
+pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -> Finished {
     match &spec.exec {
         Exec::Output { output } => ok(match output {
             Value::String(text) => text.clone(),
@@ -86,6 +86,7 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path) -> Finished {
             let mut line = serde_json::to_vec(input).unwrap_or_default();
             line.push(b'\n');
             match process::run(
+                launcher,
                 argv,
                 cwd,
                 &[],

@@ -17,6 +17,7 @@ use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::openai::{self, OpenAiAgent};
+use castlog_replay::process::Launcher;
 use castlog_replay::recorded::RecordedAgent;
 use serde_json::json;
 
@@ -60,12 +61,14 @@ pub(crate) fn cwd() -> PathBuf {
 
 /// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the
 /// casts `recorded:CAST` answers from (only that agent needs it); `cast` is the cast about to be
-/// driven on, when it already exists (a recorded agent skips the answers it holds).
+/// driven on, when it already exists (a recorded agent skips the answers it holds). `launcher`
+/// starts a `cmd:` agent's program and scrubs what an agent answers.
 pub(crate) fn agent(
     spec: &str,
     used: usize,
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
+    launcher: &Launcher,
 ) -> Result<Box<dyn Agent>, CliError> {
     if !spec.starts_with("recorded:") && FALLBACK.get().is_some_and(Option::is_some) {
         static SAID: std::sync::Once = std::sync::Once::new();
@@ -75,7 +78,7 @@ pub(crate) fn agent(
             ));
         });
     }
-    agent_spec(spec, used, log, cast)
+    agent_spec(spec, used, log, cast, launcher)
 }
 
 /// `--fallback SPEC`: the live agent a `recorded:` agent asks on a miss.
@@ -91,6 +94,7 @@ fn agent_spec(
     used: usize,
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
+    launcher: &Launcher,
 ) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
@@ -106,7 +110,7 @@ fn agent_spec(
             ));
         }
         let timeout = agent_timeout(COMMAND_TIMEOUT);
-        let agent = CommandAgent::new(argv, cwd(), timeout);
+        let agent = CommandAgent::new(argv, cwd(), timeout).with_launcher(launcher.clone());
         return Ok(Box::new(
             if AGENT_JSON.load(std::sync::atomic::Ordering::Relaxed) {
                 agent.with_json_messages()
@@ -123,7 +127,8 @@ fn agent_spec(
             openai::api_key_from_env(),
             agent_timeout(OPENAI_TIMEOUT),
         )
-        .map_err(|e| CliError::user(e.to_string()))?;
+        .map_err(|e| CliError::user(e.to_string()))?
+        .with_redactor(launcher.redactor().clone());
         return Ok(Box::new(agent));
     }
     if let Some(source) = spec.strip_prefix("recorded:") {
@@ -147,7 +152,7 @@ fn agent_spec(
                     "--fallback must be a live agent, not recorded:",
                 ));
             }
-            let live = agent_spec(&fallback, 0, Some(log), cast)?;
+            let live = agent_spec(&fallback, 0, Some(log), cast, launcher)?;
             return Ok(Box::new(agent.with_fallback(live)));
         }
         return Ok(Box::new(agent));
@@ -204,7 +209,7 @@ pub(crate) fn report(
 }
 
 /// `castlog run`.
-pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
+pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.config).map_err(|e| {
         CliError::user(format!("cannot read config {}: {e}", args.config.display()))
     })?;
@@ -213,18 +218,18 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
-    let sender = sender(&args.posting)?;
+    let sender = sender(&args.posting, launcher)?;
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
         None
     } else {
-        Some(agent(&args.agent, 0, None, None)?)
+        Some(agent(&args.agent, 0, None, None, launcher)?)
     };
     let log = super::open(db)?;
     log.prepare_for_steps();
     let mut agent = match early {
         Some(agent) => agent,
-        None => agent(&args.agent, 0, Some(&log), None)?,
+        None => agent(&args.agent, 0, Some(&log), None, launcher)?,
     };
     let clock = SystemClock;
     let cast = match &args.cast {
@@ -245,8 +250,10 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
         policy,
         Some(args.config.display().to_string()),
     );
+    launcher.record_under(db, &cast);
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;
+        driver.launch_with(launcher.clone());
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
@@ -265,12 +272,13 @@ pub fn run(db: &Path, args: &RunArgs) -> Result<(), CliError> {
 /// recorded. No config value can turn posting on: only `--post` does.
 pub(crate) fn sender(
     posting: &PostArgs,
+    launcher: &Launcher,
 ) -> Result<Option<Box<dyn castlog_replay::sender::Sender>>, CliError> {
     match (&posting.sender, posting.post) {
         (None, true) => Err(CliError::user(
             "--post needs --sender SPEC: cmd:PROGRAM ARGS..., file:DIR or webhook:URL",
         )),
-        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd())
+        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd(), launcher)
             .map(Some)
             .map_err(|e| CliError::user(e.to_string())),
         // Without --post nothing reaches a sender, whatever --sender says: say so.
@@ -292,13 +300,16 @@ fn feed(
     spec: Option<&str>,
     posting: &PostArgs,
     json: bool,
+    launcher: &Launcher,
 ) -> Result<(), CliError> {
-    let sender = sender(posting)?;
+    let sender = sender(posting, launcher)?;
     let log = super::open(db)?;
     log.prepare_for_steps();
     let clock = SystemClock;
     let cast = CastId::new(cast);
+    launcher.record_under(db, &cast);
     let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;
+    driver.launch_with(launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
@@ -307,7 +318,7 @@ fn feed(
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
     // answers already used are the same before and after.
     let agent = spec
-        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast)))
+        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast), launcher))
         .transpose()?;
     driver.apply(input)?;
     let stop = match agent {
@@ -343,7 +354,7 @@ fn said(what: &str, text: &str) -> Result<(), CliError> {
 }
 
 /// `castlog refine`.
-pub fn refine(db: &Path, args: &RefineArgs) -> Result<(), CliError> {
+pub fn refine(db: &Path, args: &RefineArgs, launcher: &Launcher) -> Result<(), CliError> {
     said("refinement", &args.text)?;
     let input = Input::UserRefined {
         text: args.text.clone(),
@@ -356,11 +367,12 @@ pub fn refine(db: &Path, args: &RefineArgs) -> Result<(), CliError> {
         args.agent.as_deref(),
         &PostArgs::default(),
         args.json,
+        launcher,
     )
 }
 
 /// `castlog continue`.
-pub fn finalize(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+pub fn finalize(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
     feed(
         db,
         &args.cast,
@@ -368,11 +380,12 @@ pub fn finalize(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         args.agent.as_deref(),
         &args.posting,
         args.json,
+        launcher,
     )
 }
 
 /// `castlog abort`.
-pub fn abort(db: &Path, args: &AbortArgs) -> Result<(), CliError> {
+pub fn abort(db: &Path, args: &AbortArgs, launcher: &Launcher) -> Result<(), CliError> {
     let input = Input::Abort {
         reason: args.reason.clone(),
     };
@@ -383,11 +396,12 @@ pub fn abort(db: &Path, args: &AbortArgs) -> Result<(), CliError> {
         None,
         &PostArgs::default(),
         args.json,
+        launcher,
     )
 }
 
 /// `castlog revive`.
-pub fn revive(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+pub fn revive(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
     feed(
         db,
         &args.cast,
@@ -395,17 +409,27 @@ pub fn revive(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         args.agent.as_deref(),
         &args.posting,
         args.json,
+        launcher,
     )
 }
 
 /// `castlog resume`.
-pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
+pub fn resume(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
     if args.agent.is_none() {
         // Resuming records a re-dispatch of the unanswered prompt; without an agent it would
         // be recorded as sent when nothing was.
         return Err(CliError::user(format!(
             "resume sends the unanswered prompt again and needs an agent: `castlog resume {} --agent SPEC` (scripted:FILE, cmd:PROGRAM ..., openai:BASE_URL#MODEL or recorded:CAST)",
             args.cast
+        )));
+    }
+    // A program still at work for this cast (another castlog drives it, or one killed a moment
+    // ago has not been cleaned up yet) would be asked the same prompt a second time.
+    let running = castlog_replay::process::running_children(db, &CastId::new(args.cast.as_str()));
+    if let Some(first) = running.first() {
+        return Err(CliError::user(format!(
+            "cast {} is still at work: its agent or utility `{}` (pid {}) is running; wait for it to end, or stop the castlog that runs it (or that process), then resume",
+            args.cast, first.program, first.pid
         )));
     }
     feed(
@@ -415,11 +439,12 @@ pub fn resume(db: &Path, args: &CastAgentArgs) -> Result<(), CliError> {
         args.agent.as_deref(),
         &args.posting,
         args.json,
+        launcher,
     )
 }
 
 /// `castlog steer`.
-pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
+pub fn steer(db: &Path, args: &SteerArgs, launcher: &Launcher) -> Result<(), CliError> {
     said("steering note", &args.text)?;
     let input = Input::Steer {
         text: args.text.clone(),
@@ -433,6 +458,7 @@ pub fn steer(db: &Path, args: &SteerArgs) -> Result<(), CliError> {
         None,
         &PostArgs::default(),
         args.json,
+        launcher,
     )
 }
 

@@ -31,7 +31,11 @@ fn required<'a>(spec: &'a Option<String>, flag: &str, what: &str) -> Result<&'a 
 }
 
 /// `castlog engage`.
-pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
+pub fn run(
+    db: &Path,
+    args: &EngageArgs,
+    launcher: &castlog_replay::process::Launcher,
+) -> Result<(), CliError> {
     let shown = args.input.display().to_string();
     let text = std::fs::read_to_string(&args.input)
         .map_err(|e| CliError::user(format!("cannot read {shown}: {e}")))?;
@@ -54,16 +58,17 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
         )
     })?;
     // Everything is checked before anything is recorded.
-    let mut sender = super::cast::sender(&args.posting)?;
+    let mut sender = super::cast::sender(&args.posting, launcher)?;
     let mut fetcher = fetcher::from_spec(
         fetcher_spec,
         &super::cast::cwd(),
         Duration::from_millis(input.settings.fetch_timeout_ms),
+        launcher,
     )
     .map_err(CliError::user)?;
-    let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None)?;
-    let mut drafter = super::cast::agent(drafter_spec, 0, None, None)?;
-    let mut judge = super::cast::agent(judge_spec, 0, None, None)?;
+    let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, launcher)?;
+    let mut drafter = super::cast::agent(drafter_spec, 0, None, None, launcher)?;
+    let mut judge = super::cast::agent(judge_spec, 0, None, None, launcher)?;
     let log = super::open(db)?;
     let clock = SystemClock;
     let now = input
@@ -81,12 +86,14 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
         .to_owned();
     let base = format!("engage-{stamp}");
     let mut n = 1;
+    // Recorded with the run: a spec's URL may carry a user and password.
+    let scrub = |spec: &str| launcher.redactor().scrub(spec);
     let specs = json!({
-        "qualifier": qualifier_spec,
-        "drafter": drafter_spec,
-        "judge": judge_spec,
-        "fetcher": fetcher_spec,
-        "sender": sender.as_ref().map(|s| s.spec()),
+        "qualifier": scrub(qualifier_spec),
+        "drafter": scrub(drafter_spec),
+        "judge": scrub(judge_spec),
+        "fetcher": scrub(fetcher_spec),
+        "sender": sender.as_ref().map(|s| scrub(&s.spec())),
     });
     // A generated id can be taken by a run started in the same millisecond: the first append
     // fails (nothing was recorded or asked yet) and the next id is tried.
@@ -139,7 +146,10 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
 }
 
 /// `castlog engage-scorecard`: the judge over the fixtures; exit 1 unless it passes.
-pub fn scorecard(args: &ScorecardArgs) -> Result<(), CliError> {
+pub fn scorecard(
+    args: &ScorecardArgs,
+    launcher: &castlog_replay::process::Launcher,
+) -> Result<(), CliError> {
     let (text, shown) = match &args.fixtures {
         Some(path) => (
             std::fs::read_to_string(path)
@@ -153,7 +163,7 @@ pub fn scorecard(args: &ScorecardArgs) -> Result<(), CliError> {
     };
     let fixtures =
         scorecard::parse_fixtures(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
-    let mut judge = super::cast::agent(&args.judge, 0, None, None)?;
+    let mut judge = super::cast::agent(&args.judge, 0, None, None, launcher)?;
     let card = castlog_replay::scorecard::score(judge.as_mut(), &fixtures);
     if args.json {
         output::json(&card.to_json())?;

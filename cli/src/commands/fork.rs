@@ -31,7 +31,11 @@ pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> 
 }
 
 /// `castlog recast`.
-pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
+pub fn recast(
+    db: &Path,
+    args: &RecastArgs,
+    launcher: &castlog_replay::process::Launcher,
+) -> Result<(), CliError> {
     let log = super::open(db)?;
     log.prepare_for_steps();
     let parent = super::inspect::head_of(&log, &args.cast)?.cast;
@@ -90,10 +94,10 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
             }
         }
     }
-    let sender = super::cast::sender(&args.posting)?;
+    let sender = super::cast::sender(&args.posting, launcher)?;
     // Check the agent before anything is recorded; it is built again for the child below.
     let agent = match &args.agent {
-        Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None)?),
+        Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None, launcher)?),
         None => None,
     };
     let clock = SystemClock;
@@ -104,13 +108,21 @@ pub fn recast(db: &Path, args: &RecastArgs) -> Result<(), CliError> {
         loadout,
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
+    launcher.record_under(db, &child);
     let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    driver.launch_with(launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
     // A recorded agent must skip what the child already holds (the parent's prefix).
     let mut agent = match (&args.agent, agent) {
-        (Some(spec), Some(_)) => Some(super::cast::agent(spec, 0, Some(&log), Some(&child))?),
+        (Some(spec), Some(_)) => Some(super::cast::agent(
+            spec,
+            0,
+            Some(&log),
+            Some(&child),
+            launcher,
+        )?),
         _ => None,
     };
     let stop = match agent.as_mut() {

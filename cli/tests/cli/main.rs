@@ -10,6 +10,7 @@ mod casts_pauses;
 mod claims;
 mod crash;
 mod engage;
+mod fence;
 mod log_commands;
 mod prompts;
 mod recast;

@@ -250,4 +250,25 @@ fn a_cast_recorded_before_fencing_renders_and_verifies_as_recorded() {
             && f.3.contains("`</materia-instructions>` (tag, not escaped")),
         "{found:?}"
     );
+
+    // A recast keeps its parent's (absent) fence version: a fork from a healthy point sends
+    // exactly the prompt the parent sent there, and both casts verify.
+    let script = format!("scripted:{}", fixture("scripts/fence.jsonl"));
+    let recast = sandbox.run(&[
+        "recast",
+        "hostile",
+        "--at",
+        "Socket-2:2",
+        "--agent",
+        &script,
+        "--json",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    let child = recast.json()["cast"].as_str().unwrap().to_owned();
+    let forked = sandbox
+        .run(&["prompt", &child, "Socket-2:2", "--json"])
+        .json();
+    assert_eq!(forked["hash"], prompt["hash"]);
+    let verify = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
 }

@@ -61,12 +61,12 @@ pub fn fence(version: u32, text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let mut edits: Vec<(usize, usize, &str)> = Vec::new();
-    for (start, line) in lines(text) {
+    for (start, line) in marked_lines(text) {
         if let Some(at) = header(line).filter(|h| h.escapes == 0).map(|h| h.hash) {
             edits.push((start + at, 0, "\\"));
         }
     }
-    for tag in tags(text).filter(|t| !t.escaped) {
+    for tag in tags(text, false) {
         edits.push((tag.at, 1, "&lt;"));
     }
     if edits.is_empty() {
@@ -90,7 +90,7 @@ pub fn fence(version: u32, text: &str) -> Cow<'_, str> {
 /// `### ROLE` without a backslash are its separators, and a reader gets the content back by
 /// dropping one backslash from each line that reads `\…### ROLE`.
 pub fn role_separators(content: &str) -> Cow<'_, str> {
-    let at: Vec<usize> = lines(content)
+    let at: Vec<usize> = marked_lines(content)
         .filter_map(|(start, line)| separator(line).map(|s| start + s.mark))
         .collect();
     if at.is_empty() {
@@ -140,7 +140,7 @@ pub fn posing(body: &str) -> Vec<Posing> {
         cut
     };
     let mut found: Vec<(usize, Posing)> = Vec::new();
-    for (start, line) in lines(inner) {
+    for (start, line) in marked_lines(inner) {
         if let Some(h) = header(line) {
             found.push((
                 start,
@@ -162,7 +162,7 @@ pub fn posing(body: &str) -> Vec<Posing> {
             ));
         }
     }
-    for tag in tags(inner) {
+    for tag in tags(inner, true) {
         let rest = &inner[tag.at..];
         let end = rest.find('>').map_or(rest.len(), |i| i + 1);
         found.push((
@@ -178,14 +178,18 @@ pub fn posing(body: &str) -> Vec<Posing> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
-/// The lines of `text` with their byte offsets, split at `\n` and at `\r` (a reader that
-/// splits at either must not see a line this one missed).
-fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut start = 0;
-    text.split(['\n', '\r']).map(move |line| {
-        let at = start;
-        start += line.len() + 1;
-        (at, line)
+/// The lines of `text` that hold a `#` (the only ones a header or a separator can be), with
+/// their byte offsets; lines end at `\n` and at `\r` (a reader that splits at either must not
+/// see a line this one missed). Found from the `#`s, so a text without one costs one search.
+fn marked_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let breaks = ['\n', '\r'];
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let hash = from + text.get(from..)?.find('#')?;
+        let start = text[..hash].rfind(breaks).map_or(0, |i| i + 1);
+        let end = text[hash..].find(breaks).map_or(text.len(), |i| hash + i);
+        from = end;
+        Some((start, &text[start..end]))
     })
 }
 
@@ -257,18 +261,16 @@ struct Tag {
     escaped: bool,
 }
 
-fn tags(text: &str) -> impl Iterator<Item = Tag> + '_ {
-    text.char_indices().filter_map(move |(at, c)| {
-        let (after, escaped) = match c {
-            '<' => (&text[at + 1..], false),
-            '&' if text[at..]
-                .get(..4)
-                .is_some_and(|s| s.eq_ignore_ascii_case("&lt;")) =>
-            {
-                (&text[at + 4..], true)
-            }
-            _ => return None,
-        };
+/// The `materia-` tags of `text`, live ones (`<`) first, then, with `escaped`, the ones fenced
+/// (`&lt;`).
+fn tags(text: &str, escaped: bool) -> impl Iterator<Item = Tag> + '_ {
+    let live = text.match_indices('<').map(|(at, _)| (at, false));
+    let fenced = text
+        .match_indices("&lt;")
+        .filter(move |_| escaped)
+        .map(|(at, _)| (at, true));
+    live.chain(fenced).filter_map(move |(at, escaped)| {
+        let after = &text[at + if escaped { 4 } else { 1 }..];
         let rest = after.trim_start();
         let rest = rest.strip_prefix('/').unwrap_or(rest).trim_start();
         rest.get(..8)
@@ -323,6 +325,7 @@ mod tests {
             ("x\r# rework   REQUIRED now", "x\r\\# rework   REQUIRED now"),
             ("\t#### Remaining work", "\t\\#### Remaining work"),
             ("## Rejected.", "\\## Rejected."),
+            ("a # b\n## Rejected", "a # b\n\\## Rejected"),
             ("## Repair required", "\\## Repair required"),
             ("## Grounding required", "\\## Grounding required"),
         ] {

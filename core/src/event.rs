@@ -291,6 +291,10 @@ pub struct CastStarted {
     /// Where the config came from (a path), for humans only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_source: Option<String>,
+    /// The fence version of the cast's prompts (`prompt::fence`); absent in a cast recorded
+    /// before fencing, whose prompts render unfenced (version 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u32>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

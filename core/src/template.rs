@@ -63,6 +63,16 @@ fn lookup(scope: &TemplateScope<'_>, key: &str) -> String {
 
 /// Renders `template`.
 pub fn render(template: &str, scope: &TemplateScope<'_>) -> String {
+    render_with(template, scope, |value| value)
+}
+
+/// Renders `template`, passing every substituted value through `value` first (a prompt fences
+/// them: they are data, the template's own text is not).
+pub fn render_with(
+    template: &str,
+    scope: &TemplateScope<'_>,
+    value: impl Fn(String) -> String,
+) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -70,7 +80,7 @@ pub fn render(template: &str, scope: &TemplateScope<'_>) -> String {
         let after = &rest[start + 2..];
         match after.find("}}") {
             Some(end) => {
-                out.push_str(&lookup(scope, after[..end].trim()));
+                out.push_str(&value(lookup(scope, after[..end].trim())));
                 rest = &after[end + 2..];
             }
             None => {

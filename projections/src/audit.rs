@@ -3,10 +3,11 @@
 //! A pure fold over recorded events. Entry texts live in blobs; the lint asks for them through a
 //! lookup function so the fold itself stays free of I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use castlog_core::event::{Destination, Event, Placement, ReworkRouted};
 use castlog_core::id::{Digest, ItemKey, SocketId, Turn, Visit};
+use castlog_core::prompt::fence::{self, Posing};
 use castlog_core::prompt::policy::ESCALATIONS;
 use castlog_events::Recorded;
 use serde::Serialize;
@@ -41,7 +42,7 @@ pub struct PromptRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     /// The rule (`escalation-in-system-fold`, `mutable-in-cached-prefix`, `stacked-mandates`,
-    /// `duplicated-reason`, `dropped-entry`).
+    /// `duplicated-reason`, `dropped-entry`, `posing-as-runtime`).
     pub rule: &'static str,
     /// The socket.
     pub socket: SocketId,
@@ -123,8 +124,38 @@ impl PlacementAudit {
             message,
         };
         let mut previous: Option<&PromptRecord> = None;
+        // Bodies already scanned for runtime markup, and the (socket, visit, entry, body)
+        // already reported: a body repeated by every turn of a visit is named once.
+        let mut scanned: BTreeMap<Digest, Vec<Posing>> = BTreeMap::new();
+        let mut reported: BTreeSet<(&SocketId, Visit, &str, Digest)> = BTreeSet::new();
         for p in &self.prompts {
             for pl in &p.placements {
+                let slot = match pl.destination {
+                    Destination::SystemFold => Some("system fold"),
+                    Destination::Trailing => Some("trailing mandate block"),
+                    _ => None,
+                };
+                if let Some(slot) = slot
+                    && reported.insert((&p.socket, p.visit, pl.entry.as_str(), pl.body))
+                {
+                    let found = scanned.entry(pl.body).or_insert_with(|| {
+                        text(&pl.body).map_or_else(Vec::new, |body| fence::posing(&body))
+                    });
+                    if !found.is_empty() {
+                        findings.push(finding(
+                            p,
+                            "posing-as-runtime",
+                            &pl.entry,
+                            format!(
+                                "{} ({}) places text posing as the runtime in the {slot} at turn {}: {}",
+                                pl.entry,
+                                pl.source_type,
+                                p.turn,
+                                described(found)
+                            ),
+                        ));
+                    }
+                }
                 if pl.destination == Destination::SystemFold
                     && ESCALATIONS.contains(&pl.source_type.as_str())
                 {
@@ -226,8 +257,41 @@ impl PlacementAudit {
     }
 }
 
-/// Whether `body` carries `reason` (whitespace collapsed, a trailing cut mark ignored).
+/// What [`fence::posing`] found, as a clause: each distinct piece (the first four), its kind
+/// and whether it is inert.
+fn described(found: &[Posing]) -> String {
+    let mut distinct: Vec<&Posing> = Vec::new();
+    for p in found {
+        if !distinct.contains(&p) {
+            distinct.push(p);
+        }
+    }
+    let mut parts: Vec<String> = distinct
+        .iter()
+        .take(4)
+        .map(|p| {
+            let state = match (p.kind, p.escaped) {
+                (_, true) => "escaped",
+                ("role separator", false) => "escaped when sent to a cmd: agent",
+                (_, false) => "not escaped: it reads as the runtime's own",
+            };
+            format!("`{}` ({}, {state})", p.excerpt, p.kind)
+        })
+        .collect();
+    if distinct.len() > 4 {
+        parts.push(format!("and {} more", distinct.len() - 4));
+    }
+    parts.join(", ")
+}
+
+/// Whether `body` carries `reason` (whitespace collapsed, a trailing cut mark ignored), as
+/// the reason was recorded or as a fenced prompt renders it.
 fn carries(body: &str, reason: &str) -> bool {
+    carries_text(body, reason)
+        || matches!(fence::fence(fence::VERSION, reason), std::borrow::Cow::Owned(fenced) if carries_text(body, &fenced))
+}
+
+fn carries_text(body: &str, reason: &str) -> bool {
     let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let reason = collapse(reason.trim_end_matches('…'));
     !reason.is_empty() && collapse(body).contains(&reason)

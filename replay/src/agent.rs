@@ -278,14 +278,17 @@ impl Agent for ScriptedAgent {
 }
 
 /// Flattens messages into the documented plain text for command agents:
-/// each message as `### ROLE` on its own line, a blank line, the content, a blank line.
+/// each message as `### ROLE` on its own line, a blank line, the content, a blank line. A
+/// content line that reads like a separator gets one more leading backslash
+/// (`castlog_core::prompt::fence::role_separators`), so the only `### ROLE` lines are the
+/// separators, whatever a model or a person wrote.
 pub fn flatten(messages: &[Message]) -> String {
     let mut out = String::new();
     for m in messages {
         out.push_str("### ");
         out.push_str(m.role.as_str());
         out.push_str("\n\n");
-        out.push_str(&m.content);
+        out.push_str(&castlog_core::prompt::fence::role_separators(&m.content));
         out.push_str("\n\n");
     }
     out

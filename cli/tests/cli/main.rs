@@ -12,6 +12,7 @@ mod claims;
 mod crash;
 mod cycles;
 mod engage;
+mod fence;
 mod hostile;
 mod json_errors;
 mod lifetime;

@@ -345,6 +345,12 @@ pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), R
             started.policy
         )));
     }
+    if let Some(version) = started.fence.filter(|&v| v > prompt::fence::VERSION) {
+        return Err(Rejection::Loadout(format!(
+            "the cast's prompts are fenced with version {version}, newer than this castlog's {}: use a newer castlog",
+            prompt::fence::VERSION
+        )));
+    }
     let mut state = CastState::started(&started).map_err(Rejection::Loadout)?;
     let entry = state.loadout.entry.clone();
     let mut d = Decider::new(&mut state, env);
@@ -371,6 +377,7 @@ pub fn started_event(
         request,
         policy,
         config_source,
+        fence: Some(prompt::fence::VERSION),
     }
 }
 

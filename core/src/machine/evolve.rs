@@ -41,6 +41,7 @@ impl CastState {
             loadout_hash: event.loadout_hash,
             request: event.request.clone(),
             policy: event.policy.clone(),
+            fence: event.fence.unwrap_or(0),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),

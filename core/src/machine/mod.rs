@@ -178,6 +178,10 @@ pub struct CastState {
     pub request: String,
     /// The placement policy.
     pub policy: String,
+    /// The fence version of its prompts (`prompt::fence`; 0: unfenced, a cast recorded
+    /// before fencing). A recast inherits it with the rest of the parent's state.
+    #[serde(default)]
+    pub fence: u32,
     /// Where it stands.
     pub status: Status,
     /// The visit in progress.

@@ -12,8 +12,8 @@ use super::CastState;
 use crate::loadout::{Budget, Limits, Loadout};
 
 /// The snapshot format; bump it whenever [`CastState`] changes shape (2: sealed by the
-/// driver, see `castlog_replay::driver`).
-pub const VERSION: u32 = 2;
+/// driver, see `castlog_replay::driver`; 3: the fence version).
+pub const VERSION: u32 = 3;
 
 #[derive(Serialize)]
 struct Out<'a> {

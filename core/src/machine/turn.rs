@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{CastState, Phase};
 use crate::handoff;
 use crate::loadout::{Parse, SocketKind};
-use crate::prompt::{ContextEntry, Role};
+use crate::prompt::{ContextEntry, Role, fence};
 use crate::template;
 
 /// A rework reason, prepared once per prompt for [`Reason::overlaps`].
@@ -96,7 +96,14 @@ const DELTA_TITLES: usize = 5;
 const REWORK_LIMIT: usize = 2400;
 
 impl CastState {
-    /// The context entries of the current visit's next prompt.
+    /// `text` (a model's or a person's) fenced as this cast's prompts fence it.
+    fn fenced<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        fence::fence(self.fence, text)
+    }
+
+    /// The context entries of the current visit's next prompt. Every piece of text a model or
+    /// a person supplied is fenced where it is substituted (see `prompt::fence`); the
+    /// runtime's own text around it is not.
     pub fn entries(&self) -> Vec<ContextEntry> {
         let Some(current) = &self.current else {
             return Vec::new();
@@ -130,13 +137,19 @@ impl CastState {
             });
         };
         let scope = self.template_scope();
-        let instructions = template::render(&agent.prompt, &scope);
+        let instructions = template::render_with(&agent.prompt, &scope, |value| {
+            self.fenced(&value).into_owned()
+        });
         push(
             "materiaInstructions".into(),
             "materiaInstructions",
             0,
             Role::System,
-            format!("<materia-instructions>\n{instructions}\n</materia-instructions>"),
+            format!(
+                "{}\n{instructions}\n{}",
+                fence::INSTRUCTIONS_OPEN,
+                fence::INSTRUCTIONS_CLOSE
+            ),
             false,
         );
         let refining = socket.is_multi_turn() && !current.finalizing;
@@ -153,7 +166,7 @@ impl CastState {
             "initialIntent",
             1,
             Role::User,
-            format!("Cast request:\n{}", self.request),
+            format!("Cast request:\n{}", self.fenced(&self.request)),
             false,
         );
         if let Some(item) = self.data.get("item").filter(|_| current.item.is_some()) {
@@ -167,7 +180,11 @@ impl CastState {
                 "workItem",
                 1,
                 Role::User,
-                format!("Current workItem:\nTitle: {title}\nContext:\n{context}"),
+                format!(
+                    "Current workItem:\nTitle: {}\nContext:\n{}",
+                    self.fenced(title),
+                    self.fenced(context)
+                ),
                 false,
             );
         }
@@ -184,7 +201,7 @@ impl CastState {
                 Role::User,
                 format!(
                     "Global guidance JSON:\n{}",
-                    serde_json::to_string_pretty(&guidance).unwrap_or_default()
+                    self.fenced(&serde_json::to_string_pretty(&guidance).unwrap_or_default())
                 ),
                 false,
             );
@@ -220,7 +237,7 @@ impl CastState {
                     Role::User,
                     format!(
                         "Handoff context from earlier sockets (reference material):\n{earlier}{}",
-                        kept.join("\n\n")
+                        self.fenced(&kept.join("\n\n"))
                     ),
                     false,
                 );
@@ -237,7 +254,7 @@ impl CastState {
                 Role::User,
                 format!(
                     "Upstream generated workItems JSON:\n{}",
-                    serde_json::to_string_pretty(items).unwrap_or_default()
+                    self.fenced(&serde_json::to_string_pretty(items).unwrap_or_default())
                 ),
                 false,
             );
@@ -259,7 +276,7 @@ impl CastState {
                 "previousOutput",
                 3,
                 Role::User,
-                format!("Previous output:\n{previous}"),
+                format!("Previous output:\n{}", self.fenced(previous)),
                 false,
             );
         }
@@ -274,7 +291,7 @@ impl CastState {
                 source_type,
                 2,
                 role,
-                line.text.clone(),
+                self.fenced(&line.text).into_owned(),
                 false,
             );
         }
@@ -289,7 +306,7 @@ impl CastState {
                 "steeringNote",
                 layer,
                 role,
-                format!("Operator steering note:\n{text}"),
+                format!("Operator steering note:\n{}", self.fenced(text)),
                 *locked,
             );
         }
@@ -300,8 +317,11 @@ impl CastState {
             .map(|r| {
                 let item = current.item_label.as_deref().unwrap_or("this cast");
                 format!(
-                    "- From {} {} for {item}: {}",
-                    r.source, r.materia_label, r.reason
+                    "- From {} {} for {}: {}",
+                    r.source,
+                    r.materia_label,
+                    self.fenced(item),
+                    self.fenced(&r.reason)
                 )
             })
             .collect();
@@ -328,7 +348,9 @@ impl CastState {
                 "retryFeedback",
                 2,
                 Role::User,
-                feedback.clone(),
+                // The runtime's part of the repair text carries no markup, so fencing all of
+                // it fences exactly the quoted output and the issues (which name its fields).
+                self.fenced(feedback).into_owned(),
                 false,
             );
         }
@@ -355,12 +377,11 @@ impl CastState {
                 .skip(items.len() - ahead)
                 .take(DELTA_TITLES)
                 .map(|item| {
-                    format!(
-                        "- {}",
-                        item.get("title")
-                            .and_then(Value::as_str)
-                            .unwrap_or("(untitled)")
-                    )
+                    let title = item
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(untitled)");
+                    format!("- {}", self.fenced(title))
                 })
                 .collect();
             if ahead > DELTA_TITLES {

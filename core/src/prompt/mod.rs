@@ -7,11 +7,13 @@
 //! event records where each entry went and why.
 //!
 //! # Layout
+//! - [`fence`]: untrusted text placed as data (escaping what would pose as the runtime).
 //! - [`policy`]: the two policies as data (`recommended`, `legacy`).
 //! - [`render`]: the renderer, one set of rules driven by a policy.
 
 use serde::{Deserialize, Serialize};
 
+pub mod fence;
 pub mod policy;
 pub mod render;
 

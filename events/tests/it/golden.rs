@@ -59,6 +59,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         request: "summarize the log".into(),
         policy: "recommended".into(),
         config_source: None,
+        fence: None,
     });
     let socket_started = Event::from(SocketStarted {
         socket: socket.clone(),

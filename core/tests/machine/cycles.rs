@@ -1,7 +1,8 @@
 //! Every cycle is bounded (castlog does better than the reference, which tracks no cycle of
 //! sockets outside loops): utilities, agents and sockets outside loops all count towards the
 //! no-advance guard, a cycle that leaves its loop and comes back counts for its item, revive
-//! extends the guard, and casts of loadouts frozen before keep the reference's rule.
+//! extends the guard, casts of loadouts frozen before keep the reference's rule, and loop exits
+//! that lead back into used-up loops fail the cast instead of skipping forever.
 
 use castlog_core::event::Allowance;
 use castlog_core::id::{ItemKey, SocketId};
@@ -194,4 +195,47 @@ fn the_bundled_config_and_every_fixture_loadout_still_load() {
             panic!("{path}: {e}");
         }
     }
+}
+
+#[test]
+fn loop_exits_that_lead_back_into_their_used_up_loop_fail_instead_of_skipping_forever() {
+    // The exit of a loop whose items are all used goes back into the loop, which is skipped
+    // again at once: this recursed until the stack overflowed.
+    let mut cast = given(&config(json!({
+        "entry": "Socket-1",
+        "sockets": {
+            "Socket-1": { "materia": "Plan", "edges": [{ "when": "always", "to": "Socket-2" }] },
+            "Socket-2": { "materia": "Build", "parse": "text",
+                          "edges": [{ "when": "always", "to": "Socket-3" }] },
+            "Socket-3": { "materia": "Maintain", "parse": "json",
+                          "advance": { "cursor": "workItemIndex", "items": "state.workItems" },
+                          "edges": [{ "when": "always", "to": "Socket-2" }] }
+        },
+        "loops": { "items": {
+            "sockets": ["Socket-2", "Socket-3"],
+            "consumes": { "from": "Socket-1" },
+            "exits": [{ "id": "back", "from": "Socket-3", "condition": "always",
+                        "targetSocketId": "Socket-2" }]
+        } }
+    })))
+    .planned(&["A"]);
+    cast.reply("built");
+    let events = cast.json(&json!({"context": "checkpointed"}));
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent_replied",
+            "socket_completed",
+            "cursor_advanced",
+            "edge_taken",
+            "edge_taken",
+            "cast_failed"
+        ]
+    );
+    let reason = &of!(events, CastFailed)[0].reason;
+    assert!(
+        reason.contains("lead back into them: Socket-2 -> Socket-2"),
+        "{reason}"
+    );
+    assert_eq!(cast.status(), Status::Failed);
 }

@@ -106,6 +106,11 @@ impl<'s, 'a> Decider<'s, 'a> {
 
     /// Starts a visit of `target`. `deferred` schedules the first prompt instead of sending it.
     pub fn enter(&mut self, target: &SocketId, deferred: bool) {
+        self.enter_skipping(target, deferred, &mut Vec::new());
+    }
+
+    /// [`Decider::enter`], having skipped the used-up loops `skipped` on the way here.
+    fn enter_skipping(&mut self, target: &SocketId, deferred: bool, skipped: &mut Vec<SocketId>) {
         let loadout = std::sync::Arc::clone(&self.state.loadout);
         let Some(socket) = loadout.socket(target) else {
             self.fail(
@@ -121,6 +126,22 @@ impl<'s, 'a> Decider<'s, 'a> {
             // Empty loop (or a list already walked): leave through the loop's `always` exit.
             // The reference looks the route up by the entered socket and so falls to `end`,
             // skipping e.g. Narrate; castlog uses the loop's exit route whatever member owns it.
+            // Exits that lead back to a loop already skipped here would skip forever (no list
+            // on the way can grow, since nothing runs): the cast fails, naming them.
+            if skipped.contains(target) {
+                let mut round: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+                round.push(target.to_string());
+                self.fail(
+                    format!(
+                        "the exits of loops whose items are all used lead back into them: {}; give one of these loops an exit out of the cycle, or recast with a changed loadout",
+                        round.join(" -> ")
+                    ),
+                    Some(target.clone()),
+                    None,
+                );
+                return;
+            }
+            skipped.push(target.clone());
             let exit = self
                 .state
                 .loadout
@@ -140,7 +161,7 @@ impl<'s, 'a> Decider<'s, 'a> {
                 traversal: 1,
             });
             match to {
-                Target::Socket(next) => self.enter(&next, deferred),
+                Target::Socket(next) => self.enter_skipping(&next, deferred, skipped),
                 Target::End => self.finish(),
             }
             return;

@@ -167,22 +167,26 @@ impl CastState {
     /// The no-advance tracker after a start of `socket` for `item`, and whether that start
     /// closes a counted cycle.
     ///
-    /// A start with an item tracks that item, as in the reference. A start without one (a
-    /// socket outside loops) joins the tracker in force: the cycles of the cast before any
-    /// item, or the item whose loop it left and will come back to, so every kind of socket
-    /// counts and no cycle escapes by passing through a loop. Loadouts frozen before castlog
-    /// counted those starts keep the reference's rule (no item, nothing tracked), so their
-    /// casts re-decide as they were recorded.
+    /// A start with an item begins tracking that item when no item is tracked yet, as in the
+    /// reference. Every other start joins the tracker in force until an advance resets it: one
+    /// without an item (a socket outside loops) tracks the cycles of the cast before any item,
+    /// or counts for the item whose loop it left; one with another loop's item counts for the
+    /// item tracked first. So every kind of socket counts, and no cycle escapes by passing
+    /// through loops or the sockets between them. Loadouts frozen before castlog counted those
+    /// starts keep the reference's rule (no item, nothing tracked; another item, a fresh
+    /// tracker), so their casts re-decide as they were recorded.
     pub(crate) fn next_tracker(
         &self,
         socket: &SocketId,
         item: Option<&ItemKey>,
     ) -> (NoAdvance, bool) {
+        let recorded_rule = self.loadout.max_cycles_outside_loops.is_none();
         let mut tracker = match item {
-            None if self.loadout.max_cycles_outside_loops.is_none() => {
-                return (NoAdvance::default(), false);
-            }
-            Some(item) if self.no_advance.item.as_ref() != Some(item) => {
+            None if recorded_rule => return (NoAdvance::default(), false),
+            Some(item)
+                if self.no_advance.item.as_ref() != Some(item)
+                    && (recorded_rule || self.no_advance.item.is_none()) =>
+            {
                 return (
                     NoAdvance {
                         item: Some(item.clone()),

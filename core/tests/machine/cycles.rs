@@ -1,7 +1,9 @@
 //! Every cycle is bounded (castlog does better than the reference, which tracks no cycle of
 //! sockets outside loops): utilities, agents and sockets outside loops all count towards the
-//! no-advance guard, a cycle that leaves its loop and comes back counts for its item, revive
-//! extends the guard, and casts of loadouts frozen before keep the reference's rule.
+//! no-advance guard, a cycle that leaves its loop (for the sockets outside or another loop) and
+//! comes back counts for its item, revive
+//! extends the guard, casts of loadouts frozen before keep the reference's rule, and loop exits
+//! that lead back into used-up loops fail the cast instead of skipping forever.
 
 use castlog_core::event::Allowance;
 use castlog_core::id::{ItemKey, SocketId};
@@ -194,4 +196,96 @@ fn the_bundled_config_and_every_fixture_loadout_still_load() {
             panic!("{path}: {e}");
         }
     }
+}
+
+#[test]
+fn loop_exits_that_lead_back_into_their_used_up_loop_fail_instead_of_skipping_forever() {
+    // The exit of a loop whose items are all used goes back into the loop, which is skipped
+    // again at once: this recursed until the stack overflowed.
+    let mut cast = given(&config(json!({
+        "entry": "Socket-1",
+        "sockets": {
+            "Socket-1": { "materia": "Plan", "edges": [{ "when": "always", "to": "Socket-2" }] },
+            "Socket-2": { "materia": "Build", "parse": "text",
+                          "edges": [{ "when": "always", "to": "Socket-3" }] },
+            "Socket-3": { "materia": "Maintain", "parse": "json",
+                          "advance": { "cursor": "workItemIndex", "items": "state.workItems" },
+                          "edges": [{ "when": "always", "to": "Socket-2" }] }
+        },
+        "loops": { "items": {
+            "sockets": ["Socket-2", "Socket-3"],
+            "consumes": { "from": "Socket-1" },
+            "exits": [{ "id": "back", "from": "Socket-3", "condition": "always",
+                        "targetSocketId": "Socket-2" }]
+        } }
+    })))
+    .planned(&["A"]);
+    cast.reply("built");
+    let events = cast.json(&json!({"context": "checkpointed"}));
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent_replied",
+            "socket_completed",
+            "cursor_advanced",
+            "edge_taken",
+            "edge_taken",
+            "cast_failed"
+        ]
+    );
+    let reason = &of!(events, CastFailed)[0].reason;
+    assert!(
+        reason.contains("lead back into them: Socket-2 -> Socket-2"),
+        "{reason}"
+    );
+    assert_eq!(cast.status(), Status::Failed);
+}
+
+#[test]
+fn a_cycle_through_two_loops_counts_for_the_item_it_began_with() {
+    // Two loops over different lists: the reference restarts its tracker at each change of
+    // item, so going from one loop to the other and back was never counted.
+    let mut cfg = config(json!({
+        "entry": "Socket-1",
+        "sockets": {
+            "Socket-1": { "materia": "Plan", "assign": { "other": "$.workItems" },
+                          "edges": [{ "when": "always", "to": "Socket-2" }] },
+            "Socket-2": { "materia": "Build", "parse": "text",
+                          "edges": [{ "when": "always", "to": "Socket-3" }] },
+            "Socket-3": { "materia": "Eval", "parse": "json", "edges": [
+                { "when": "satisfied", "to": "Socket-4" },
+                { "when": "not_satisfied", "to": "Socket-2", "maxTraversals": 1 }
+            ] },
+            "Socket-4": { "materia": "Build", "parse": "text",
+                          "edges": [{ "when": "always", "to": "Socket-5" }] },
+            "Socket-5": { "materia": "Eval", "parse": "json", "edges": [
+                { "when": "satisfied", "to": "Socket-2" },
+                { "when": "not_satisfied", "to": "Socket-4", "maxTraversals": 1 }
+            ] }
+        },
+        "loops": {
+            "plan": { "sockets": ["Socket-2", "Socket-3"], "consumes": { "from": "Socket-1" } },
+            "other": { "sockets": ["Socket-4", "Socket-5"],
+                       "iterator": { "items": "state.other", "cursor": "otherIndex" } }
+        }
+    }));
+    cfg["limits"] = json!({ "maxNoAdvanceCycles": 1 });
+    let mut cast = given(&cfg).planned(&["A"]);
+    let round = |cast: &mut Cast| {
+        cast.reply("built");
+        let events = cast.json(&json!({"satisfied": true}));
+        assert_eq!(of!(events, SocketStarted)[0].item, Some(ItemKey::new("0")));
+        cast.reply("built");
+        cast.json(&json!({"satisfied": true}))
+    };
+    assert!(of!(round(&mut cast), CastFailed).is_empty());
+    let events = round(&mut cast);
+    let exhausted = of!(events, AllowanceExhausted);
+    let item = Some(ItemKey::new("WI-1"));
+    assert_eq!(exhausted[0].allowance, Allowance::NoAdvance { item });
+    let reason = &of!(events, CastFailed)[0].reason;
+    assert!(
+        reason.contains("Socket-2 -> Socket-3 -> Socket-4 -> Socket-5 -> Socket-2"),
+        "{reason}"
+    );
 }

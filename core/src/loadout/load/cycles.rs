@@ -1,13 +1,14 @@
 //! Refusing cycles no cast can leave (castlog's own check; the reference has none).
 //!
-//! A socket is *forced* when its only edge is an `always` edge to another socket, without
-//! `maxTraversals`, and it neither advances a cursor nor belongs to a loop region or iterates a
-//! `foreach` (either can leave through an exit once its items run out). A cycle of forced
-//! sockets routes the same way whatever any of them outputs, and nothing in it ever counts
-//! towards a limit but the no-advance guard, so it can only end by failing: such a loadout is
-//! refused at load, naming the cycle. Every other cycle has a way out (a `satisfied` or
-//! `not_satisfied` edge, which also falls through to `end` when nothing matches, an allowance,
-//! an advance, a loop exit) and is bounded at run time by the no-advance guard.
+//! A socket is *forced* when its only edge is an `always` edge to a socket (itself included),
+//! without `maxTraversals`, and it neither advances a cursor nor belongs to a loop region or
+//! iterates a `foreach` (an empty or used-up list is left through the loop's exit, and the guard
+//! counts each item's cycles). A cycle of forced sockets routes the same way whatever any of them
+//! outputs and nothing in it counts towards any limit but the no-advance guard, so it can only
+//! end by failing: such a loadout is refused at load, naming the cycle. Every other cycle has a
+//! way out (a `satisfied` or `not_satisfied` edge, which also falls through to `end` when nothing
+//! matches, an allowance, an advance, a loop exit) and is bounded at run time by the no-advance
+//! guard.
 
 use super::LoadError;
 use super::json::{err, index, join};
@@ -176,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_region_of_always_edges_loads_because_its_items_run_out() {
+    fn a_loop_region_of_always_edges_loads_and_is_left_to_the_guard_per_item() {
         let text = config(
             &json!({
                 "Socket-1": { "materia": "Plan", "edges": always("Socket-2") },

@@ -38,6 +38,7 @@ mod address;
 mod blobs;
 mod held;
 mod open;
+mod rows;
 mod syncer;
 mod wal;
 mod writer;
@@ -45,6 +46,7 @@ mod writes;
 
 use address::event_row_id;
 pub use address::{MAX_SEQ, MisplacedEvent, Place};
+pub use rows::{CastsAudit, DamagedCast};
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -54,7 +56,7 @@ use std::time::Duration;
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
+use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
 pub use open::SCHEMA_VERSION;
 use open::{check_magic, configure, migrate, schema_version};
@@ -215,9 +217,32 @@ impl SqliteLog {
     }
 
     fn cast_key(conn: &Connection, cast: &CastId) -> Result<Option<i64>, LogError> {
-        conn.prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
+        let key = conn
+            .prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
             .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)).optional())
-            .map_err(|e| map_err("looking up a cast", &e))
+            .map_err(|e| map_err("looking up a cast", &e))?;
+        if key.is_none() {
+            unindexed(conn, cast)?;
+        }
+        Ok(key)
+    }
+
+    /// The head of `cast` and its key.
+    fn head_and_key(conn: &Connection, cast: &CastId) -> Result<Option<(CastHead, i64)>, LogError> {
+        let row = conn
+            .prepare_cached(
+                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms, id
+                 FROM casts WHERE cast_id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(7)?)))
+                    .optional()
+            })
+            .map_err(|e| map_err("reading a cast head", &e))?;
+        match row {
+            Some((row, key)) => Ok(Some((head_from_row(row)?, key))),
+            None => unindexed(conn, cast).map(|()| None),
+        }
     }
 }
 
@@ -330,6 +355,23 @@ fn is_damage(err: &rusqlite::Error) -> bool {
         )
 }
 
+/// Called when looking `cast` up by name finds nothing: an error if the table holds it all
+/// the same (read without the index of names), as a damaged index would have it; a cast
+/// that looks unknown there is damage, not a user's typo.
+fn unindexed(conn: &Connection, cast: &CastId) -> Result<(), LogError> {
+    let listed: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM casts NOT INDEXED WHERE cast_id = ?1)")
+        .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)))
+        .map_err(|e| map_err("looking up a cast without the index of cast names", &e))?;
+    if listed {
+        return Err(LogError::Corrupt {
+            context: format!("looking up cast {cast}"),
+            message: "the casts table holds it but its index of cast names does not: the index is damaged".into(),
+        });
+    }
+    Ok(())
+}
+
 /// A stored digest column, which must be exactly 32 bytes.
 pub(crate) fn digest_from_sql(
     cast: &CastId,
@@ -400,15 +442,26 @@ impl EventLog for SqliteLog {
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
+        self.read_with(|conn| Ok(Self::head_and_key(conn, cast)?.map(|(head, _)| head)))
+    }
+
+    /// The head and the rows in one read transaction: WAL gives it one snapshot of the file
+    /// from its first read to its end, so an append another connection commits meanwhile is
+    /// in neither.
+    fn scan_chain(
+        &self,
+        cast: &CastId,
+        visit: &mut dyn FnMut(StoredRow) -> ControlFlow<()>,
+    ) -> Result<Option<CastHead>, LogError> {
         self.read_with(|conn| {
-            let row = conn
-                .prepare_cached(
-                    "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                     FROM casts WHERE cast_id = ?1",
-                )
-                .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
-                .map_err(|e| map_err("reading a cast head", &e))?;
-            row.map(head_from_row).transpose()
+            let tx = conn
+                .unchecked_transaction()
+                .map_err(|e| map_err("starting a read", &e))?;
+            let Some((head, key)) = Self::head_and_key(&tx, cast)? else {
+                return Ok(None);
+            };
+            rows::scan_chain_rows(&tx, cast, key, head.seq, visit)?;
+            Ok(Some(head))
         })
     }
 
@@ -594,7 +647,8 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
 
 /// Visits the rows of one cast from `from` on, in address order (see [`address`]), each with
 /// the seq its column holds: a row whose seq column was changed shows up where it is stored,
-/// and a table rebuilt without its primary key may show a seq twice.
+/// and a table rebuilt without its primary key may show a seq twice. A row that does not
+/// decode ends the read with [`LogError::Corrupt`].
 fn scan_rows(
     conn: &Connection,
     cast: &CastId,
@@ -609,30 +663,16 @@ fn scan_rows(
         return Ok(());
     };
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, at_ms, kind, v, payload, prev, hash FROM events
-             WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-        )
+        .prepare_cached(&format!(
+            "SELECT {} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            rows::EVENT_COLUMNS
+        ))
         .map_err(|e| map_err("reading events", &e))?;
     let mut rows = stmt
         .query(params![first, last])
         .map_err(|e| map_err("reading events", &e))?;
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
-        let get = |e: rusqlite::Error| map_err("decoding an event row", &e);
-        let seq = Seq(row.get::<_, i64>(0).map_err(get)?.max(0) as u64);
-        let prev = row.get_ref(5).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
-        let hash = row.get_ref(6).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
-        let v: i64 = row.get(3).map_err(get)?;
-        let record = Recorded {
-            cast: cast.clone(),
-            seq,
-            at_ms: row.get::<_, i64>(1).map_err(get)?.max(0) as u64,
-            kind: row.get(2).map_err(get)?,
-            v: u16::try_from(v).unwrap_or(u16::MAX),
-            payload: row.get(4).map_err(get)?,
-            prev: digest_from_sql(cast, seq, "prev", prev)?,
-            hash: digest_from_sql(cast, seq, "hash", hash)?,
-        };
+        let record = rows::event(row, cast).map_err(|bad| bad.into_error(cast))?;
         if visit(record).is_break() {
             break;
         }

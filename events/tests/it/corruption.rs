@@ -188,3 +188,28 @@ fn an_unreadable_digest_is_reported_at_its_seq(#[case] column: &str, #[case] seq
     );
     assert_eq!(problems(&path), victim(seq, ProblemKind::Unreadable));
 }
+
+// Regression: a row that did not decode ended the read of its cast, so nothing after it was
+// checked (and `verify --json` printed nothing).
+#[rstest]
+#[case::kind_not_utf8("kind = CAST(x'ff' AS TEXT)", 2)]
+#[case::payload_as_text("payload = CAST(payload AS TEXT)", 3)]
+#[case::payload_as_integer("payload = 7", 1)]
+#[case::hash_as_text("hash = 'abc'", 4)]
+fn a_row_that_does_not_decode_is_unreadable_at_its_seq_and_the_rows_after_it_are_checked(
+    #[case] set: &str,
+    #[case] seq: i64,
+) {
+    let (_dir, path) = closed_log();
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_update;
+             UPDATE events SET {set} WHERE cast_id = {VICTIM} AND seq = {seq};
+             UPDATE events SET at_ms = at_ms + 1 WHERE cast_id = {VICTIM} AND seq = 6;"
+        ),
+    );
+    let mut expected = victim(seq, ProblemKind::Unreadable);
+    expected.extend(victim(6, ProblemKind::HashMismatch));
+    assert_eq!(problems(&path), expected);
+}

@@ -142,6 +142,26 @@ pub enum LogError {
         /// Why.
         message: String,
     },
+    /// A command that needs a log finds none: nothing is at the path, or an empty file, or a
+    /// SQLite file without castlog's schema (which such a command never writes into it).
+    #[error("no castlog database at {path}: {reason}")]
+    NoDatabase {
+        /// The path.
+        path: String,
+        /// What is there instead.
+        reason: String,
+    },
+    /// A write to a database castlog can only read (the file, or its directory, is not
+    /// writable); reads of it keep working.
+    #[error(
+        "cannot write while {context}: the database is read-only ({message}); make the file and its directory writable, or run only commands that read"
+    )]
+    ReadOnly {
+        /// What the log was doing.
+        context: String,
+        /// SQLite's message.
+        message: String,
+    },
     /// The database was written by a newer castlog.
     #[error(
         "database {path} has schema version {found}; this castlog understands up to {supported}: upgrade castlog"

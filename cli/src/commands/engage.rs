@@ -64,7 +64,7 @@ pub fn run(db: &Path, args: &EngageArgs) -> Result<(), CliError> {
     let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None)?;
     let mut drafter = super::cast::agent(drafter_spec, 0, None, None)?;
     let mut judge = super::cast::agent(judge_spec, 0, None, None)?;
-    let log = super::open(db)?;
+    let log = super::open_or_create(db)?;
     let clock = SystemClock;
     let now = input
         .now_ms

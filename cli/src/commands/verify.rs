@@ -224,7 +224,7 @@ fn named(
         Ok(None) => {
             let audit = log.audit_casts()?;
             if audit.damaged.is_empty() {
-                return Err(LogError::UnknownCast { cast: id }.into());
+                return Err(super::inspect::unknown_cast(cast));
             }
             problems.extend(audit.damaged.into_iter().map(damaged_cast));
             return Ok(Vec::new());

@@ -12,6 +12,7 @@ mod crash;
 mod engage;
 mod log_commands;
 mod prompts;
+mod read_only;
 mod recast;
 mod replay;
 mod schedule;

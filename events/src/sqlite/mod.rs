@@ -102,6 +102,9 @@ pub struct SqliteLog {
     readers: Mutex<Vec<Connection>>,
     /// How hard commits hold on to their bytes.
     durability: Durability,
+    /// Readers open the file as immutable (a read-only log in a directory castlog cannot
+    /// write, see [`SqliteLog::open_read_only`]).
+    immutable: bool,
 }
 
 impl SqliteLog {
@@ -112,23 +115,57 @@ impl SqliteLog {
 
     /// Opens the log at `path` with the given durability.
     pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, LogError> {
+        Self::open_as(path.as_ref().to_path_buf(), durability, false)
+    }
+
+    /// Opens the log at `path` for a command that needs one there already: a missing file, an
+    /// empty one or a SQLite file without castlog's schema is [`LogError::NoDatabase`], and
+    /// nothing is created or written into it. A log in a file or directory castlog cannot
+    /// write is opened read-only: its reads work, and a write fails with
+    /// [`LogError::ReadOnly`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, LogError> {
         let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            return Err(LogError::NoDatabase {
+                path: path.display().to_string(),
+                reason: "nothing is there".into(),
+            });
+        }
+        match Self::open_as(path.clone(), Durability::Full, true) {
+            Err(LogError::ReadOnly { .. }) => Self::open_read_only(path),
+            other => other,
+        }
+    }
+
+    /// `existing`: refuse a file without castlog's schema instead of writing it there.
+    fn open_as(path: PathBuf, durability: Durability, existing: bool) -> Result<Self, LogError> {
         let shown = path.display().to_string();
         let open_err = |message: String| LogError::Open {
             path: shown.clone(),
             message,
         };
+        // Before anything opens it: opening a FIFO blocks until someone writes to it.
+        open::regular_file(&path).map_err(&open_err)?;
         check_magic(&path).map_err(&open_err)?;
-        let mut writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
+        let flags = if existing {
+            OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE
+        } else {
+            OpenFlags::default()
+        };
+        let mut writer_conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| open::failed(&shown, &e))?;
         // Look before touching: a foreign file is refused before WAL mode (a persistent change)
         // is switched on.
         let version = schema_version(&writer_conn, &shown)?;
-        configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
+        if existing && version == 0 {
+            return Err(open::no_schema(&path));
+        }
+        configure(&writer_conn, durability).map_err(|e| open::failed(&shown, &e))?;
         // Versions only grow, so a file seen at the current one needs no lock to stay there.
         if version < SCHEMA_VERSION {
             migrate(&mut writer_conn, &shown)?;
         }
-        let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
+        let reader = open_reader(&path, false).map_err(|e| open_err(e.to_string()))?;
         // The file SQLite opened (it resolves a symlinked path; the path given may name
         // another directory's `-wal`). A name SQLite reports is UTF-8 or not reported: then
         // the path is resolved here the same way.
@@ -153,6 +190,56 @@ impl SqliteLog {
             writer: writer::Writer::new(writer_conn, syncer),
             readers: Mutex::new(vec![reader]),
             durability,
+            immutable: false,
+        })
+    }
+
+    /// A log castlog can only read. Its writer's connection is read-only too, so every write
+    /// fails with [`LogError::ReadOnly`]; there is no syncer (nothing to sync).
+    ///
+    /// A WAL file is read through its `-shm` index, which SQLite creates beside it. Where it
+    /// cannot (a directory castlog cannot write) and no `-wal` is there either, every commit
+    /// is in the main file and no castlog can add one (it would need that directory), so the
+    /// file is read as immutable: without the index and without locks.
+    fn open_read_only(path: PathBuf) -> Result<Self, LogError> {
+        let shown = path.display().to_string();
+        let unreadable = |e: rusqlite::Error| LogError::Open {
+            path: shown.clone(),
+            message: format!("it cannot be written, nor read: {e}"),
+        };
+        let probe = |immutable: bool| {
+            let conn = open_reader(&path, immutable)?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok::<_, rusqlite::Error>(conn)
+        };
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let (conn, immutable) = match probe(false) {
+            Ok(conn) => (conn, false),
+            Err(_) if !Path::new(&wal).exists() => (probe(true).map_err(unreadable)?, true),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let version = schema_version(&conn, &shown)?;
+        if version == 0 {
+            return Err(open::no_schema(&path));
+        }
+        if version < SCHEMA_VERSION {
+            return Err(LogError::Open {
+                path: shown,
+                message: format!(
+                    "it has schema version {version}, which this castlog reads only after upgrading it to {SCHEMA_VERSION}, and it is read-only; make it writable once"
+                ),
+            });
+        }
+        let reader = open_reader(&path, immutable).map_err(unreadable)?;
+        Ok(Self {
+            path,
+            writer: writer::Writer::new(conn, None),
+            readers: Mutex::new(vec![reader]),
+            durability: Durability::Full,
+            immutable,
         })
     }
 
@@ -206,7 +293,8 @@ impl SqliteLog {
         let idle = self.pool().pop();
         let conn = match idle {
             Some(conn) => conn,
-            None => open_reader(&self.path).map_err(|e| map_err("opening a reader", &e))?,
+            None => open_reader(&self.path, self.immutable)
+                .map_err(|e| map_err("opening a reader", &e))?,
         };
         let result = read(&conn);
         let mut pool = self.pool();
@@ -302,11 +390,15 @@ const READER_POOL: usize = 4;
 /// How long a connection waits for another one's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+fn open_reader(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = if immutable {
+        let uri = open::immutable_uri(path)
+            .ok_or_else(|| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
+        Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     Ok(conn)
 }
@@ -325,7 +417,12 @@ fn without_sql(err: &rusqlite::Error) -> String {
 /// (text where a digest belongs, bytes that are not UTF-8, ...), or a table castlog created
 /// being gone.
 pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
-    if is_damage(err) {
+    if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
+        LogError::ReadOnly {
+            context: context.to_owned(),
+            message: err.to_string(),
+        }
+    } else if is_damage(err) {
         LogError::Corrupt {
             context: context.to_owned(),
             message: err.to_string(),

@@ -181,6 +181,7 @@ pub(super) fn scan_chain_rows(
     // Seqs hidden by a damaged page so far: (first, last, SQLite's message).
     let mut hidden: Option<Hidden> = None;
     let mut from = first;
+    let mut probes = 0u64;
     'query: while from <= end {
         let mut rows = stmt
             .query(params![from, end])
@@ -210,7 +211,14 @@ pub(super) fn scan_chain_rows(
                         Some((first, _, message)) => (first, seq, message),
                         None => (seq, seq, e.to_string()),
                     });
+                    probes += 1;
                     if seq >= head {
+                        break 'query;
+                    }
+                    if probes >= MAX_PROBES {
+                        if let Some(span) = hidden.as_mut() {
+                            span.2.push_str(" (no row past these was looked for)");
+                        }
                         break 'query;
                     }
                     from += 1;
@@ -223,6 +231,11 @@ pub(super) fn scan_chain_rows(
     let _ = flush(&mut hidden, visit);
     Ok(())
 }
+
+/// Addresses a read of one cast probes past damaged pages at most (each probe is one query
+/// that fails at once): a head seq far past the rows, itself damage, must not turn one
+/// damaged page into billions of probes.
+const MAX_PROBES: u64 = 1 << 16;
 
 /// Seqs a damaged page hides: the first, the last, and SQLite's message.
 type Hidden = (Seq, Seq, String);

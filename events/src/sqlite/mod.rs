@@ -9,6 +9,13 @@
 //!   puts it back, so a scan visitor may itself read from the log without deadlock. WAL lets
 //!   readers see the last committed state while the writer writes.
 //!
+//! - [`SqliteLog::open`] creates a missing file and writes the schema into an empty one;
+//!   [`SqliteLog::open_existing`] never does (nothing is created or written before the file
+//!   is known to hold a castlog schema) and opens a file it cannot write read-only. Neither
+//!   opens what is not a regular file (a FIFO would block the first read).
+//! - A verification read ([`EventLog::scan_chain`]) is one read transaction: the head and the
+//!   rows are one snapshot of the WAL, whatever another connection commits meanwhile.
+//!
 //! Several `SqliteLog`s (in one process or many) may open the same file: `BEGIN IMMEDIATE`
 //! serializes their writers, the event row id (unique per cast and seq, see [`event_row_id`])
 //! and the head check turn a stale writer into a

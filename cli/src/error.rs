@@ -73,8 +73,14 @@ impl From<LogError> for CliError {
                 "{err}: another castlog process wrote to cast {cast} meanwhile, and nothing of this step was recorded; `castlog state {cast}` shows where it is, `castlog resume {cast} --agent SPEC` drives it on from there"
             ));
         }
+        if let LogError::NoDatabase { .. } = &err {
+            return CliError::user(format!(
+                "{err}; run a cast first, or point --db (or CASTLOG_DB) at one"
+            ));
+        }
         let code = match &err {
             LogError::Open { .. }
+            | LogError::ReadOnly { .. }
             | LogError::SchemaTooNew { .. }
             | LogError::UnknownCast { .. }
             | LogError::CastExists { .. }

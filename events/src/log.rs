@@ -58,6 +58,28 @@ pub struct Snapshot {
     pub bytes: Vec<u8>,
 }
 
+/// One stored row of a chain as [`EventLog::scan_chain`] reads it: a record, or rows that
+/// cannot be decoded (a column of another type or length than castlog writes, text that is
+/// not UTF-8, a damaged page of the file), named by their seqs so verification can report
+/// them there and go on with the rows after them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredRow {
+    /// A row that decodes into a record (its hash and links are still to be checked).
+    Record(Recorded),
+    /// Rows `first..=last` that cannot be read.
+    Unreadable {
+        /// The first seq that cannot be read.
+        first: Seq,
+        /// The last one (equal to `first` for one row).
+        last: Seq,
+        /// The stored hash of the last of them, when that column is readable (the next row's
+        /// `prev` is checked against it; otherwise the next link cannot be checked).
+        hash: Option<Digest>,
+        /// What is wrong, naming the column or the page.
+        message: String,
+    },
+}
+
 /// Everything that can go wrong at the log seam.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -118,6 +140,26 @@ pub enum LogError {
         /// The file.
         path: String,
         /// Why.
+        message: String,
+    },
+    /// A command that needs a log finds none: nothing is at the path, or an empty file, or a
+    /// SQLite file without castlog's schema (which such a command never writes into it).
+    #[error("no castlog database at {path}: {reason}")]
+    NoDatabase {
+        /// The path.
+        path: String,
+        /// What is there instead.
+        reason: String,
+    },
+    /// A write to a database castlog can only read (the file, or its directory, is not
+    /// writable); reads of it keep working.
+    #[error(
+        "cannot write while {context}: the database is read-only ({message}); make the file and its directory writable, or run only commands that read"
+    )]
+    ReadOnly {
+        /// What the log was doing.
+        context: String,
+        /// SQLite's message.
         message: String,
     },
     /// The database was written by a newer castlog.
@@ -264,6 +306,32 @@ pub trait EventLog: Send + Sync {
         from: Seq,
         visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
     ) -> Result<(), LogError>;
+
+    /// Reads the head of `cast` and every stored row of its chain from one consistent state
+    /// of the log: an append committed meanwhile is seen by both or by neither, so a writer
+    /// appending while this runs can never make the chain look longer or shorter than its
+    /// head. Rows are visited in seq order like [`scan`](Self::scan), but a row that does not
+    /// decode is visited as [`StoredRow::Unreadable`] instead of ending the read. Returns the
+    /// head (None when the log does not list the cast).
+    ///
+    /// The default takes the head first and visits the rows up to its seq only (rows past it
+    /// are an append made after the head was read; a log that can read both at once should).
+    fn scan_chain(
+        &self,
+        cast: &CastId,
+        visit: &mut dyn FnMut(StoredRow) -> ControlFlow<()>,
+    ) -> Result<Option<CastHead>, LogError> {
+        let Some(head) = self.head(cast)? else {
+            return Ok(None);
+        };
+        self.scan(cast, Seq::FIRST, &mut |record| {
+            if record.seq > head.seq {
+                return ControlFlow::Break(());
+            }
+            visit(StoredRow::Record(record))
+        })?;
+        Ok(Some(head))
+    }
 
     /// The head of every cast, ordered by creation.
     fn casts(&self) -> Result<Vec<CastHead>, LogError>;

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use castlog_core::id::{CastId, Digest, Seq};
 
 use crate::chain::blob_hash;
-use crate::log::{CastHead, EventLog, ForkPoint, LogError};
+use crate::log::{CastHead, EventLog, ForkPoint, LogError, StoredRow};
 use crate::record::{Pending, Recorded, seal_batch};
 
 /// A log held in memory.
@@ -200,6 +200,28 @@ impl EventLog for InMemoryLog {
 
     fn casts(&self) -> Result<Vec<CastHead>, LogError> {
         Ok(self.lock().heads.clone())
+    }
+
+    fn scan_chain(
+        &self,
+        cast: &CastId,
+        visit: &mut dyn FnMut(StoredRow) -> ControlFlow<()>,
+    ) -> Result<Option<CastHead>, LogError> {
+        // The head and the events are copied under one lock (one state of the log), then
+        // visited without it.
+        let (head, records) = {
+            let state = self.lock();
+            let Some(head) = state.heads.iter().find(|h| &h.cast == cast).cloned() else {
+                return Ok(None);
+            };
+            (head, state.events.get(cast).cloned().unwrap_or_default())
+        };
+        for record in records {
+            if visit(StoredRow::Record(record)).is_break() {
+                break;
+            }
+        }
+        Ok(Some(head))
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {

@@ -11,7 +11,7 @@ use std::ops::ControlFlow;
 use castlog_core::id::{CastId, Digest, Seq};
 use serde::Serialize;
 
-use crate::log::{CastHead, EventLog, LogError};
+use crate::log::{CastHead, EventLog, LogError, StoredRow};
 use crate::record::Recorded;
 
 /// What kind of damage a problem is.
@@ -71,8 +71,9 @@ pub struct Problem {
 #[derive(Debug)]
 pub struct ChainChecker {
     cast: CastId,
-    /// The hash the next record's `prev` must equal.
-    prev: Digest,
+    /// The hash the next record's `prev` must equal (None after a row whose hash cannot be
+    /// read: that link cannot be checked).
+    prev: Option<Digest>,
     /// The seq of the last record seen.
     last: Seq,
     problems: Vec<Problem>,
@@ -84,7 +85,7 @@ impl ChainChecker {
     pub fn new(cast: CastId, genesis: Digest) -> Self {
         Self {
             cast,
-            prev: genesis,
+            prev: Some(genesis),
             last: Seq(0),
             problems: Vec::new(),
             events: 0,
@@ -127,15 +128,9 @@ impl ChainChecker {
             return;
         }
         if seq != self.last.next() {
-            let missing = self.last.next();
-            let message = if seq.get() - missing.get() == 1 {
-                format!("seq {missing} is missing")
-            } else {
-                format!("seqs {missing} to {} are missing", Seq(seq.get() - 1))
-            };
-            self.report(missing, ProblemKind::Missing, message);
-        } else if record.prev != self.prev {
-            let (found, before) = record.prev.short_pair(&self.prev);
+            self.report_gap(seq);
+        } else if let Some(prev) = self.prev.filter(|prev| *prev != record.prev) {
+            let (found, before) = record.prev.short_pair(&prev);
             let message = format!("prev is {found} but the event before has hash {before}");
             self.report(seq, ProblemKind::BrokenLink, message);
         }
@@ -148,8 +143,51 @@ impl ChainChecker {
         } else if let Err(err) = record.event() {
             self.report(seq, ProblemKind::Undecodable, err.to_string());
         }
-        self.prev = record.hash;
+        self.prev = Some(record.hash);
         self.last = seq;
+    }
+
+    /// Reports the seqs missing between the last one seen and `seq`.
+    fn report_gap(&mut self, seq: Seq) {
+        let missing = self.last.next();
+        let message = if seq.get() - missing.get() == 1 {
+            format!("seq {missing} is missing")
+        } else {
+            format!("seqs {missing} to {} are missing", Seq(seq.get() - 1))
+        };
+        self.report(missing, ProblemKind::Missing, message);
+    }
+
+    /// Checks a stored row, which may not decode (see [`StoredRow`]).
+    pub fn check_row(&mut self, row: &StoredRow) {
+        match row {
+            StoredRow::Record(record) => self.check(record),
+            StoredRow::Unreadable {
+                first,
+                last,
+                hash,
+                message,
+            } => self.check_unreadable(*first, *last, *hash, message),
+        }
+    }
+
+    /// Checks rows `first..=last` that cannot be read: reported at `first`, and the chain
+    /// goes on after `last` from its stored hash if that is known.
+    pub fn check_unreadable(&mut self, first: Seq, last: Seq, hash: Option<Digest>, why: &str) {
+        self.events += last.get().saturating_sub(first.get()) + 1;
+        if first > self.last.next() {
+            self.report_gap(first);
+        }
+        let message = if first == last {
+            format!("the row of seq {first} cannot be read: {why}")
+        } else {
+            format!("the rows of seqs {first} to {last} cannot be read: {why}")
+        };
+        self.report(first, ProblemKind::Unreadable, message);
+        if last > self.last {
+            self.prev = hash;
+            self.last = last;
+        }
     }
 
     /// Checks the end of the chain against the recorded head and returns what was found.
@@ -165,8 +203,8 @@ impl ChainChecker {
             } else if self.last > seq {
                 let message = format!("the chain goes past the recorded head seq {seq}");
                 self.report(seq.next(), ProblemKind::Head, message);
-            } else if self.prev != hash {
-                let (head, last) = hash.short_pair(&self.prev);
+            } else if let Some(last) = self.prev.filter(|last| *last != hash) {
+                let (head, last) = hash.short_pair(&last);
                 let message =
                     format!("the recorded head hash {head} differs from the last event's {last}");
                 self.report(seq, ProblemKind::Head, message);
@@ -188,7 +226,10 @@ pub struct Verified {
     pub problems: Vec<Problem>,
 }
 
-/// Verifies one cast of `log`: every link, every hash, the fork parent and the head.
+/// Verifies one cast of `log`: every link, every hash, the fork parent and the head. The
+/// head and the events are read from one state of the log ([`EventLog::scan_chain`]), so an
+/// append made while this runs is never taken for damage; `head` names the cast (and its fork
+/// parent), the head checked is the one read with the events.
 pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogError> {
     let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev());
     if let Some(parent) = &head.parent {
@@ -217,38 +258,48 @@ pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogE
             checker.report(Seq::FIRST, ProblemKind::ForkParent, message);
         }
     }
-    let scanned = scan_pipelined(log, &head.cast, &mut |record, computed| {
-        checker.check_hashed(record, computed);
-    });
-    if let Err(err) = scanned {
-        match err {
-            LogError::Corrupt { .. } => {
-                let at = checker.last.next();
-                checker.report(at, ProblemKind::Unreadable, err.to_string());
-                return Ok(checker.finish(None));
-            }
-            other => return Err(other),
+    let scanned = scan_pipelined(
+        log,
+        &head.cast,
+        &mut |row, computed| match (row, computed) {
+            (StoredRow::Record(record), Some(computed)) => checker.check_hashed(record, computed),
+            (row, _) => checker.check_row(row),
+        },
+    );
+    match scanned {
+        Ok(Some(read)) => Ok(checker.finish(Some((read.seq, read.hash)))),
+        Ok(None) => {
+            let message = "the log no longer lists this cast (its row in casts is gone)".into();
+            checker.report(head.seq, ProblemKind::Head, message);
+            Ok(checker.finish(None))
         }
+        Err(err @ LogError::Corrupt { .. }) => {
+            let at = checker.last.next();
+            checker.report(at, ProblemKind::Unreadable, err.to_string());
+            Ok(checker.finish(None))
+        }
+        Err(other) => Err(other),
     }
-    Ok(checker.finish(Some((head.seq, head.hash))))
 }
 
-/// Records per hand-off between the reading and the checking thread.
+/// Rows per hand-off between the reading and the checking thread.
 const PIPELINE_PAGE: usize = 512;
 
-/// Scans `cast` on a second thread while `check` hashes, links and decodes on this one, so
-/// reading rows and checking them overlap (verification is the one full scan a user waits for). Order is preserved.
+/// Reads `cast` ([`EventLog::scan_chain`]) on a second thread while `check` hashes, links and
+/// decodes on this one, so reading rows and checking them overlap (verification is the one
+/// full scan a user waits for). Order is preserved; each record comes with its recomputed
+/// hash. Returns the head read with the rows.
 fn scan_pipelined(
     log: &dyn EventLog,
     cast: &CastId,
-    check: &mut dyn FnMut(&Recorded, Digest),
-) -> Result<(), LogError> {
+    check: &mut dyn FnMut(&StoredRow, Option<Digest>),
+) -> Result<Option<CastHead>, LogError> {
     std::thread::scope(|scope| {
-        let (pages, received) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(8);
+        let (pages, received) = std::sync::mpsc::sync_channel::<Vec<StoredRow>>(8);
         let reader = scope.spawn(move || {
             let mut page = Vec::with_capacity(PIPELINE_PAGE);
-            let scanned = log.scan(cast, Seq::FIRST, &mut |record| {
-                page.push(record);
+            let scanned = log.scan_chain(cast, &mut |row| {
+                page.push(row);
                 if page.len() == PIPELINE_PAGE {
                     let full = std::mem::replace(&mut page, Vec::with_capacity(PIPELINE_PAGE));
                     if pages.send(full).is_err() {
@@ -264,8 +315,12 @@ fn scan_pipelined(
             scanned
         });
         for page in received {
-            for record in &page {
-                check(record, record.computed_hash());
+            for row in &page {
+                let computed = match row {
+                    StoredRow::Record(record) => Some(record.computed_hash()),
+                    StoredRow::Unreadable { .. } => None,
+                };
+                check(row, computed);
             }
         }
         reader.join().unwrap_or_else(|_| {

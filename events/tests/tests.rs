@@ -16,6 +16,8 @@ mod it {
     mod import;
     // Two writers racing for the same cast: every seq taken once, every loser told why.
     mod race;
+    // `verify` while a writer appends: never a false integrity failure.
+    mod concurrent_verify;
     // SQLite files: opening foreign or newer files, openers racing on a new file, the
     // append-only triggers, reopening.
     mod schema;

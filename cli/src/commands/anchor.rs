@@ -90,11 +90,14 @@ pub fn check_before_writing(db: &Path, path: &Path) -> Result<(), CliError> {
     if anchor.is_empty() {
         return Ok(());
     }
-    let problems = if db.exists() {
-        check(&super::open(db)?, &anchor, None)?
-    } else {
-        // A database that is gone loses every anchored cast; it is not created to say so.
-        check(&castlog_events::InMemoryLog::new(), &anchor, None)?
+    let problems = match SqliteLog::open_existing(db) {
+        Ok(log) => check(&log, &anchor, None)?,
+        // A database that is gone (or empty) lost every anchored cast; it is not created to
+        // say so.
+        Err(castlog_events::LogError::NoDatabase { .. }) => {
+            check(&castlog_events::InMemoryLog::new(), &anchor, None)?
+        }
+        Err(e) => return Err(e.into()),
     };
     match refusal(&problems, path, "nothing was written") {
         Some(err) => Err(err),
@@ -105,10 +108,12 @@ pub fn check_before_writing(db: &Path, path: &Path) -> Result<(), CliError> {
 /// After a command that wrote: the anchor moves to every stream's head (an entry whose stream
 /// no longer holds it is kept as it was).
 pub fn advance_after_writing(db: &Path, path: &Path) -> Result<(), CliError> {
-    if !db.exists() {
-        return Ok(());
-    }
-    let log = super::open(db)?;
+    let log = match SqliteLog::open_existing(db) {
+        Ok(log) => log,
+        // Nothing was written (the command failed before it created the database).
+        Err(castlog_events::LogError::NoDatabase { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     let mut anchor = read(path, true)?;
     let before = anchor.clone();
     for head in log.casts()? {

@@ -225,7 +225,7 @@ pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliErro
     } else {
         Some(agent(&args.agent, 0, None, None, launcher)?)
     };
-    let log = super::open(db)?;
+    let log = super::open_or_create(db)?;
     log.prepare_for_steps();
     let mut agent = match early {
         Some(agent) => agent,

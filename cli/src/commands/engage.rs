@@ -69,7 +69,7 @@ pub fn run(
     let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, launcher)?;
     let mut drafter = super::cast::agent(drafter_spec, 0, None, None, launcher)?;
     let mut judge = super::cast::agent(judge_spec, 0, None, None, launcher)?;
-    let log = super::open(db)?;
+    let log = super::open_or_create(db)?;
     let clock = SystemClock;
     let now = input
         .now_ms

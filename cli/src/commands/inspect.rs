@@ -71,11 +71,15 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
 
 /// The head of `cast`, or a user error naming it.
 pub fn head_of(log: &dyn EventLog, cast: &str) -> Result<CastHead, CliError> {
-    log.head(&CastId::new(cast))?.ok_or_else(|| {
-        CliError::user(format!(
-            "no cast named {cast:?} in this database (see `castlog casts`)"
-        ))
-    })
+    log.head(&CastId::new(cast))?
+        .ok_or_else(|| unknown_cast(cast))
+}
+
+/// The error for a cast the database does not have.
+pub fn unknown_cast(cast: &str) -> CliError {
+    CliError::user(format!(
+        "no cast named {cast:?} in this database (see `castlog casts`)"
+    ))
 }
 
 #[derive(Serialize)]

@@ -21,8 +21,15 @@ use castlog_events::{EventLog, SqliteLog};
 
 use crate::error::CliError;
 
-/// Opens the database at `path`.
+/// Opens the database at `path`, which must be a castlog database already: a command that
+/// reads (or adds to a cast) never creates a file or writes a schema into an empty one. A
+/// database castlog cannot write is opened for reading.
 pub fn open(path: &Path) -> Result<SqliteLog, CliError> {
+    Ok(SqliteLog::open_existing(path)?)
+}
+
+/// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`).
+pub fn open_or_create(path: &Path) -> Result<SqliteLog, CliError> {
     Ok(SqliteLog::open(path)?)
 }
 

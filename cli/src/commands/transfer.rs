@@ -78,7 +78,7 @@ pub fn import(db: &Path, args: &ImportArgs) -> Result<(), CliError> {
             ..err
         }
     })?;
-    let log = super::open(db)?;
+    let log = super::open_or_create(db)?;
     codec::import(&log, &export)?;
     let cast: &CastId = &export.head.cast;
     if args.json {

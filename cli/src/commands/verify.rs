@@ -6,7 +6,8 @@ use std::path::Path;
 use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
-use castlog_events::sqlite::{MisplacedEvent, Place};
+use castlog_events::log::StoredRow;
+use castlog_events::sqlite::{DamagedCast, MisplacedEvent, Place};
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
 use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
@@ -82,93 +83,54 @@ fn misplaced(row: MisplacedEvent) -> Problem {
 }
 
 /// `castlog verify [CAST|--all]`.
+///
+/// Damage found anywhere (a row or a page that cannot be read, a damaged `casts` table) is a
+/// problem in the report, never an error that ends it: the report is always printed, and
+/// only a failure that is not damage (the disk, a lock) ends the command without it.
 pub fn run(db: &Path, args: &VerifyArgs, anchor: Option<&Path>) -> Result<(), CliError> {
     let anchor = anchor
         .map(|path| super::anchor::read(path, false))
         .transpose()?;
     let log = super::open(db)?;
-    let heads = match &args.cast {
-        // A recast's prefix is its ancestors' events: they are verified with it.
-        Some(cast) => {
-            let head = super::inspect::head_of(&log, cast)?;
-            let mut heads = vec![head.clone()];
-            for ancestor in castlog_events::log::ancestors(&log, &head.cast)? {
-                heads.extend(log.head(&ancestor)?);
-            }
-            heads
-        }
-        None => log.casts()?,
-    };
     let mut report = Report {
         ok: true,
         casts: 0,
         events: 0,
         problems: Vec::new(),
     };
+    let heads = match &args.cast {
+        Some(cast) => named(&log, cast, &mut report.problems)?,
+        None => listed(&log, &mut report.problems)?,
+    };
     for head in &heads {
-        let verified = verify_cast(&log, head)?;
         report.casts += 1;
-        report.events += verified.events;
-        let intact = verified.problems.is_empty();
-        // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
-        // above) they cannot be checked.
-        let orphan = verified
-            .problems
-            .iter()
-            .any(|p| p.kind == ProblemKind::ForkParent);
-        report.problems.extend(verified.problems);
-        if !orphan {
-            report.problems.extend(check_blobs(&log, head)?);
-        }
-        // Snapshots are checked against a fold from the first event (they are only caches).
-        // Kept state snapshots and projection checkpoints are caches (`state --at`, `replay`,
-        // `export --artifacts` start from them): each must be the fold of the log at its seq.
-        if intact {
-            let snapshots =
-                castlog_replay::driver::check_snapshots(&log, &head.cast).or_else(|e| match e {
-                    DriveError::Log(log) => Err(CliError::from(log)),
-                    // A cast the machine does not fold keeps no snapshots.
-                    _ => Ok(Vec::new()),
-                })?;
-            let checkpoints = projection_checkpoints(&log, &head.cast)?;
-            for (seq, message) in snapshots.into_iter().chain(checkpoints) {
-                report.problems.push(Problem {
-                    cast: head.cast.clone(),
-                    seq,
-                    kind: ProblemKind::Snapshot,
-                    message,
-                });
-            }
-        }
-        // Re-decide only an intact chain: a damaged one is already reported at its seq.
-        if intact && let Some(d) = redecide(&log, &head.cast)? {
-            report.problems.push(Problem {
-                cast: d.cast,
-                seq: d.seq,
-                kind: ProblemKind::Divergence,
-                message: format!(
-                    "replay diverges: the machine produces {} but the log holds {}",
-                    d.expected, d.found
-                ),
-            });
+        let cast = head.cast.clone();
+        if let Err(err) = verify_one(&log, head, &mut report) {
+            report.problems.push(damage(err, &cast, Seq(0))?);
         }
     }
     if args.cast.is_none() {
-        for (key, first, count) in log.orphaned_events()? {
-            report.problems.push(Problem {
-                cast: castlog_core::id::CastId::new(format!("#{key}")),
-                seq: first,
-                kind: ProblemKind::Orphaned,
-                message: format!(
-                    "{count} events are stored under cast key {key}, which no cast in the log has (its row in casts was deleted)"
-                ),
-            });
+        match log.orphaned_events() {
+            Ok(orphaned) => {
+                for (key, first, count) in orphaned {
+                    report.problems.push(Problem {
+                        cast: castlog_core::id::CastId::new(format!("#{key}")),
+                        seq: first,
+                        kind: ProblemKind::Orphaned,
+                        message: format!(
+                            "{count} events are stored under cast key {key}, which no cast in the log has (its row in casts was deleted)"
+                        ),
+                    });
+                }
+            }
+            Err(err) => report.problems.push(damage(err, &table("events"), Seq(0))?),
         }
     }
     let verified: Vec<castlog_core::id::CastId> = heads.iter().map(|h| h.cast.clone()).collect();
     let only = args.cast.as_ref().map(|_| verified.as_slice());
-    for row in log.misplaced_events(only)? {
-        report.problems.push(misplaced(row));
+    match log.misplaced_events(only) {
+        Ok(rows) => report.problems.extend(rows.into_iter().map(misplaced)),
+        Err(err) => report.problems.push(damage(err, &table("events"), Seq(0))?),
     }
     if let Some(anchor) = &anchor {
         // Without a cast named, a cast the anchor names that the log lost is reported too.
@@ -207,14 +169,165 @@ pub fn run(db: &Path, args: &VerifyArgs, anchor: Option<&Path>) -> Result<(), Cl
     }
 }
 
+/// How a place that is not one cast is named in a problem: `#casts`, `#events` (a key of no
+/// listed cast is `#KEY`, see [`misplaced`]).
+fn table(name: &str) -> castlog_core::id::CastId {
+    castlog_core::id::CastId::new(format!("#{name}"))
+}
+
+/// `err` as a problem at `cast` and `seq` when it is damage; any other error ends the command.
+fn damage(err: LogError, cast: &castlog_core::id::CastId, seq: Seq) -> Result<Problem, CliError> {
+    match err {
+        LogError::Corrupt { .. } => Ok(Problem {
+            cast: cast.clone(),
+            seq,
+            kind: ProblemKind::Unreadable,
+            message: err.to_string(),
+        }),
+        other => Err(other.into()),
+    }
+}
+
+/// Every cast the log lists; rows of `casts` that cannot be read, and damage of the table or
+/// of its index of names, are problems.
+fn listed(log: &SqliteLog, problems: &mut Vec<Problem>) -> Result<Vec<CastHead>, CliError> {
+    let audit = log.audit_casts()?;
+    problems.extend(audit.damaged.into_iter().map(damaged_cast));
+    Ok(audit.heads)
+}
+
+/// A damaged row of `casts` (named by its cast id when readable, else by its key), or
+/// damage of the whole table (`#casts`).
+fn damaged_cast(row: DamagedCast) -> Problem {
+    let cast = match (row.cast, row.key) {
+        (Some(cast), _) => cast,
+        (None, Some(key)) => castlog_core::id::CastId::new(format!("#{key}")),
+        (None, None) => table("casts"),
+    };
+    let message = match row.key {
+        Some(key) => format!(
+            "its row in casts (key {key}) cannot be read: {}",
+            row.message
+        ),
+        None => row.message,
+    };
+    Problem {
+        cast,
+        seq: Seq(0),
+        kind: ProblemKind::Unreadable,
+        message,
+    }
+}
+
+/// The named cast and the casts it was recast from (its prefix is their events). A cast the
+/// log does not find is a user's mistake only if the `casts` table is intact: a damaged one
+/// (a row that does not decode, a name its index lacks) may be what hides it.
+fn named(
+    log: &SqliteLog,
+    cast: &str,
+    problems: &mut Vec<Problem>,
+) -> Result<Vec<CastHead>, CliError> {
+    let id = castlog_core::id::CastId::new(cast);
+    let head = match log.head(&id) {
+        Ok(Some(head)) => head,
+        Ok(None) => {
+            let audit = log.audit_casts()?;
+            if audit.damaged.is_empty() {
+                return Err(super::inspect::unknown_cast(cast));
+            }
+            problems.extend(audit.damaged.into_iter().map(damaged_cast));
+            return Ok(Vec::new());
+        }
+        Err(err) => {
+            problems.push(damage(err, &id, Seq(0))?);
+            return Ok(Vec::new());
+        }
+    };
+    let mut heads = vec![head.clone()];
+    let ancestors = castlog_events::log::ancestors(log, &head.cast).and_then(|ancestors| {
+        ancestors
+            .iter()
+            .map(|ancestor| log.head(ancestor))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    match ancestors {
+        Ok(found) => heads.extend(found.into_iter().flatten()),
+        Err(err) => problems.push(damage(err, &head.cast, Seq(0))?),
+    }
+    Ok(heads)
+}
+
+/// Verifies one cast into `report`: its chain, blobs, prompts, kept snapshots and
+/// checkpoints, and a re-decision of its inputs.
+fn verify_one(log: &SqliteLog, head: &CastHead, report: &mut Report) -> Result<(), LogError> {
+    let verified = verify_cast(log, head)?;
+    report.events += verified.events;
+    let intact = verified.problems.is_empty();
+    // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
+    // above) they cannot be checked.
+    let orphan = verified
+        .problems
+        .iter()
+        .any(|p| p.kind == ProblemKind::ForkParent);
+    // Rows the chain check could not read are reported; reading them again for their blobs
+    // would only report them twice.
+    let unreadable = verified
+        .problems
+        .iter()
+        .any(|p| p.kind == ProblemKind::Unreadable);
+    report.problems.extend(verified.problems);
+    if !orphan {
+        match check_blobs(log, head) {
+            Ok(problems) => report.problems.extend(problems),
+            Err(LogError::Corrupt { .. }) if unreadable => {}
+            Err(err) => return Err(err),
+        }
+    }
+    // Kept state snapshots and projection checkpoints are caches (`state --at`, `replay`,
+    // `export --artifacts` start from them): each must be the fold of the log at its seq.
+    if intact {
+        let snapshots =
+            castlog_replay::driver::check_snapshots(log, &head.cast).or_else(|e| match e {
+                DriveError::Log(log) => Err(log),
+                // A cast the machine does not fold keeps no snapshots.
+                _ => Ok(Vec::new()),
+            })?;
+        let checkpoints = projection_checkpoints(log, &head.cast)?;
+        for (seq, message) in snapshots.into_iter().chain(checkpoints) {
+            report.problems.push(Problem {
+                cast: head.cast.clone(),
+                seq,
+                kind: ProblemKind::Snapshot,
+                message,
+            });
+        }
+    }
+    // Re-decide only an intact chain: a damaged one is already reported at its seq.
+    if intact && let Some(d) = redecide(log, &head.cast)? {
+        report.problems.push(Problem {
+            cast: d.cast,
+            seq: d.seq,
+            kind: ProblemKind::Divergence,
+            message: format!(
+                "replay diverges: the machine produces {} but the log holds {}",
+                d.expected, d.found
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Every blob an event references must be present and match its address, and every
 /// dispatched prompt must rebuild from its entry blobs to its recorded digest.
-fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliError> {
+/// Rows that cannot be read are skipped here (the chain check reports them).
+fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, LogError> {
     let mut refs = Vec::new();
     let mut prompts = Vec::new();
     let mut stored_by_older = Vec::new();
-    log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        if let Ok(event) = record.event() {
+    log.scan_chain(&head.cast, &mut |row| {
+        if let StoredRow::Record(record) = row
+            && let Ok(event) = record.event()
+        {
             for hash in event.blob_refs() {
                 refs.push((record.seq, hash));
             }
@@ -259,7 +372,7 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
                     Err(LogError::Corrupt { message, .. }) => {
                         Some(format!("blob {} is damaged: {message}", hash.short()))
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e),
                     Ok(None) => Some(format!("blob {} is missing", hash.short())),
                     Ok(Some(bytes)) if blob_hash(&bytes) != hash => {
                         Some(format!("blob {} does not match its content", hash.short()))
@@ -280,7 +393,7 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
     }
     let policy = match prompt::policy_of(log, &head.cast) {
         Ok(policy) => policy,
-        Err(PromptError::Log(e)) => return Err(e.into()),
+        Err(PromptError::Log(e)) => return Err(e),
         Err(e) => {
             problem(prompts[0].0, format!("prompts cannot be rebuilt: {e}"));
             return Ok(problems);
@@ -293,7 +406,10 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, CliErro
         }
         match prompt::messages(log, policy, &hash, &placements) {
             Ok(_) => {}
-            Err(PromptError::Log(e)) => return Err(e.into()),
+            Err(PromptError::Log(e @ LogError::Corrupt { .. })) => {
+                problem(seq, format!("the prompt cannot be read: {e}"));
+            }
+            Err(PromptError::Log(e)) => return Err(e),
             Err(e) => problem(seq, format!("the prompt does not rebuild: {e}")),
         }
     }

@@ -9,6 +9,13 @@
 //!   puts it back, so a scan visitor may itself read from the log without deadlock. WAL lets
 //!   readers see the last committed state while the writer writes.
 //!
+//! - [`SqliteLog::open`] creates a missing file and writes the schema into an empty one;
+//!   [`SqliteLog::open_existing`] never does (nothing is created or written before the file
+//!   is known to hold a castlog schema) and opens a file it cannot write read-only. Neither
+//!   opens what is not a regular file (a FIFO would block the first read).
+//! - A verification read ([`EventLog::scan_chain`]) is one read transaction: the head and the
+//!   rows are one snapshot of the WAL, whatever another connection commits meanwhile.
+//!
 //! Several `SqliteLog`s (in one process or many) may open the same file: `BEGIN IMMEDIATE`
 //! serializes their writers, the event row id (unique per cast and seq, see [`event_row_id`])
 //! and the head check turn a stale writer into a
@@ -38,6 +45,7 @@ mod address;
 mod blobs;
 mod held;
 mod open;
+mod rows;
 mod syncer;
 mod wal;
 mod writer;
@@ -45,6 +53,7 @@ mod writes;
 
 use address::event_row_id;
 pub use address::{MAX_SEQ, MisplacedEvent, Place};
+pub use rows::{CastsAudit, DamagedCast};
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -54,7 +63,7 @@ use std::time::Duration;
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
+use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
 pub use open::SCHEMA_VERSION;
 use open::{check_magic, configure, migrate, schema_version};
@@ -100,6 +109,9 @@ pub struct SqliteLog {
     readers: Mutex<Vec<Connection>>,
     /// How hard commits hold on to their bytes.
     durability: Durability,
+    /// Readers open the file as immutable (a read-only log in a directory castlog cannot
+    /// write, see [`SqliteLog::open_read_only`]).
+    immutable: bool,
 }
 
 impl SqliteLog {
@@ -110,23 +122,57 @@ impl SqliteLog {
 
     /// Opens the log at `path` with the given durability.
     pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, LogError> {
+        Self::open_as(path.as_ref().to_path_buf(), durability, false)
+    }
+
+    /// Opens the log at `path` for a command that needs one there already: a missing file, an
+    /// empty one or a SQLite file without castlog's schema is [`LogError::NoDatabase`], and
+    /// nothing is created or written into it. A log in a file or directory castlog cannot
+    /// write is opened read-only: its reads work, and a write fails with
+    /// [`LogError::ReadOnly`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, LogError> {
         let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            return Err(LogError::NoDatabase {
+                path: path.display().to_string(),
+                reason: "nothing is there".into(),
+            });
+        }
+        match Self::open_as(path.clone(), Durability::Full, true) {
+            Err(LogError::ReadOnly { .. }) => Self::open_read_only(path),
+            other => other,
+        }
+    }
+
+    /// `existing`: refuse a file without castlog's schema instead of writing it there.
+    fn open_as(path: PathBuf, durability: Durability, existing: bool) -> Result<Self, LogError> {
         let shown = path.display().to_string();
         let open_err = |message: String| LogError::Open {
             path: shown.clone(),
             message,
         };
+        // Before anything opens it: opening a FIFO blocks until someone writes to it.
+        open::regular_file(&path).map_err(&open_err)?;
         check_magic(&path).map_err(&open_err)?;
-        let mut writer_conn = Connection::open(&path).map_err(|e| open_err(e.to_string()))?;
+        let flags = if existing {
+            OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE
+        } else {
+            OpenFlags::default()
+        };
+        let mut writer_conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| open::failed(&shown, &e))?;
         // Look before touching: a foreign file is refused before WAL mode (a persistent change)
         // is switched on.
         let version = schema_version(&writer_conn, &shown)?;
-        configure(&writer_conn, durability).map_err(|e| open_err(e.to_string()))?;
+        if existing && version == 0 {
+            return Err(open::no_schema(&path));
+        }
+        configure(&writer_conn, durability).map_err(|e| open::failed(&shown, &e))?;
         // Versions only grow, so a file seen at the current one needs no lock to stay there.
         if version < SCHEMA_VERSION {
             migrate(&mut writer_conn, &shown)?;
         }
-        let reader = open_reader(&path).map_err(|e| open_err(e.to_string()))?;
+        let reader = open_reader(&path, false).map_err(|e| open_err(e.to_string()))?;
         // The file SQLite opened (it resolves a symlinked path; the path given may name
         // another directory's `-wal`). A name SQLite reports is UTF-8 or not reported: then
         // the path is resolved here the same way.
@@ -151,6 +197,56 @@ impl SqliteLog {
             writer: writer::Writer::new(writer_conn, syncer),
             readers: Mutex::new(vec![reader]),
             durability,
+            immutable: false,
+        })
+    }
+
+    /// A log castlog can only read. Its writer's connection is read-only too, so every write
+    /// fails with [`LogError::ReadOnly`]; there is no syncer (nothing to sync).
+    ///
+    /// A WAL file is read through its `-shm` index, which SQLite creates beside it. Where it
+    /// cannot (a directory castlog cannot write) and no `-wal` is there either, every commit
+    /// is in the main file and no castlog can add one (it would need that directory), so the
+    /// file is read as immutable: without the index and without locks.
+    fn open_read_only(path: PathBuf) -> Result<Self, LogError> {
+        let shown = path.display().to_string();
+        let unreadable = |e: rusqlite::Error| LogError::Open {
+            path: shown.clone(),
+            message: format!("it cannot be written, nor read: {e}"),
+        };
+        let probe = |immutable: bool| {
+            let conn = open_reader(&path, immutable)?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok::<_, rusqlite::Error>(conn)
+        };
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let (conn, immutable) = match probe(false) {
+            Ok(conn) => (conn, false),
+            Err(_) if !Path::new(&wal).exists() => (probe(true).map_err(unreadable)?, true),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let version = schema_version(&conn, &shown)?;
+        if version == 0 {
+            return Err(open::no_schema(&path));
+        }
+        if version < SCHEMA_VERSION {
+            return Err(LogError::Open {
+                path: shown,
+                message: format!(
+                    "it has schema version {version}, which this castlog reads only after upgrading it to {SCHEMA_VERSION}, and it is read-only; make it writable once"
+                ),
+            });
+        }
+        let reader = open_reader(&path, immutable).map_err(unreadable)?;
+        Ok(Self {
+            path,
+            writer: writer::Writer::new(conn, None),
+            readers: Mutex::new(vec![reader]),
+            durability: Durability::Full,
+            immutable,
         })
     }
 
@@ -204,7 +300,8 @@ impl SqliteLog {
         let idle = self.pool().pop();
         let conn = match idle {
             Some(conn) => conn,
-            None => open_reader(&self.path).map_err(|e| map_err("opening a reader", &e))?,
+            None => open_reader(&self.path, self.immutable)
+                .map_err(|e| map_err("opening a reader", &e))?,
         };
         let result = read(&conn);
         let mut pool = self.pool();
@@ -215,9 +312,32 @@ impl SqliteLog {
     }
 
     fn cast_key(conn: &Connection, cast: &CastId) -> Result<Option<i64>, LogError> {
-        conn.prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
+        let key = conn
+            .prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
             .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)).optional())
-            .map_err(|e| map_err("looking up a cast", &e))
+            .map_err(|e| map_err("looking up a cast", &e))?;
+        if key.is_none() {
+            unindexed(conn, cast)?;
+        }
+        Ok(key)
+    }
+
+    /// The head of `cast` and its key.
+    fn head_and_key(conn: &Connection, cast: &CastId) -> Result<Option<(CastHead, i64)>, LogError> {
+        let row = conn
+            .prepare_cached(
+                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms, id
+                 FROM casts WHERE cast_id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(7)?)))
+                    .optional()
+            })
+            .map_err(|e| map_err("reading a cast head", &e))?;
+        match row {
+            Some((row, key)) => Ok(Some((head_from_row(row)?, key))),
+            None => unindexed(conn, cast).map(|()| None),
+        }
     }
 }
 
@@ -277,11 +397,15 @@ const READER_POOL: usize = 4;
 /// How long a connection waits for another one's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+fn open_reader(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = if immutable {
+        let uri = open::immutable_uri(path)
+            .ok_or_else(|| rusqlite::Error::InvalidPath(path.to_path_buf()))?;
+        Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     Ok(conn)
 }
@@ -300,7 +424,12 @@ fn without_sql(err: &rusqlite::Error) -> String {
 /// (text where a digest belongs, bytes that are not UTF-8, ...), or a table castlog created
 /// being gone.
 pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
-    if is_damage(err) {
+    if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
+        LogError::ReadOnly {
+            context: context.to_owned(),
+            message: err.to_string(),
+        }
+    } else if is_damage(err) {
         LogError::Corrupt {
             context: context.to_owned(),
             message: err.to_string(),
@@ -328,6 +457,23 @@ fn is_damage(err: &rusqlite::Error) -> bool {
             err.sqlite_error_code(),
             Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
         )
+}
+
+/// Called when looking `cast` up by name finds nothing: an error if the table holds it all
+/// the same (read without the index of names), as a damaged index would have it; a cast
+/// that looks unknown there is damage, not a user's typo.
+fn unindexed(conn: &Connection, cast: &CastId) -> Result<(), LogError> {
+    let listed: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM casts NOT INDEXED WHERE cast_id = ?1)")
+        .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)))
+        .map_err(|e| map_err("looking up a cast without the index of cast names", &e))?;
+    if listed {
+        return Err(LogError::Corrupt {
+            context: format!("looking up cast {cast}"),
+            message: "the casts table holds it but its index of cast names does not: the index is damaged".into(),
+        });
+    }
+    Ok(())
 }
 
 /// A stored digest column, which must be exactly 32 bytes.
@@ -400,15 +546,26 @@ impl EventLog for SqliteLog {
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
+        self.read_with(|conn| Ok(Self::head_and_key(conn, cast)?.map(|(head, _)| head)))
+    }
+
+    /// The head and the rows in one read transaction: WAL gives it one snapshot of the file
+    /// from its first read to its end, so an append another connection commits meanwhile is
+    /// in neither.
+    fn scan_chain(
+        &self,
+        cast: &CastId,
+        visit: &mut dyn FnMut(StoredRow) -> ControlFlow<()>,
+    ) -> Result<Option<CastHead>, LogError> {
         self.read_with(|conn| {
-            let row = conn
-                .prepare_cached(
-                    "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                     FROM casts WHERE cast_id = ?1",
-                )
-                .and_then(|mut stmt| stmt.query_row([cast.as_str()], head_row).optional())
-                .map_err(|e| map_err("reading a cast head", &e))?;
-            row.map(head_from_row).transpose()
+            let tx = conn
+                .unchecked_transaction()
+                .map_err(|e| map_err("starting a read", &e))?;
+            let Some((head, key)) = Self::head_and_key(&tx, cast)? else {
+                return Ok(None);
+            };
+            rows::scan_chain_rows(&tx, cast, key, head.seq, visit)?;
+            Ok(Some(head))
         })
     }
 
@@ -594,7 +751,8 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
 
 /// Visits the rows of one cast from `from` on, in address order (see [`address`]), each with
 /// the seq its column holds: a row whose seq column was changed shows up where it is stored,
-/// and a table rebuilt without its primary key may show a seq twice.
+/// and a table rebuilt without its primary key may show a seq twice. A row that does not
+/// decode ends the read with [`LogError::Corrupt`].
 fn scan_rows(
     conn: &Connection,
     cast: &CastId,
@@ -609,30 +767,16 @@ fn scan_rows(
         return Ok(());
     };
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, at_ms, kind, v, payload, prev, hash FROM events
-             WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-        )
+        .prepare_cached(&format!(
+            "SELECT {} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            rows::EVENT_COLUMNS
+        ))
         .map_err(|e| map_err("reading events", &e))?;
     let mut rows = stmt
         .query(params![first, last])
         .map_err(|e| map_err("reading events", &e))?;
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
-        let get = |e: rusqlite::Error| map_err("decoding an event row", &e);
-        let seq = Seq(row.get::<_, i64>(0).map_err(get)?.max(0) as u64);
-        let prev = row.get_ref(5).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
-        let hash = row.get_ref(6).and_then(|v| Ok(v.as_blob()?)).map_err(get)?;
-        let v: i64 = row.get(3).map_err(get)?;
-        let record = Recorded {
-            cast: cast.clone(),
-            seq,
-            at_ms: row.get::<_, i64>(1).map_err(get)?.max(0) as u64,
-            kind: row.get(2).map_err(get)?,
-            v: u16::try_from(v).unwrap_or(u16::MAX),
-            payload: row.get(4).map_err(get)?,
-            prev: digest_from_sql(cast, seq, "prev", prev)?,
-            hash: digest_from_sql(cast, seq, "hash", hash)?,
-        };
+        let record = rows::event(row, cast).map_err(|bad| bad.into_error(cast))?;
         if visit(record).is_break() {
             break;
         }

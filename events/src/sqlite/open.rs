@@ -25,6 +25,82 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// Refuses what is at `path` unless it is a regular file (or nothing, for a log to create):
+/// a FIFO would block the first read until someone writes to it, and a device, socket or
+/// directory is no castlog database either. A symlink is judged by what it points to.
+pub(super) fn regular_file(path: &Path) -> Result<(), String> {
+    let kind = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => return Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err.to_string()),
+        Ok(meta) if meta.is_dir() => "a directory",
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = meta.file_type();
+            if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            }
+        }
+    };
+    Err(format!(
+        "it is {kind}, not a database file; point --db at a castlog database or a new path"
+    ))
+}
+
+/// The error for a file an opener that needs a log finds without castlog's schema.
+pub(super) fn no_schema(path: &Path) -> LogError {
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.len() == 0);
+    LogError::NoDatabase {
+        path: path.display().to_string(),
+        reason: if empty {
+            "the file is empty".into()
+        } else {
+            "the SQLite file holds no castlog schema".into()
+        },
+    }
+}
+
+/// An error opening the file: [`LogError::ReadOnly`] when the file or its directory cannot
+/// be written (SQLite then cannot open it for writing, or cannot make its `-shm` index).
+pub(super) fn failed(shown: &str, err: &rusqlite::Error) -> LogError {
+    use rusqlite::ErrorCode as C;
+    match err.sqlite_error_code() {
+        Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) if Path::new(shown).exists() => {
+            LogError::ReadOnly {
+                context: format!("opening {shown}"),
+                message: err.to_string(),
+            }
+        }
+        _ => LogError::Open {
+            path: shown.to_owned(),
+            message: err.to_string(),
+        },
+    }
+}
+
+/// `path` as a SQLite URI that opens it immutable (read without locks or `-shm`), if it is
+/// UTF-8. `%`, `?` and `#` are escaped; the rest of a path is a valid URI path as it is.
+pub(super) fn immutable_uri(path: &Path) -> Option<String> {
+    let text = path.to_str()?;
+    let mut uri = String::from("file:");
+    for c in text.chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Some(uri)
+}
+
 pub(super) fn check_magic(path: &Path) -> Result<(), String> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
@@ -96,7 +172,7 @@ pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogE
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .map_err(|e| open_err(e.to_string()))?;
+        .map_err(|e| failed(shown, &e))?;
     if version > SCHEMA_VERSION {
         return Err(LogError::SchemaTooNew {
             path: shown.to_owned(),

@@ -188,3 +188,84 @@ fn an_unreadable_digest_is_reported_at_its_seq(#[case] column: &str, #[case] seq
     );
     assert_eq!(problems(&path), victim(seq, ProblemKind::Unreadable));
 }
+
+// Regression: a row that did not decode ended the read of its cast, so nothing after it was
+// checked (and `verify --json` printed nothing).
+#[rstest]
+#[case::kind_not_utf8("kind = CAST(x'ff' AS TEXT)", 2)]
+#[case::payload_as_text("payload = CAST(payload AS TEXT)", 3)]
+#[case::payload_as_integer("payload = 7", 1)]
+#[case::hash_as_text("hash = 'abc'", 4)]
+fn a_row_that_does_not_decode_is_unreadable_at_its_seq_and_the_rows_after_it_are_checked(
+    #[case] set: &str,
+    #[case] seq: i64,
+) {
+    let (_dir, path) = closed_log();
+    damage(
+        &path,
+        &format!(
+            "DROP TRIGGER events_no_update;
+             UPDATE events SET {set} WHERE cast_id = {VICTIM} AND seq = {seq};
+             UPDATE events SET at_ms = at_ms + 1 WHERE cast_id = {VICTIM} AND seq = 6;"
+        ),
+    );
+    let mut expected = victim(seq, ProblemKind::Unreadable);
+    expected.extend(victim(6, ProblemKind::HashMismatch));
+    assert_eq!(problems(&path), expected);
+}
+
+/// The leaf pages of the events table in key order, each with its number of rows.
+fn event_leaves(path: &Path) -> Vec<(i64, u64)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT pageno, ncell FROM dbstat
+             WHERE name = 'events' AND pagetype = 'leaf' ORDER BY path",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn smash_page(path: &Path, page: i64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let start = (page as usize - 1) * 4096;
+    bytes[start..start + 8].fill(0x42);
+    std::fs::write(path, bytes).unwrap();
+}
+
+// Regression: a page SQLite finds damaged ended the read of its cast. Its rows are one
+// unreadable span and the rows after it are checked; at the end of a cast whose (damaged)
+// head names a seq far past its rows, the read past the page is bounded.
+#[rstest]
+#[case::in_the_middle(2, None)]
+#[case::last_under_a_head_far_past_it(usize::MAX, Some(u32::MAX as i64))]
+fn a_damaged_page_is_one_unreadable_span(#[case] leaf: usize, #[case] head: Option<i64>) {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let cast = sample::cast("victim");
+    sample::seed(&log, &cast, 300);
+    drop(log);
+    let leaves = event_leaves(&path);
+    assert!(leaves.len() > 3, "{leaves:?}");
+    let leaf = leaf.min(leaves.len() - 1);
+    let first = leaves[..leaf].iter().map(|l| l.1).sum::<u64>() + 1;
+    if let Some(seq) = head {
+        damage(&path, &format!("UPDATE casts SET head_seq = {seq}"));
+    }
+    smash_page(&path, leaves[leaf].0);
+    let found = problems(&path);
+    assert_eq!(
+        found[0],
+        ("victim".to_owned(), first, ProblemKind::Unreadable)
+    );
+    match head {
+        None => assert_eq!(found.len(), 1, "{found:?}"),
+        Some(_) => {
+            assert_eq!(found.len(), 2, "{found:?}");
+            assert_eq!(found[1].2, ProblemKind::Missing);
+        }
+    }
+}

@@ -107,6 +107,36 @@ fn an_empty_file_is_opened_as_a_new_log() {
     );
 }
 
+/// `open_existing` (what commands that need a log use) never makes a log: an empty file, a
+/// SQLite file without castlog's schema and a missing path are refused and left as they were.
+#[rstest]
+#[case::missing(None)]
+#[case::empty(Some(""))]
+#[case::blank_sqlite(Some("VACUUM"))]
+fn opening_an_existing_log_where_there_is_none_writes_nothing(#[case] made: Option<&str>) {
+    let (dir, path) = scratch();
+    match made {
+        Some("") => std::fs::write(&path, b"").unwrap(),
+        Some(sql) => Connection::open(&path).unwrap().execute_batch(sql).unwrap(),
+        None => {}
+    }
+    let before = std::fs::read(&path).ok();
+    let err = SqliteLog::open_existing(&path).unwrap_err();
+    assert!(matches!(err, LogError::NoDatabase { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).ok(), before);
+    let files = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(files, usize::from(before.is_some()));
+    // A log there opens.
+    drop(SqliteLog::open(&path).unwrap());
+    assert!(
+        SqliteLog::open_existing(&path)
+            .unwrap()
+            .casts()
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[test]
 fn a_text_file_is_refused_as_an_open_error() {
     let (_dir, path) = scratch();

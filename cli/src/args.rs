@@ -49,6 +49,12 @@ pub struct Cli {
     #[arg(long = "pass-env", global = true, value_name = "NAME")]
     pub pass_env: Vec<String>,
 
+    /// Exit 4 when a driven cast ends failed and 5 when it waits for an agent or a person
+    /// (awaiting_agent, awaiting_refinement), instead of 0, so scripts can branch on it (for
+    /// commands that drive a cast: run, refine, continue, revive, resume, steer, recast).
+    #[arg(long = "exit-status", global = true)]
+    pub exit_status: bool,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

@@ -21,12 +21,37 @@ pub const USER: u8 = 1;
 pub const INTERNAL: u8 = 2;
 /// Integrity failure.
 pub const INTEGRITY: u8 = 3;
+/// With `--exit-status`: the driven cast ended failed.
+pub const CAST_FAILED: u8 = 4;
+/// With `--exit-status`: the driven cast waits for an agent or a person (or was aborted, and
+/// waits for `resume` or `revive`).
+pub const CAST_WAITING: u8 = 5;
+
+/// `--exit-status`: the error that carries a driven cast's status out as the exit code, or
+/// nothing for a completed (or still running) cast.
+pub fn exit_status(
+    cast: &castlog_core::id::CastId,
+    status: castlog_core::machine::Status,
+) -> Result<(), CliError> {
+    use castlog_core::machine::Status;
+    let code = match status {
+        Status::Failed => CAST_FAILED,
+        Status::AwaitingAgent | Status::AwaitingRefinement | Status::Aborted => CAST_WAITING,
+        Status::Completed | Status::Running => return Ok(()),
+    };
+    Err(CliError {
+        code,
+        message: format!("cast {cast}: {} (--exit-status)", status.as_str()),
+    })
+}
 
 /// The name of an exit code's class, as `--json` error documents give it.
 pub fn kind_of(code: u8) -> &'static str {
     match code {
         USER => "user",
         INTEGRITY => "integrity",
+        CAST_FAILED => "cast_failed",
+        CAST_WAITING => "cast_waiting",
         _ => "internal",
     }
 }

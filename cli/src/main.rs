@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod error;
+mod globals;
 mod output;
 mod progress;
 
@@ -76,9 +77,6 @@ fn wants_json(matches: &clap::ArgMatches) -> bool {
 fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     progress::init_tracing();
     progress::set_quiet(cli.quiet);
-    commands::cast::set_agent_format(cli.agent_format == "json");
-    commands::cast::set_agent_timeout(cli.agent_timeout);
-    commands::cast::set_fallback(cli.fallback.clone());
     for name in &cli.pass_env {
         if !castlog_replay::secrets::DENY_LIST.contains(&name.as_str()) {
             // Most likely a misspelt key name, which would stay withheld.
@@ -87,8 +85,13 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
             ));
         }
     }
-    let launcher = castlog_replay::process::Launcher::new(&cli.pass_env);
-    let launcher = &launcher;
+    let globals = globals::Globals {
+        launcher: castlog_replay::process::Launcher::new(&cli.pass_env),
+        agent_json: cli.agent_format == "json",
+        agent_timeout: cli.agent_timeout.map(std::time::Duration::from_secs),
+        fallback: cli.fallback.clone(),
+        exit_status: cli.exit_status,
+    };
     let db = cli.db;
     let anchor = cli.anchor;
     let keeps_anchor = anchor.as_ref().filter(|_| writes(&cli.command));
@@ -99,7 +102,7 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         cli.command,
         db.as_deref(),
         anchor.as_deref(),
-        launcher,
+        &globals,
         db_on_line,
     );
     if let Some(file) = keeps_anchor {
@@ -135,7 +138,7 @@ fn dispatch(
     command: Command,
     db: Option<&Path>,
     anchor: Option<&Path>,
-    launcher: &castlog_replay::process::Launcher,
+    globals: &globals::Globals,
     db_on_line: bool,
 ) -> Result<(), CliError> {
     match command {
@@ -147,22 +150,22 @@ fn dispatch(
         Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db), &args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
-        Command::Run(args) => commands::cast::run(&db_path(db), &args, launcher),
-        Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, launcher),
-        Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args, launcher),
-        Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args, launcher),
-        Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args, launcher),
-        Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, launcher),
-        Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, launcher),
+        Command::Run(args) => commands::cast::run(&db_path(db), &args, globals),
+        Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, globals),
+        Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args, globals),
+        Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args, globals),
+        Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args, globals),
+        Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, globals),
+        Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, globals),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
-        Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, launcher),
+        Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, globals),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),
         Command::Mark(args) => commands::fork::mark(&existing_db(db)?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db)?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db)?, &args),
         Command::Claims(args) => commands::claims::run(&existing_db(db)?, &args),
-        Command::Engage(args) => commands::engage::run(&db_path(db), &args, launcher),
-        Command::EngageScorecard(args) => commands::engage::scorecard(&args, launcher),
+        Command::Engage(args) => commands::engage::run(&db_path(db), &args, globals),
+        Command::EngageScorecard(args) => commands::engage::scorecard(&args, globals),
         Command::EngageSchedule(args) => commands::engage::schedule(&args),
     }
 }

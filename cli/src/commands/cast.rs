@@ -17,37 +17,12 @@ use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::openai::{self, OpenAiAgent};
-use castlog_replay::process::Launcher;
 use castlog_replay::recorded::RecordedAgent;
 use serde_json::json;
 
 use crate::args::{AbortArgs, CastAgentArgs, PostArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
 use crate::error::CliError;
 use crate::output;
-
-/// `--agent-format json`: command agents get JSON messages.
-static AGENT_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Records the global `--agent-format`.
-pub fn set_agent_format(json: bool) {
-    AGENT_JSON.store(json, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// `--agent-timeout` in seconds (0: not given, each agent kind keeps its default).
-static AGENT_TIMEOUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Records the global `--agent-timeout`.
-pub fn set_agent_timeout(secs: Option<u64>) {
-    AGENT_TIMEOUT.store(secs.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
-}
-
-/// `--agent-timeout`, or `default` when it was not given.
-fn agent_timeout(default: Duration) -> Duration {
-    match AGENT_TIMEOUT.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => default,
-        secs => Duration::from_secs(secs),
-    }
-}
 
 /// How long a `cmd:` agent may take for one turn unless `--agent-timeout` says.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
@@ -61,16 +36,17 @@ pub(crate) fn cwd() -> PathBuf {
 
 /// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the
 /// casts `recorded:CAST` answers from (only that agent needs it); `cast` is the cast about to be
-/// driven on, when it already exists (a recorded agent skips the answers it holds). `launcher`
-/// starts a `cmd:` agent's program and scrubs what an agent answers.
+/// driven on, when it already exists (a recorded agent skips the answers it holds). `globals`
+/// say how agents run (the launcher starts a `cmd:` agent's program and scrubs what an agent
+/// answers).
 pub(crate) fn agent(
     spec: &str,
     used: usize,
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
-    launcher: &Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
-    if !spec.starts_with("recorded:") && FALLBACK.get().is_some_and(Option::is_some) {
+    if !spec.starts_with("recorded:") && globals.fallback.is_some() {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
             crate::output::to_stderr(format_args!(
@@ -78,15 +54,7 @@ pub(crate) fn agent(
             ));
         });
     }
-    agent_spec(spec, used, log, cast, launcher)
-}
-
-/// `--fallback SPEC`: the live agent a `recorded:` agent asks on a miss.
-static FALLBACK: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-
-/// Records the global `--fallback`.
-pub fn set_fallback(spec: Option<String>) {
-    let _ = FALLBACK.set(spec);
+    agent_spec(spec, used, log, cast, globals)
 }
 
 fn agent_spec(
@@ -94,7 +62,7 @@ fn agent_spec(
     used: usize,
     log: Option<&SqliteLog>,
     cast: Option<&CastId>,
-    launcher: &Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
@@ -109,15 +77,13 @@ fn agent_spec(
                 "cmd: needs a program, e.g. cmd:ollama run llama3",
             ));
         }
-        let timeout = agent_timeout(COMMAND_TIMEOUT);
-        let agent = CommandAgent::new(argv, cwd(), timeout).with_launcher(launcher.clone());
-        return Ok(Box::new(
-            if AGENT_JSON.load(std::sync::atomic::Ordering::Relaxed) {
-                agent.with_json_messages()
-            } else {
-                agent
-            },
-        ));
+        let timeout = globals.agent_timeout_or(COMMAND_TIMEOUT);
+        let agent = CommandAgent::new(argv, cwd(), timeout).with_launcher(globals.launcher.clone());
+        return Ok(Box::new(if globals.agent_json {
+            agent.with_json_messages()
+        } else {
+            agent
+        }));
     }
     if let Some(rest) = spec.strip_prefix("openai:") {
         let (base, model) = openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
@@ -125,10 +91,10 @@ fn agent_spec(
             &base,
             &model,
             openai::api_key_from_env(),
-            agent_timeout(OPENAI_TIMEOUT),
+            globals.agent_timeout_or(OPENAI_TIMEOUT),
         )
         .map_err(|e| CliError::user(e.to_string()))?
-        .with_redactor(launcher.redactor().clone());
+        .with_redactor(globals.launcher.redactor().clone());
         return Ok(Box::new(agent));
     }
     if let Some(source) = spec.strip_prefix("recorded:") {
@@ -145,14 +111,14 @@ fn agent_spec(
         if let Some(cast) = cast {
             agent.skip_answered(log, cast)?;
         }
-        let fallback = FALLBACK.get().and_then(Clone::clone);
+        let fallback = globals.fallback.clone();
         if let Some(fallback) = fallback {
             if fallback.starts_with("recorded:") {
                 return Err(CliError::user(
                     "--fallback must be a live agent, not recorded:",
                 ));
             }
-            let live = agent_spec(&fallback, 0, Some(log), cast, launcher)?;
+            let live = agent_spec(&fallback, 0, Some(log), cast, globals)?;
             return Ok(Box::new(agent.with_fallback(live)));
         }
         return Ok(Box::new(agent));
@@ -177,8 +143,24 @@ fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError>
     Ok(candidate)
 }
 
-/// Prints what happened from `from` on and the final status.
+/// Prints what happened from `from` on and the final status; with `--exit-status`, a cast
+/// that ended failed or waits is told by the exit code too.
 pub(crate) fn report(
+    log: &SqliteLog,
+    cast: &CastId,
+    from: Seq,
+    stop: &Stop,
+    json: bool,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
+    printed(log, cast, from, stop, json)?;
+    if globals.exit_status {
+        return crate::error::exit_status(cast, stop.status);
+    }
+    Ok(())
+}
+
+fn printed(
     log: &SqliteLog,
     cast: &CastId,
     from: Seq,
@@ -209,7 +191,7 @@ pub(crate) fn report(
 }
 
 /// `castlog run`.
-pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&args.config).map_err(|e| {
         CliError::user(format!("cannot read config {}: {e}", args.config.display()))
     })?;
@@ -218,18 +200,18 @@ pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliErro
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
-    let sender = sender(&args.posting, launcher)?;
+    let sender = sender(&args.posting, globals)?;
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
         None
     } else {
-        Some(agent(&args.agent, 0, None, None, launcher)?)
+        Some(agent(&args.agent, 0, None, None, globals)?)
     };
     let log = super::open_or_create(db)?;
     log.prepare_for_steps();
     let mut agent = match early {
         Some(agent) => agent,
-        None => agent(&args.agent, 0, Some(&log), None, launcher)?,
+        None => agent(&args.agent, 0, Some(&log), None, globals)?,
     };
     let clock = SystemClock;
     let cast = match &args.cast {
@@ -250,10 +232,10 @@ pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliErro
         policy,
         Some(args.config.display().to_string()),
     );
-    launcher.record_under(db, &cast);
+    globals.launcher.record_under(db, &cast);
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;
-        driver.launch_with(launcher.clone());
+        driver.launch_with(globals.launcher.clone());
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
@@ -265,20 +247,20 @@ pub fn run(db: &Path, args: &RunArgs, launcher: &Launcher) -> Result<(), CliErro
             err
         })?
     };
-    report(&log, &cast, Seq::FIRST, &stop, args.json)
+    report(&log, &cast, Seq::FIRST, &stop, args.json, globals)
 }
 
 /// The sender `--post --sender SPEC` names; `None` is a dry run. Checked before anything is
 /// recorded. No config value can turn posting on: only `--post` does.
 pub(crate) fn sender(
     posting: &PostArgs,
-    launcher: &Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<Option<Box<dyn castlog_replay::sender::Sender>>, CliError> {
     match (&posting.sender, posting.post) {
         (None, true) => Err(CliError::user(
             "--post needs --sender SPEC: cmd:PROGRAM ARGS..., file:DIR or webhook:URL",
         )),
-        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd(), launcher)
+        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd(), &globals.launcher)
             .map(Some)
             .map_err(|e| CliError::user(e.to_string())),
         // Without --post nothing reaches a sender, whatever --sender says: say so.
@@ -300,16 +282,16 @@ fn feed(
     spec: Option<&str>,
     posting: &PostArgs,
     json: bool,
-    launcher: &Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<(), CliError> {
-    let sender = sender(posting, launcher)?;
+    let sender = sender(posting, globals)?;
     let log = super::open(db)?;
     log.prepare_for_steps();
     let clock = SystemClock;
     let cast = CastId::new(cast);
-    launcher.record_under(db, &cast);
+    globals.launcher.record_under(db, &cast);
     let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;
-    driver.launch_with(launcher.clone());
+    driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
@@ -318,7 +300,7 @@ fn feed(
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
     // answers already used are the same before and after.
     let agent = spec
-        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast), launcher))
+        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast), globals))
         .transpose()?;
     driver.apply(input)?;
     let stop = match agent {
@@ -340,7 +322,7 @@ fn feed(
             }
         }
     };
-    report(&log, &cast, from, &stop, json)
+    report(&log, &cast, from, &stop, json, globals)
 }
 
 /// A person's message must say something: an empty one is a slip of the shell, not a turn.
@@ -354,7 +336,11 @@ fn said(what: &str, text: &str) -> Result<(), CliError> {
 }
 
 /// `castlog refine`.
-pub fn refine(db: &Path, args: &RefineArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn refine(
+    db: &Path,
+    args: &RefineArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     said("refinement", &args.text)?;
     let input = Input::UserRefined {
         text: args.text.clone(),
@@ -367,12 +353,16 @@ pub fn refine(db: &Path, args: &RefineArgs, launcher: &Launcher) -> Result<(), C
         args.agent.as_deref(),
         &PostArgs::default(),
         args.json,
-        launcher,
+        globals,
     )
 }
 
 /// `castlog continue`.
-pub fn finalize(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn finalize(
+    db: &Path,
+    args: &CastAgentArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     feed(
         db,
         &args.cast,
@@ -380,12 +370,16 @@ pub fn finalize(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<
         args.agent.as_deref(),
         &args.posting,
         args.json,
-        launcher,
+        globals,
     )
 }
 
 /// `castlog abort`.
-pub fn abort(db: &Path, args: &AbortArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn abort(
+    db: &Path,
+    args: &AbortArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     let input = Input::Abort {
         reason: args.reason.clone(),
     };
@@ -396,12 +390,16 @@ pub fn abort(db: &Path, args: &AbortArgs, launcher: &Launcher) -> Result<(), Cli
         None,
         &PostArgs::default(),
         args.json,
-        launcher,
+        globals,
     )
 }
 
 /// `castlog revive`.
-pub fn revive(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn revive(
+    db: &Path,
+    args: &CastAgentArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     feed(
         db,
         &args.cast,
@@ -409,12 +407,16 @@ pub fn revive(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<()
         args.agent.as_deref(),
         &args.posting,
         args.json,
-        launcher,
+        globals,
     )
 }
 
 /// `castlog resume`.
-pub fn resume(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn resume(
+    db: &Path,
+    args: &CastAgentArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     if args.agent.is_none() {
         // Resuming records a re-dispatch of the unanswered prompt; without an agent it would
         // be recorded as sent when nothing was.
@@ -439,12 +441,16 @@ pub fn resume(db: &Path, args: &CastAgentArgs, launcher: &Launcher) -> Result<()
         args.agent.as_deref(),
         &args.posting,
         args.json,
-        launcher,
+        globals,
     )
 }
 
 /// `castlog steer`.
-pub fn steer(db: &Path, args: &SteerArgs, launcher: &Launcher) -> Result<(), CliError> {
+pub fn steer(
+    db: &Path,
+    args: &SteerArgs,
+    globals: &crate::globals::Globals,
+) -> Result<(), CliError> {
     said("steering note", &args.text)?;
     let input = Input::Steer {
         text: args.text.clone(),
@@ -458,7 +464,7 @@ pub fn steer(db: &Path, args: &SteerArgs, launcher: &Launcher) -> Result<(), Cli
         None,
         &PostArgs::default(),
         args.json,
-        launcher,
+        globals,
     )
 }
 

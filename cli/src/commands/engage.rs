@@ -34,7 +34,7 @@ fn required<'a>(spec: &'a Option<String>, flag: &str, what: &str) -> Result<&'a 
 pub fn run(
     db: &Path,
     args: &EngageArgs,
-    launcher: &castlog_replay::process::Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<(), CliError> {
     let shown = args.input.display().to_string();
     let text = std::fs::read_to_string(&args.input)
@@ -58,17 +58,17 @@ pub fn run(
         )
     })?;
     // Everything is checked before anything is recorded.
-    let mut sender = super::cast::sender(&args.posting, launcher)?;
+    let mut sender = super::cast::sender(&args.posting, globals)?;
     let mut fetcher = fetcher::from_spec(
         fetcher_spec,
         &super::cast::cwd(),
         Duration::from_millis(input.settings.fetch_timeout_ms),
-        launcher,
+        &globals.launcher,
     )
     .map_err(CliError::user)?;
-    let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, launcher)?;
-    let mut drafter = super::cast::agent(drafter_spec, 0, None, None, launcher)?;
-    let mut judge = super::cast::agent(judge_spec, 0, None, None, launcher)?;
+    let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, globals)?;
+    let mut drafter = super::cast::agent(drafter_spec, 0, None, None, globals)?;
+    let mut judge = super::cast::agent(judge_spec, 0, None, None, globals)?;
     let log = super::open_or_create(db)?;
     let clock = SystemClock;
     let now = input
@@ -87,7 +87,7 @@ pub fn run(
     let base = format!("engage-{stamp}");
     let mut n = 1;
     // Recorded with the run: a spec's URL may carry a user and password.
-    let scrub = |spec: &str| launcher.redactor().scrub(spec);
+    let scrub = |spec: &str| globals.launcher.redactor().scrub(spec);
     let specs = json!({
         "qualifier": scrub(qualifier_spec),
         "drafter": scrub(drafter_spec),
@@ -146,10 +146,7 @@ pub fn run(
 }
 
 /// `castlog engage-scorecard`: the judge over the fixtures; exit 1 unless it passes.
-pub fn scorecard(
-    args: &ScorecardArgs,
-    launcher: &castlog_replay::process::Launcher,
-) -> Result<(), CliError> {
+pub fn scorecard(args: &ScorecardArgs, globals: &crate::globals::Globals) -> Result<(), CliError> {
     let (text, shown) = match &args.fixtures {
         Some(path) => (
             std::fs::read_to_string(path)
@@ -163,7 +160,7 @@ pub fn scorecard(
     };
     let fixtures =
         scorecard::parse_fixtures(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
-    let mut judge = super::cast::agent(&args.judge, 0, None, None, launcher)?;
+    let mut judge = super::cast::agent(&args.judge, 0, None, None, globals)?;
     let card = castlog_replay::scorecard::score(judge.as_mut(), &fixtures);
     if args.json {
         output::json(&card.to_json())?;

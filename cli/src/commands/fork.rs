@@ -34,7 +34,7 @@ pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> 
 pub fn recast(
     db: &Path,
     args: &RecastArgs,
-    launcher: &castlog_replay::process::Launcher,
+    globals: &crate::globals::Globals,
 ) -> Result<(), CliError> {
     let log = super::open(db)?;
     log.prepare_for_steps();
@@ -94,10 +94,10 @@ pub fn recast(
             }
         }
     }
-    let sender = super::cast::sender(&args.posting, launcher)?;
+    let sender = super::cast::sender(&args.posting, globals)?;
     // Check the agent before anything is recorded; it is built again for the child below.
     let agent = match &args.agent {
-        Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None, launcher)?),
+        Some(spec) => Some(super::cast::agent(spec, 0, Some(&log), None, globals)?),
         None => None,
     };
     let clock = SystemClock;
@@ -108,9 +108,9 @@ pub fn recast(
         loadout,
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
-    launcher.record_under(db, &child);
+    globals.launcher.record_under(db, &child);
     let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
-    driver.launch_with(launcher.clone());
+    driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
@@ -121,7 +121,7 @@ pub fn recast(
             0,
             Some(&log),
             Some(&child),
-            launcher,
+            globals,
         )?),
         _ => None,
     };
@@ -142,7 +142,7 @@ pub fn recast(
             }
         }
     };
-    super::cast::report(&log, &child, Seq::FIRST, &stop, args.json)
+    super::cast::report(&log, &child, Seq::FIRST, &stop, args.json, globals)
 }
 
 /// `castlog mark`.

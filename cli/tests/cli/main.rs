@@ -12,6 +12,7 @@ mod claims;
 mod crash;
 mod cycles;
 mod engage;
+mod exit_status;
 mod fence;
 mod hostile;
 mod json_errors;

@@ -1,0 +1,31 @@
+//! The global options, turned into one value in `main` and handed down to every command that
+//! needs them (no command reads them from anywhere else).
+
+use std::time::Duration;
+
+use castlog_replay::process::Launcher;
+
+/// What the global flags say, for the commands that drive casts.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// Starts every program castlog runs (`cmd:` agents, utilities, senders, fetchers) with
+    /// the environment less the deny list and `--pass-env`'s exceptions, and scrubs what they
+    /// print.
+    pub launcher: Launcher,
+    /// `--agent-format json`: a `cmd:` agent gets the messages as JSON instead of text.
+    pub agent_json: bool,
+    /// `--agent-timeout`: each agent kind's own default when not given.
+    pub agent_timeout: Option<Duration>,
+    /// `--fallback SPEC`: the live agent a `recorded:` agent asks on a miss.
+    pub fallback: Option<String>,
+    /// `--exit-status`: a command that drives a cast exits 4 when it ends failed and 5 when it
+    /// waits for an agent or a person.
+    pub exit_status: bool,
+}
+
+impl Globals {
+    /// `--agent-timeout`, or `default` when it was not given.
+    pub fn agent_timeout_or(&self, default: Duration) -> Duration {
+        self.agent_timeout.unwrap_or(default)
+    }
+}

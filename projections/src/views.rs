@@ -132,7 +132,8 @@ pub struct Timeline {
 impl Projection for Timeline {
     const NAME: &'static str = "timeline";
     // 2: checkpoints are sealed. 3: held prompts, fork re-dispatches and resolutions worded.
-    // 4: an undecodable payload's reason in words. Bump it with any change of a line's
+    // 4: an undecodable payload's reason, failure classes, edge conditions and skip reasons
+    // in words (`not_satisfied`, not `NotSatisfied`). Bump it with any change of a line's
     // wording, so older checkpoints are rewritten.
     const VERSION: u32 = 4;
 

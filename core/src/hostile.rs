@@ -159,6 +159,13 @@ fn damage() -> impl Strategy<Value = Damage> {
     ]
 }
 
+/// Arbitrary bytes, up to 512 of them, after `prefix` (a format's magic, or nothing).
+pub fn noise(prefix: &[u8]) -> impl Strategy<Value = Vec<u8>> + use<> {
+    let prefix = prefix.to_vec();
+    prop::collection::vec(any::<u8>(), 0..512)
+        .prop_map(move |bytes| [prefix.clone(), bytes].concat())
+}
+
 /// `seed` with one to three damages applied, one after the other.
 pub fn damaged(seed: &[u8]) -> impl Strategy<Value = Vec<u8>> + use<> {
     let seed = seed.to_vec();

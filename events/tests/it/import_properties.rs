@@ -1,5 +1,6 @@
-//! Property tests of import: damaged copies of real exports (both formats) and arbitrary bytes are refused with
-//! an error that reads as words (never a panic), and whatever is accepted verifies.
+//! Property tests of import: damaged copies of real exports (both formats) and arbitrary bytes
+//! are refused with an error that reads as words (never a panic), and whatever is accepted
+//! verifies.
 
 use std::sync::OnceLock;
 

@@ -83,7 +83,10 @@ macro_rules! events {
                         }
                         serde_json::from_slice::<$body>(payload)
                             .map(Event::$variant)
-                            .map_err(|e| DecodeError::Payload { kind: kind.to_owned(), message: e.to_string() })
+                            .map_err(|e| DecodeError::Payload {
+                                kind: kind.to_owned(),
+                                message: format!("{}{}", crate::syntax::json_error(&e), crate::syntax::column(&e)),
+                            })
                     } )*
                     _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),
                 }

@@ -129,6 +129,8 @@ fn snippet() -> impl Strategy<Value = String> {
     ]
 }
 
+// Swaps weigh most: byte damage nearly always breaks the JSON syntax, and a file that no
+// longer parses never reaches the checks of its fields.
 fn damage() -> impl Strategy<Value = Damage> {
     prop_oneof![
         1 => (any::<Index>(), 1..=u8::MAX).prop_map(|(at, mask)| Damage::Flip(at, mask)),
@@ -144,7 +146,7 @@ fn damage() -> impl Strategy<Value = Damage> {
             )
         )
             .prop_map(|(at, bytes)| Damage::Insert(at, bytes)),
-        3 => (any::<Index>(), any::<Index>(), snippet())
+        8 => (any::<Index>(), any::<Index>(), snippet())
             .prop_map(|(line, node, with)| Damage::Swap { line, node, with }),
         1 => (any::<Index>(), any::<Index>(), 1..300usize, any::<bool>()).prop_map(
             |(line, node, depth, arrays)| Damage::Nest {
@@ -155,6 +157,13 @@ fn damage() -> impl Strategy<Value = Damage> {
             }
         ),
     ]
+}
+
+/// Arbitrary bytes, up to 512 of them, after `prefix` (a format's magic, or nothing).
+pub fn noise(prefix: &[u8]) -> impl Strategy<Value = Vec<u8>> + use<> {
+    let prefix = prefix.to_vec();
+    prop::collection::vec(any::<u8>(), 0..512)
+        .prop_map(move |bytes| [prefix.clone(), bytes].concat())
 }
 
 /// `seed` with one to three damages applied, one after the other.

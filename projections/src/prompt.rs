@@ -117,7 +117,11 @@ pub fn messages<L: EventLog + ?Sized>(
         }
         return serde_json::from_slice(&stored).map_err(|e| PromptError::Undecodable {
             hash: prompt_hash.short(),
-            reason: e.to_string(),
+            reason: format!(
+                "{}{}",
+                castlog_core::syntax::json_error(&e),
+                castlog_core::syntax::column(&e)
+            ),
         });
     }
     let mut bodies = Vec::with_capacity(placements.len());

@@ -1,6 +1,7 @@
 //! The timeline: one human line per recorded event.
 
 use castlog_core::event::{Allowance, Event, Target};
+use castlog_core::syntax::json_name;
 use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
 
@@ -147,10 +148,10 @@ pub fn describe(event: &Event) -> String {
             excerpt(&e.text, 60)
         ),
         Event::AgentFailed(e) => format!(
-            "{}:{} {:?} failure: {}",
+            "{}:{} {} failure: {}",
             e.socket,
             e.visit,
-            e.class,
+            json_name(&e.class),
             excerpt(&e.message, 60)
         ),
         Event::UtilityFinished(e) => format!(
@@ -193,10 +194,10 @@ pub fn describe(event: &Event) -> String {
         Event::DataAssigned(e) => format!("{} = {}", e.path, excerpt(&e.value.to_string(), 60)),
         Event::CursorAdvanced(e) => format!("{}: {} -> {}", e.cursor, e.from, e.to),
         Event::EdgeTaken(e) => format!(
-            "{} -> {} ({:?}, traversal {})",
+            "{} -> {} ({}, traversal {})",
             e.from,
             target(&e.to),
-            e.when,
+            json_name(&e.when),
             e.traversal
         ),
         Event::ReworkRouted(e) => format!(
@@ -207,7 +208,9 @@ pub fn describe(event: &Event) -> String {
         ),
         Event::ReworkCleared(e) => format!("rework cleared by {}", e.by),
         Event::DispatchScheduled(e) => format!("{}:{} key {}", e.socket, e.visit, e.key),
-        Event::DispatchSkipped(e) => format!("key {} skipped ({:?})", e.key, e.reason),
+        Event::DispatchSkipped(e) => {
+            format!("key {} skipped ({})", e.key, json_name(&e.reason))
+        }
         Event::AllowanceExhausted(e) => format!(
             "{} exhausted ({}/{})",
             allowance(&e.allowance),
@@ -329,6 +332,24 @@ pub fn describe(event: &Event) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: conditions, failure classes and skip reasons were shown as Rust names.
+    #[test]
+    fn an_edge_names_its_condition_as_the_log_does() {
+        use castlog_core::event::{EdgeTaken, When};
+        use castlog_core::id::SocketId;
+        let edge = Event::from(EdgeTaken {
+            from: SocketId::new("Socket-4"),
+            to: Target::End,
+            when: When::NotSatisfied,
+            item: None,
+            traversal: 2,
+        });
+        assert_eq!(
+            describe(&edge),
+            "Socket-4 -> end (not_satisfied, traversal 2)"
+        );
+    }
 
     #[test]
     fn excerpt_cuts_and_flattens() {

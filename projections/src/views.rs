@@ -132,8 +132,10 @@ pub struct Timeline {
 impl Projection for Timeline {
     const NAME: &'static str = "timeline";
     // 2: checkpoints are sealed. 3: held prompts, fork re-dispatches and resolutions worded.
-    // Bump it with any change of a line's wording, so older checkpoints are rewritten.
-    const VERSION: u32 = 3;
+    // 4: an undecodable payload's reason, failure classes, edge conditions and skip reasons
+    // in words (`not_satisfied`, not `NotSatisfied`). Bump it with any change of a line's
+    // wording, so older checkpoints are rewritten.
+    const VERSION: u32 = 4;
 
     fn apply(&mut self, record: &Recorded) {
         self.lines.push(TimelineLine::of(record));

@@ -154,9 +154,17 @@ impl ScriptedAgent {
     /// Reads a script and skips the first `consumed` lines (already answered in the log).
     pub fn open(path: &Path, consumed: usize) -> Result<Self, AgentError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| AgentError::Unreadable {
+        let bytes = std::fs::read(path).map_err(|e| AgentError::Unreadable {
             path: shown.clone(),
             message: e.to_string(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            AgentError::BadLine {
+                path: shown.clone(),
+                line: before.iter().filter(|b| **b == b'\n').count() + 1,
+                message: "not UTF-8 text; save the script as UTF-8".into(),
+            }
         })?;
         let lines = parse_script(&text, &shown)?;
         Ok(Self {

@@ -75,8 +75,12 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
                     }
                     for p in &e.placements {
                         step.placements.push(format!(
-                            "turn {} {} {:?} #{} {}",
-                            e.turn, p.entry, p.destination, p.position, p.rule
+                            "turn {} {} {} #{} {}",
+                            e.turn,
+                            p.entry,
+                            castlog_core::syntax::json_name(&p.destination),
+                            p.position,
+                            p.rule
                         ));
                     }
                     step.prompts
@@ -99,7 +103,8 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
                         Target::Socket(s) => s.to_string(),
                         Target::End => "end".into(),
                     };
-                    step.routing = Some(format!("{} -> {to} ({:?})", e.from, e.when));
+                    let when = castlog_core::syntax::json_name(&e.when);
+                    step.routing = Some(format!("{} -> {to} ({when})", e.from));
                 }
             }
             _ => {}

@@ -206,6 +206,19 @@ fn a_script_usage_of_the_wrong_shape_is_told_in_words() {
 }
 
 #[test]
+fn a_script_line_that_is_not_utf8_names_its_line() {
+    let sandbox = Sandbox::new();
+    let script = b"{\"reply\": \"a\"}\n{\"reply\": \"caf\xe9\"}\n";
+    let run = run_with(&sandbox, BUILD_LOOP.as_bytes(), Some(script));
+    assert_refused(
+        &run,
+        1,
+        &["script.jsonl line 2: not UTF-8 text"],
+        &["stream did not contain"],
+    );
+}
+
+#[test]
 fn a_script_line_that_is_not_json_names_its_column() {
     let sandbox = Sandbox::new();
     let mut lines: Vec<&str> = SCRIPT.lines().take(2).collect();

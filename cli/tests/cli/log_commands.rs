@@ -103,6 +103,25 @@ fn a_flipped_payload_byte_is_named_by_seq() {
     );
 }
 
+/// Regression: verify's human output named a problem's kind as Rust does (`HashMismatch`).
+#[test]
+fn verify_names_a_problem_kind_as_its_json_does() {
+    let sandbox = Sandbox::new();
+    sandbox.append("c", 3);
+    let conn = raw(&sandbox);
+    drop_triggers(&conn);
+    conn.execute("UPDATE events SET at_ms = at_ms + 1 WHERE seq = 2", [])
+        .unwrap();
+    drop(conn);
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("c seq 2: hash_mismatch: stored hash "),
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn a_deleted_row_is_named_by_seq() {
     let sandbox = Sandbox::new();

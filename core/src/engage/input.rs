@@ -237,9 +237,9 @@ pub(crate) fn json_document(text: &str) -> Result<Value, InputError> {
         bad(
             "$",
             format!(
-                "not valid JSON (line {}, column {}): {e}",
-                e.line(),
-                e.column()
+                "not valid JSON ({}): {}",
+                crate::syntax::place(&e, text),
+                crate::syntax::json_error(&e)
             ),
         )
     })
@@ -446,6 +446,15 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_with_a_string_left_open_names_the_line_it_ends() {
+        let err = json_document("{\"results\": [\n  {\"text\": \"open\n]}").unwrap_err();
+        assert_eq!(
+            err.reason,
+            "not valid JSON (line 2, column 17): control character (\\u0000-\\u001F) found while parsing a string"
+        );
+    }
 
     #[test]
     fn times_parse() {

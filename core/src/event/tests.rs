@@ -50,6 +50,15 @@ fn decode_names_what_is_wrong() {
 }
 
 #[test]
+fn an_undecodable_payload_is_told_in_words() {
+    let err = Event::decode("cast_aborted", 1, b"5").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "payload of \"cast_aborted\" does not decode: invalid type: integer `5`, expected an object, at column 1"
+    );
+}
+
+#[test]
 fn flattened_allowance_round_trips() {
     let event = Event::from(AllowanceExhausted {
         allowance: Allowance::Edge {

@@ -290,6 +290,6 @@ impl Loadout {
 
     /// Reads a frozen loadout back from a `cast_started` event.
     pub fn from_json(value: &Value) -> Result<Loadout, String> {
-        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+        serde_json::from_value(value.clone()).map_err(|e| crate::syntax::json_error(&e))
     }
 }

@@ -1,9 +1,10 @@
-//! Property tests of import: damaged copies of real exports, in both formats, are refused with
-//! an error that reads as words (never a panic), and whatever is accepted verifies.
+//! Property tests of import: damaged copies of real exports (both formats) and arbitrary bytes
+//! are refused with an error that reads as words (never a panic), and whatever is accepted
+//! verifies.
 
 use std::sync::OnceLock;
 
-use castlog_core::hostile::{self, damaged, json_like, rust_formatting};
+use castlog_core::hostile::{self, damaged, json_like, noise, rust_formatting};
 use castlog_events::codec::{self, CodecError, Format};
 use castlog_events::verify::verify_cast;
 use castlog_events::{EventLog, InMemoryLog, LogError};
@@ -59,7 +60,11 @@ proptest! {
 
     #[test]
     fn a_damaged_export_is_refused_in_words(
-        bytes in (0..4usize).prop_flat_map(|i| damaged(&files()[i]))
+        bytes in prop_oneof![
+            8 => (0..4usize).prop_flat_map(|i| damaged(&files()[i])),
+            1 => noise(b""),
+            1 => noise(b"CASTLOG\0BIN1"),
+        ]
     ) {
         if let Err(why) = import(&bytes) {
             prop_assert!(false, "{why}");

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use castlog_core::hostile::{self, damaged, json_like, rust_formatting};
+use castlog_core::hostile::{self, damaged, json_like, noise, rust_formatting};
 
 use super::{Agent, AgentError, AgentTurn, ScriptedAgent, TurnRequest};
 
@@ -52,6 +52,7 @@ proptest! {
             damaged(BUILD_LOOP.as_bytes()),
             damaged(CONSULT.as_bytes()),
             damaged(FULL_AUTO.as_bytes()),
+            noise(b""),
         ]
     ) {
         if let Err(why) = read_and_ask(&bytes) {

@@ -1,10 +1,11 @@
-//! Property tests of the config loader: damaged copies of real configs and arbitrary JSON load
-//! or fail with a config error whose path and reason read as words, and never panic.
+//! Property tests of the config loader: damaged copies of real configs, arbitrary bytes and
+//! arbitrary JSON load or fail with a config error whose path and reason read as words, and
+//! never panic.
 
 use proptest::prelude::*;
 
 use super::{LoadError, load_config};
-use crate::hostile::{self, damaged, json_like, rust_formatting};
+use crate::hostile::{self, damaged, json_like, noise, rust_formatting};
 
 /// pi-materia's bundled config (MIT), and castlog's own build loop in the same format.
 const DEFAULT: &str = include_str!("../../../../fixtures/pi-materia-default.json");
@@ -34,7 +35,11 @@ proptest! {
 
     #[test]
     fn a_damaged_config_fails_in_words(
-        bytes in prop_oneof![damaged(DEFAULT.as_bytes()), damaged(BUILD_LOOP.as_bytes())]
+        bytes in prop_oneof![
+            4 => damaged(DEFAULT.as_bytes()),
+            4 => damaged(BUILD_LOOP.as_bytes()),
+            1 => noise(b""),
+        ]
     ) {
         // The loader reads text; the CLI's property test covers bytes that are not UTF-8.
         let text = String::from_utf8_lossy(&bytes);

@@ -45,8 +45,16 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
         crate::say!("no casts in {}", db.display());
         return Ok(());
     }
+    // The cast column is as wide as the longest id, so long ids (generated ones are 30
+    // characters) never push the other columns out of line.
+    let width = heads
+        .iter()
+        .map(|h| h.cast.as_str().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("cast".len());
     crate::say!(
-        "{:<28} {:>7}  {:<12}  {:<24}  parent",
+        "{:<width$}  {:>7}  {:<12}  {:<24}  parent",
         "cast",
         "events",
         "head",
@@ -59,9 +67,9 @@ pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
             .map(|p| format!("{}@{}", p.cast, p.seq))
             .unwrap_or_default();
         crate::say!(
-            "{:<28} {:>7}  {:<12}  {:<24}  {parent}",
-            head.cast,
-            head.seq,
+            "{:<width$}  {:>7}  {:<12}  {:<24}  {parent}",
+            head.cast.as_str(),
+            head.seq.get(),
             head.hash.short(),
             output::timestamp(head.created_ms)
         );

@@ -599,3 +599,27 @@ fn unknown_casts_and_missing_databases_are_user_errors() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("no cast named"), "{}", run.stderr);
 }
+
+/// `casts` once padded the cast column to 28 characters and did not pad the events column at
+/// all, so a long id pushed its row out of line with the header.
+#[test]
+fn casts_columns_line_up_with_long_ids() {
+    let sandbox = Sandbox::new();
+    sandbox.append("a", 3);
+    sandbox.append("a-cast-id-much-longer-than-twenty-eight-characters", 12);
+    let run = sandbox.run(&["casts"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    // Every row's head column starts where the header's does.
+    let at = lines[0].find("head").unwrap();
+    for line in &lines[1..] {
+        let before = &line[..at];
+        assert!(before.ends_with("  "), "{:?}", lines);
+        assert!(
+            before.trim_end().ends_with(char::is_numeric),
+            "events end right before the head column: {lines:?}"
+        );
+        assert_eq!(line[at..].find(' '), Some(12), "{lines:?}");
+    }
+}

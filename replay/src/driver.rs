@@ -347,6 +347,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             &pending(&decision.events, env.now_ms),
         )?;
         driver.last_prompt = decision.prompt;
+        // The start is recorded before anyone can watch: it is traced like every later step.
+        let _cast = tracing::info_span!("cast", cast = %cast).entered();
+        driver.recorded(&decision.events);
         Ok(driver)
     }
 

@@ -256,3 +256,30 @@ fn a_second_ctrl_c_quits_and_stops_the_running_program() {
     let state = sandbox.run(&["state", "q", "--json"]).json();
     assert_eq!(state["status"], "awaiting_agent", "{state}");
 }
+
+/// `RUST_LOG=castlog_replay=debug` once left out the start of a cast (`cast_started` and the
+/// first `socket_started`, recorded before the driver was watched): every event is traced.
+#[test]
+fn debug_tracing_names_every_event_of_a_run_including_its_start() {
+    let sandbox = Sandbox::new();
+    let mut cmd = sandbox.build_loop(
+        "demo",
+        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+    );
+    cmd.env("RUST_LOG", "castlog_replay=debug");
+    let run = sandbox.finish(&mut cmd);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = run.json()["events"].as_u64().unwrap();
+    let traced: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("recorded kind="))
+        .collect();
+    assert_eq!(traced.len() as u64, events, "{}", run.stderr);
+    assert!(traced[0].contains("kind=\"cast_started\""), "{}", traced[0]);
+    assert!(
+        traced[1].contains("kind=\"socket_started\""),
+        "{}",
+        traced[1]
+    );
+}

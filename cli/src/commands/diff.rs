@@ -256,6 +256,7 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
         all.retain(|r| r.kind != "cast_forked");
         Ok(all)
     };
+    let loadouts = loadout_change(&history(log, &a.cast)?, &history(log, &b.cast)?);
     let ha = decisions(&a.cast)?;
     let hb = decisions(&b.cast)?;
     // A shared ancestor's record is the same record on both sides: no need to re-encode it.
@@ -335,9 +336,73 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
     Ok(json!({
         "common_prefix": common,
         "first_divergence": first_divergence,
+        "loadouts": loadouts,
         "steps": rows,
         "summary": summary,
     }))
+}
+
+/// The loadout a history runs under at its end: its start's, or the one a recast's `--config`
+/// put in its place (name, hash, frozen JSON).
+fn loadout_of(history: &[Recorded]) -> Option<(String, Digest, Value)> {
+    let mut found = None;
+    for record in history {
+        match record.kind.as_str() {
+            "cast_started" => {
+                if let Ok(Event::CastStarted(e)) = record.event() {
+                    found = Some((e.loadout_name, e.loadout_hash, e.loadout));
+                }
+            }
+            "cast_forked" => {
+                if let Ok(Event::CastForked(e)) = record.event()
+                    && let (Some(hash), Some(loadout)) = (e.loadout_hash, e.loadout)
+                {
+                    let name = loadout["name"].as_str().unwrap_or_default().to_owned();
+                    found = Some((name, hash, loadout));
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// `null` when both casts ran the same loadout; otherwise both names and hashes, the sockets
+/// whose definition differs (or that only one has), and the other settings that differ.
+fn loadout_change(a: &[Recorded], b: &[Recorded]) -> Value {
+    let (Some((name_a, hash_a, la)), Some((name_b, hash_b, lb))) = (loadout_of(a), loadout_of(b))
+    else {
+        return Value::Null;
+    };
+    if hash_a == hash_b {
+        return Value::Null;
+    }
+    let empty = serde_json::Map::new();
+    let sockets = |l: &Value| l["sockets"].as_object().cloned().unwrap_or_default();
+    let (sa, sb) = (sockets(&la), sockets(&lb));
+    let mut changed: Vec<&String> = sa
+        .iter()
+        .filter(|(id, def)| sb.get(*id) != Some(*def))
+        .map(|(id, _)| id)
+        .chain(sb.keys().filter(|id| !sa.contains_key(*id)))
+        .collect();
+    changed.sort();
+    let (ta, tb) = (
+        la.as_object().unwrap_or(&empty),
+        lb.as_object().unwrap_or(&empty),
+    );
+    let mut settings: Vec<&String> = ta
+        .keys()
+        .chain(tb.keys().filter(|k| !ta.contains_key(*k)))
+        .filter(|k| *k != "sockets" && *k != "name" && ta.get(*k) != tb.get(*k))
+        .collect();
+    settings.sort();
+    json!({
+        "a": {"name": name_a, "hash": hash_a},
+        "b": {"name": name_b, "hash": hash_b},
+        "sockets_changed": changed,
+        "settings_changed": settings,
+    })
 }
 
 fn print_text(report: &Value) {
@@ -348,6 +413,36 @@ fn print_text(report: &Value) {
     let rows = report["steps"].as_array().cloned().unwrap_or_default();
     let summary = report["summary"].as_str().unwrap_or("");
     crate::say!("common prefix: {common} events");
+    if let Some(l) = report["loadouts"].as_object() {
+        let hash = |side: &str| {
+            l[side]["hash"]
+                .as_str()
+                .map(|h| h.chars().take(12).collect::<String>())
+                .unwrap_or_default()
+        };
+        let names = |field: &str| {
+            let list: Vec<&str> = l[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if list.is_empty() {
+                "none".to_owned()
+            } else {
+                list.join(", ")
+            }
+        };
+        crate::say!(
+            "loadouts differ: a {} {} / b {} {}; sockets changed: {}; settings changed: {}",
+            l["a"]["name"].as_str().unwrap_or(""),
+            hash("a"),
+            l["b"]["name"].as_str().unwrap_or(""),
+            hash("b"),
+            names("sockets_changed"),
+            names("settings_changed")
+        );
+    }
     if let Some(d) = &first_divergence {
         crate::say!(
             "first divergence at position {}: a {} / b {}",

@@ -297,6 +297,23 @@ fn a_recast_with_an_edited_config_records_the_new_loadout() {
             .unwrap()
             .contains("+You implement the current work item, Add a farewell, with a test first.")
     );
+    // The diff says the two ran different loadouts, and which socket's definition changed.
+    let loadouts = &diff["loadouts"];
+    assert_eq!(loadouts["a"]["hash"], *parent_hash);
+    assert_eq!(loadouts["b"]["hash"], forked["loadout_hash"]);
+    assert_eq!(loadouts["sockets_changed"], serde_json::json!(["Socket-3"]));
+    assert_eq!(loadouts["settings_changed"], serde_json::json!([]));
+    let text = sandbox.run(&["diff", "a", "b"]);
+    assert!(
+        text.stdout.contains("loadouts differ: a ")
+            && text.stdout.contains("sockets changed: Socket-3;"),
+        "{}",
+        text.stdout
+    );
+    // Two casts of one loadout say nothing of it.
+    run_build_loop(&sandbox, "c", &fixture("scripts/build-loop.jsonl"));
+    let same = sandbox.run(&["diff", "a", "c", "--json"]).json();
+    assert!(same["loadouts"].is_null(), "{same}");
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }
 

@@ -16,4 +16,5 @@ mod recast;
 mod replay;
 mod schedule;
 mod scorecard;
+mod streams;
 mod watch;

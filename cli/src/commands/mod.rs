@@ -1,6 +1,7 @@
 //! One module per group of commands.
 
 pub mod bench;
+pub mod bench_reads;
 pub mod bench_synth;
 pub mod cast;
 pub mod claims;

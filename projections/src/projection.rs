@@ -229,16 +229,28 @@ fn check<P: Projection>(
     if cp.version != P::VERSION {
         return Ok(None);
     }
-    let records = log.read(cast, Seq::FIRST, Some(cp.seq))?;
-    if records.last().map(|r| (r.seq, r.hash)) != Some((cp.seq, cp.hash)) {
+    // Folded as the events are read, never holding them.
+    let mut folded = against_fold.then(P::default);
+    let mut last = None;
+    log.scan(cast, Seq::FIRST, &mut |record| {
+        if record.seq > cp.seq {
+            return ControlFlow::Break(());
+        }
+        if let Some(p) = folded.as_mut() {
+            p.apply(&record);
+        }
+        last = Some((record.seq, record.hash));
+        ControlFlow::Continue(())
+    })?;
+    if last != Some((cp.seq, cp.hash)) {
         return Ok(None);
     }
-    let problem = match unsealed(cast, &cp) {
-        None => "does not match its seal (damaged; it is ignored)",
-        Some(encoded) if against_fold && encoded != to_compact(&fold::<P>(&records)).as_slice() => {
+    let problem = match (unsealed(cast, &cp), folded) {
+        (None, _) => "does not match its seal (damaged; it is ignored)",
+        (Some(encoded), Some(folded)) if encoded != to_compact(&folded).as_slice() => {
             "is not what the log folds to there"
         }
-        Some(_) => return Ok(None),
+        (Some(_), _) => return Ok(None),
     };
     Ok(Some((
         cp.seq,

@@ -91,6 +91,31 @@ where
     }
 }
 
+/// A JSON array of an iterator's items, each made as it is written. Written once: a second
+/// serialization finds it empty.
+pub struct Items<I>(RefCell<Option<I>>);
+
+impl<I> Items<I> {
+    /// The items `iter` yields.
+    pub fn new(iter: I) -> Self {
+        Self(RefCell::new(Some(iter)))
+    }
+}
+
+impl<I> Serialize for Items<I>
+where
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        for item in self.0.borrow_mut().take().into_iter().flatten() {
+            seq.serialize_element(&item)?;
+        }
+        seq.end()
+    }
+}
+
 /// A JSON object: `fields`, with `value` under `key`, in the order `fields` puts `key`
 /// (`json!` objects sort their keys), so it prints exactly as the object built whole would.
 pub struct WithField<'a, T> {

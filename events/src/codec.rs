@@ -602,6 +602,31 @@ pub fn from_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     Ok(value)
 }
 
+/// Whether `value` encodes (as [`to_compact`]) to exactly `bytes`, found without making the
+/// encoding: it is compared as it is written, and the comparison stops at the first
+/// difference.
+pub fn is_compact_of<T: Serialize>(value: &T, bytes: &[u8]) -> bool {
+    /// The bytes not yet matched; a write that does not match them fails.
+    struct Matching<'a>(&'a [u8]);
+    impl Write for Matching<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            match self.0.strip_prefix(buf) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(buf.len())
+                }
+                None => Err(std::io::ErrorKind::InvalidData.into()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut matching = Matching(bytes);
+    bincode::serde::encode_into_std_write(value, &mut matching, bincode::config::standard()).is_ok()
+        && matching.0.is_empty()
+}
+
 /// The bincode export's fields before its lists (encoded alone, they are the first bytes of
 /// [`BinExport`]'s encoding: bincode writes a struct as its fields one after another).
 #[derive(Serialize)]

@@ -265,3 +265,18 @@ fn a_bad_line_is_malformed_and_named(#[case] bad: &str, #[case] line: usize) {
         other => panic!("expected Malformed, got {other:?}"),
     }
 }
+
+/// `is_compact_of` is `to_compact(value) == bytes`, found without making the encoding.
+#[test]
+fn is_compact_of_compares_an_encoding_as_it_is_written() {
+    let value = (7u64, "text".to_owned(), vec![1u8, 2, 3]);
+    let bytes = codec::to_compact(&value);
+    assert!(codec::is_compact_of(&value, &bytes));
+    let mut changed = bytes.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    assert!(!codec::is_compact_of(&value, &changed));
+    assert!(!codec::is_compact_of(&value, &bytes[..bytes.len() - 1]));
+    let mut longer = bytes;
+    longer.push(0);
+    assert!(!codec::is_compact_of(&value, &longer));
+}

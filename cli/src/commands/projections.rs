@@ -29,8 +29,11 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     let cast = super::inspect::head_of(&log, &args.cast)?.cast;
     let (view, v) = caught::<CastView>(&log, &cast)?;
     let (usage, u) = caught::<Usage>(&log, &cast)?;
-    let (timeline, t) = caught::<Timeline>(&log, &cast)?;
-    let (manifest, m) = caught::<Manifest>(&log, &cast)?;
+    // Only the sizes of the two large read models are printed: each is dropped once counted,
+    // before the next is folded.
+    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines.len(), c))?;
+    let (manifest_entries, m) =
+        caught::<Manifest>(&log, &cast).map(|(p, c)| (p.entries.len(), c))?;
     let folds = |c: &CatchUp| json!({ "from": c.from, "folded": c.folded, "warning": c.warning });
     let summary = json!({
         "cast": cast,
@@ -45,8 +48,8 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
         "repairs": view.repairs,
         "reworks": view.reworks,
         "usage": { "input": usage.total.0, "output": usage.total.1, "by_socket": usage.by_socket },
-        "timeline_lines": timeline.lines.len(),
-        "manifest_entries": manifest.entries.len(),
+        "timeline_lines": timeline_lines,
+        "manifest_entries": manifest_entries,
         "projections": {
             "cast_view": folds(&v), "usage": folds(&u), "timeline": folds(&t), "manifest": folds(&m),
         },
@@ -65,7 +68,7 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
         view.reworks,
         usage.total.0,
         usage.total.1,
-        manifest.entries.len()
+        manifest_entries
     );
     Ok(())
 }

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use castlog_core::id::CastId;
+use castlog_core::id::{CastId, Seq};
 
-use castlog_events::SqliteLog;
-use castlog_projections::manifest::{Content, Manifest};
+use castlog_events::{EventLog, SqliteLog};
+use castlog_projections::manifest::{Content, Manifest, text_of};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
 use castlog_projections::prompt;
 use castlog_projections::views::{CastView, Timeline, Usage};
@@ -73,6 +73,26 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The text an artifact's `content` names, read from the event at `seq`.
+fn text(
+    log: &SqliteLog,
+    cast: &CastId,
+    content: &Content,
+    seq: u64,
+    path: &str,
+) -> Result<String, CliError> {
+    let records = log.read(cast, Seq(seq), Some(Seq(seq)))?;
+    records
+        .first()
+        .and_then(|r| r.event().ok())
+        .and_then(|event| text_of(content, &event))
+        .ok_or_else(|| {
+            CliError::integrity(format!(
+                "the artifact {path} names seq {seq} of cast {cast}, which does not hold its text: run `castlog verify {cast}`"
+            ))
+        })
+}
+
 /// `castlog export CAST --artifacts DIR`: the manifest's files, the same bytes on every run.
 pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<(), CliError> {
     let log = super::open(db)?;
@@ -89,9 +109,12 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
     };
     for entry in &manifest.entries {
         let bytes = match &entry.content {
-            Content::Text { text } => text.clone().into_bytes(),
-            Content::Json { text } => {
-                let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            Content::Text { seq } => {
+                text(&log, &cast, &entry.content, *seq, &entry.path)?.into_bytes()
+            }
+            Content::Json { seq } => {
+                let text = text(&log, &cast, &entry.content, *seq, &entry.path)?;
+                let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
                 text.push('\n');
                 text.into_bytes()

@@ -56,6 +56,11 @@ struct ReadsFigures {
 
 /// `castlog bench reads`.
 pub fn reads(db: Option<&Path>, args: &BenchReadsArgs) -> Result<(), CliError> {
+    if args.cast.is_some() && db.is_none() {
+        return Err(CliError::user(
+            "--cast names a cast of the database --db names: give --db on the command line",
+        ));
+    }
     let (scratch, path) = database(db)?;
     let files = Scratch::new()?;
     let (cast, built) = match &args.cast {

@@ -319,6 +319,41 @@ pub enum BenchCommand {
     /// The default (2,300 items, 3 tries) makes a cast of about 100,000 events.
     /// Example: castlog bench replay --items 2300 --json
     Replay(BenchSynthArgs),
+    /// The peak memory (RSS) of every read command on one long cast: show, export (both
+    /// formats), state (head and --at the middle seq), replay, verify, diff (of the cast with
+    /// itself), audit (and --lint), prompt (the last one), casts.
+    ///
+    /// Each command runs as a child process with its output thrown away; the figure is the
+    /// child's own peak RSS when it exits, with its time and exit code. Without --cast the
+    /// bench first makes the synthetic cast of `bench synth` (the default, 2,330 items with 3
+    /// tries, is about 100,000 events) in --db or a fresh temporary database.
+    ///
+    /// Example: castlog bench reads --json; castlog --db big.db bench reads --cast CAST --json
+    Reads(BenchReadsArgs),
+}
+
+/// `bench reads`.
+#[derive(Debug, Args)]
+pub struct BenchReadsArgs {
+    /// Measure this cast of --db instead of making one.
+    #[arg(long)]
+    pub cast: Option<String>,
+    /// Work items W of the synthetic cast.
+    #[arg(long, default_value_t = 2330)]
+    pub items: u64,
+    /// Tries R per item.
+    #[arg(long, default_value_t = 3)]
+    pub rework: u32,
+    /// Bytes S of every agent reply.
+    #[arg(long, default_value_t = 2000)]
+    pub output_bytes: usize,
+    /// Commit durability while the synthetic cast is made (the reads do not write, except
+    /// replay's checkpoints).
+    #[arg(long, value_enum, default_value = "normal")]
+    pub durability: DurabilityArg,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench synth`.

@@ -46,7 +46,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match run(cli, db_on_line) {
+    let ran = run(cli, db_on_line);
+    commands::bench_reads::report_peak_rss();
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // A command that printed its JSON document before failing (a `verify` report

@@ -86,8 +86,15 @@ fn put_str(hasher: &mut blake3::Hasher, text: &str) {
 /// The content address of a blob: plain BLAKE3 of its bytes (derive-key mode with
 /// `"castlog blob v1"`), so identical texts are stored once.
 pub fn blob_hash(bytes: &[u8]) -> Digest {
+    blob_hash_of_parts(&[bytes])
+}
+
+/// [`blob_hash`] of the parts' concatenation, without making it.
+pub fn blob_hash_of_parts(parts: &[&[u8]]) -> Digest {
     let mut hasher = BLOB_HASHER.clone();
-    hasher.update(bytes);
+    for part in parts {
+        hasher.update(part);
+    }
     Digest(*hasher.finalize().as_bytes())
 }
 

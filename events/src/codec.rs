@@ -15,10 +15,21 @@
 //! # Bincode export (compact)
 //! The 12 bytes `CASTLOG\0BIN1`, then the bincode (standard config) encoding of the same data.
 //!
+//! # Writing
+//! [`write_export`] writes a cast straight from the log, one event or blob at a time, so its
+//! memory does not grow with the cast (it keeps the set of referenced blob addresses).
+//! bincode puts each list's length before it: that format reads the events twice, once to
+//! count them and collect their blob references and once to write them, and fetches each
+//! blob twice, to count those the log holds and to write them. [`encode`] writes an export
+//! held in memory with the same encoder, so both give the same bytes.
+//!
 //! # Import
 //! Import re-verifies everything before it stores anything: every chain link and hash, the head,
 //! each blob against its address. A tampered file is refused naming the first bad seq.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::io::Write;
 use std::ops::ControlFlow;
 
 use castlog_core::id::{CastId, Digest, Seq};
@@ -96,6 +107,19 @@ pub enum CodecError {
     /// The log refused.
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Writing the export out failed.
+    #[error("cannot write the export: {source}")]
+    Write {
+        /// The writer's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<std::io::Error> for CodecError {
+    fn from(source: std::io::Error) -> Self {
+        CodecError::Write { source }
+    }
 }
 
 /// One cast with its referenced blobs, as exported.
@@ -175,69 +199,236 @@ struct Line<'a> {
     hex: Option<String>,
 }
 
-/// Encodes an export.
-pub fn encode(export: &CastExport, format: Format) -> Vec<u8> {
-    match format {
-        Format::Jsonl => encode_jsonl(export),
-        Format::Bincode => {
-            let mut out = BIN_MAGIC.to_vec();
-            out.extend(to_compact(&BinExport::from(export)));
-            out
-        }
-    }
+/// What [`write_export`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Events written.
+    pub events: u64,
+    /// Blobs written.
+    pub blobs: u64,
+    /// Bytes written.
+    pub bytes: u64,
 }
 
-fn encode_jsonl(export: &CastExport) -> Vec<u8> {
-    let mut out = Vec::new();
-    let header = Header {
-        castlog_export: EXPORT_VERSION,
-        cast: export.head.cast.clone(),
-        head_seq: export.head.seq,
-        head_hash: export.head.hash,
-        created_ms: export.head.created_ms,
-        parent: export.head.parent.clone(),
-    };
-    push_json_line(&mut out, &header);
-    for record in &export.events {
-        let head = EventHead {
-            seq: record.seq,
-            at_ms: record.at_ms,
-            kind: &record.kind,
-            v: record.v,
-            prev: record.prev,
-            hash: record.hash,
-        };
-        let mut line = serde_json::to_vec(&head).unwrap_or_default();
-        line.pop(); // the closing brace; the payload goes last
-        // Verbatim only when the payload is exactly one JSON value with no surrounding
-        // whitespace (which a JSON reader would drop) and no newline (which ends the line).
-        let verbatim = !record.payload.contains(&b'\n')
-            && serde_json::from_slice::<&RawValue>(&record.payload)
-                .is_ok_and(|raw| raw.get().len() == record.payload.len());
-        if verbatim {
-            line.extend_from_slice(b",\"payload\":");
-            line.extend_from_slice(&record.payload);
-        } else {
-            line.extend_from_slice(b",\"payload_hex\":\"");
-            line.extend_from_slice(to_hex(&record.payload).as_bytes());
-            line.push(b'"');
+/// Writes `cast` of `log` and the blobs its events reference to `out` as an export in
+/// `format`, reading one event or blob at a time (see the module docs). The bytes are those
+/// [`encode`] gives for [`collect`]'s export of the same cast.
+pub fn write_export(
+    log: &dyn EventLog,
+    cast: &CastId,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<Written, CodecError> {
+    let head = log
+        .head(cast)?
+        .ok_or_else(|| LogError::UnknownCast { cast: cast.clone() })?;
+    let mut encoder = Encoder::new(out, format);
+    encoder.header(&head)?;
+    let mut refs = BTreeSet::new();
+    let mut events = u64::MAX;
+    if format == Format::Bincode {
+        let mut counted = 0;
+        log.scan(cast, Seq::FIRST, &mut |record| {
+            refs.extend(blob_refs(&record));
+            counted += 1;
+            ControlFlow::Continue(())
+        })?;
+        events = counted;
+        encoder.count(events)?;
+    }
+    // The events counted, and no more: the cast may grow between the two reads.
+    let mut failed = None;
+    log.scan(cast, Seq::FIRST, &mut |record| {
+        if encoder.events == events {
+            return ControlFlow::Break(());
         }
-        line.extend_from_slice(b"}\n");
-        out.extend(line);
+        if format == Format::Jsonl {
+            refs.extend(blob_refs(&record));
+        }
+        match encoder.event(&record) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    for (hash, bytes) in &export.blobs {
-        let line = match std::str::from_utf8(bytes) {
-            Ok(text) => serde_json::json!({ "blob": hash, "text": text }),
-            Err(_) => serde_json::json!({ "blob": hash, "hex": to_hex(bytes) }),
-        };
-        push_json_line(&mut out, &line);
+    if format == Format::Bincode {
+        let mut held = 0;
+        for hash in &refs {
+            held += u64::from(log.get_blob(hash)?.is_some());
+        }
+        encoder.count(held)?;
     }
+    // A blob the log does not hold is left out, as `collect` leaves it out.
+    for hash in &refs {
+        if let Some(bytes) = log.get_blob(hash)? {
+            encoder.blob(hash, &bytes)?;
+        }
+    }
+    // Blobs are never removed: one counted a moment ago and missing now is damage.
+    if format == Format::Bincode && encoder.blobs != encoder.counted {
+        return Err(LogError::Corrupt {
+            context: "exporting a cast".into(),
+            message: format!(
+                "{} of the blobs cast {cast} references could be read once but not again",
+                encoder.counted.saturating_sub(encoder.blobs)
+            ),
+        }
+        .into());
+    }
+    Ok(encoder.written())
+}
+
+/// The blobs a record's event references (none if it does not decode).
+fn blob_refs(record: &Recorded) -> Vec<Digest> {
+    record.event().map(|e| e.blob_refs()).unwrap_or_default()
+}
+
+/// Encodes an export held in memory.
+pub fn encode(export: &CastExport, format: Format) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = Encoder::new(&mut out, format);
+    // Writing to a Vec cannot fail.
+    let _ = (|| -> std::io::Result<()> {
+        encoder.header(&export.head)?;
+        encoder.count(export.events.len() as u64)?;
+        for record in &export.events {
+            encoder.event(record)?;
+        }
+        encoder.count(export.blobs.len() as u64)?;
+        for (hash, bytes) in &export.blobs {
+            encoder.blob(hash, bytes)?;
+        }
+        Ok(())
+    })();
     out
 }
 
-fn push_json_line(out: &mut Vec<u8>, value: &impl Serialize) {
-    out.extend(serde_json::to_vec(value).unwrap_or_default());
+/// Writes an export's parts in order: the header, the events (in bincode after their
+/// count), then the blobs (likewise). Counts bytes, events and blobs written.
+struct Encoder<'w> {
+    out: &'w mut dyn Write,
+    format: Format,
+    bytes: u64,
+    events: u64,
+    blobs: u64,
+    /// The last count written (bincode): the number of blobs announced.
+    counted: u64,
+}
+
+impl<'w> Encoder<'w> {
+    fn new(out: &'w mut dyn Write, format: Format) -> Self {
+        Self {
+            out,
+            format,
+            bytes: 0,
+            events: 0,
+            blobs: 0,
+            counted: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn header(&mut self, head: &CastHead) -> std::io::Result<()> {
+        match self.format {
+            Format::Jsonl => self.put(&json_line(&Header {
+                castlog_export: EXPORT_VERSION,
+                cast: head.cast.clone(),
+                head_seq: head.seq,
+                head_hash: head.hash,
+                created_ms: head.created_ms,
+                parent: head.parent.clone(),
+            })),
+            Format::Bincode => {
+                self.put(BIN_MAGIC)?;
+                self.put(&to_compact(&BinHead::from(head)))
+            }
+        }
+    }
+
+    /// The length of the list that follows (bincode writes it as the list's prefix, as it
+    /// does inside [`BinExport`]; JSONL has none).
+    fn count(&mut self, count: u64) -> std::io::Result<()> {
+        self.counted = count;
+        match self.format {
+            Format::Jsonl => Ok(()),
+            Format::Bincode => self.put(&to_compact(&count)),
+        }
+    }
+
+    fn event(&mut self, record: &Recorded) -> std::io::Result<()> {
+        self.events += 1;
+        match self.format {
+            Format::Jsonl => self.put(&jsonl_event(record)),
+            Format::Bincode => self.put(&to_compact(&BinEvent::from(record))),
+        }
+    }
+
+    fn blob(&mut self, hash: &Digest, bytes: &[u8]) -> std::io::Result<()> {
+        self.blobs += 1;
+        match self.format {
+            Format::Jsonl => {
+                let line = match std::str::from_utf8(bytes) {
+                    Ok(text) => serde_json::json!({ "blob": hash, "text": text }),
+                    Err(_) => serde_json::json!({ "blob": hash, "hex": to_hex(bytes) }),
+                };
+                self.put(&json_line(&line))
+            }
+            Format::Bincode => self.put(&to_compact(&(hash.0, bytes))),
+        }
+    }
+
+    fn written(&self) -> Written {
+        Written {
+            events: self.events,
+            blobs: self.blobs,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// One event's JSONL line, its stored payload verbatim where it can be.
+fn jsonl_event(record: &Recorded) -> Vec<u8> {
+    let head = EventHead {
+        seq: record.seq,
+        at_ms: record.at_ms,
+        kind: &record.kind,
+        v: record.v,
+        prev: record.prev,
+        hash: record.hash,
+    };
+    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+    line.pop(); // the closing brace; the payload goes last
+    // Verbatim only when the payload is exactly one JSON value with no surrounding
+    // whitespace (which a JSON reader would drop) and no newline (which ends the line).
+    let verbatim = !record.payload.contains(&b'\n')
+        && serde_json::from_slice::<&RawValue>(&record.payload)
+            .is_ok_and(|raw| raw.get().len() == record.payload.len());
+    if verbatim {
+        line.extend_from_slice(b",\"payload\":");
+        line.extend_from_slice(&record.payload);
+    } else {
+        line.extend_from_slice(b",\"payload_hex\":\"");
+        line.extend_from_slice(to_hex(&record.payload).as_bytes());
+        line.push(b'"');
+    }
+    line.extend_from_slice(b"}\n");
+    line
+}
+
+fn json_line(value: &impl Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec(value).unwrap_or_default();
     out.push(b'\n');
+    out
 }
 
 /// Decodes an export in either format (detected from its first bytes).
@@ -457,18 +648,87 @@ fn decode_error(err: &bincode::error::DecodeError) -> String {
     }
 }
 
+/// Whether `value` encodes (as [`to_compact`]) to exactly `bytes`, found without making the
+/// encoding: it is compared as it is written, and the comparison stops at the first
+/// difference.
+pub fn is_compact_of<T: Serialize>(value: &T, bytes: &[u8]) -> bool {
+    /// The bytes not yet matched; a write that does not match them fails.
+    struct Matching<'a>(&'a [u8]);
+    impl Write for Matching<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            match self.0.strip_prefix(buf) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(buf.len())
+                }
+                None => Err(std::io::ErrorKind::InvalidData.into()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut matching = Matching(bytes);
+    bincode::serde::encode_into_std_write(value, &mut matching, bincode::config::standard()).is_ok()
+        && matching.0.is_empty()
+}
+
+/// The bincode export's fields before its lists (encoded alone, they are the first bytes of
+/// [`BinExport`]'s encoding: bincode writes a struct as its fields one after another).
+#[derive(Serialize)]
+struct BinHead<'a> {
+    version: u32,
+    cast: &'a str,
+    head_seq: u64,
+    head_hash: [u8; 32],
+    created_ms: u64,
+    parent: Option<(&'a str, u64, [u8; 32])>,
+}
+
+impl<'a> From<&'a CastHead> for BinHead<'a> {
+    fn from(head: &'a CastHead) -> Self {
+        BinHead {
+            version: EXPORT_VERSION,
+            cast: head.cast.as_str(),
+            head_seq: head.seq.get(),
+            head_hash: head.hash.0,
+            created_ms: head.created_ms,
+            parent: head
+                .parent
+                .as_ref()
+                .map(|p| (p.cast.as_str(), p.seq.get(), p.hash.0)),
+        }
+    }
+}
+
+/// One event in the bincode export: borrowed when written, owned when read.
 #[derive(Serialize, Deserialize)]
-struct BinEvent {
+struct BinEvent<'a> {
     seq: u64,
     at_ms: u64,
-    kind: String,
+    kind: Cow<'a, str>,
     v: u16,
-    payload: Vec<u8>,
+    payload: Cow<'a, [u8]>,
     prev: [u8; 32],
     hash: [u8; 32],
 }
 
-#[derive(Serialize, Deserialize)]
+impl<'a> From<&'a Recorded> for BinEvent<'a> {
+    fn from(r: &'a Recorded) -> Self {
+        BinEvent {
+            seq: r.seq.get(),
+            at_ms: r.at_ms,
+            kind: Cow::Borrowed(&r.kind),
+            v: r.v,
+            payload: Cow::Borrowed(&r.payload),
+            prev: r.prev.0,
+            hash: r.hash.0,
+        }
+    }
+}
+
+/// The whole bincode export, as it is read (it is written part by part by [`Encoder`]).
+#[derive(Deserialize)]
 struct BinExport {
     version: u32,
     cast: String,
@@ -476,39 +736,8 @@ struct BinExport {
     head_hash: [u8; 32],
     created_ms: u64,
     parent: Option<(String, u64, [u8; 32])>,
-    events: Vec<BinEvent>,
+    events: Vec<BinEvent<'static>>,
     blobs: Vec<([u8; 32], Vec<u8>)>,
-}
-
-impl From<&CastExport> for BinExport {
-    fn from(export: &CastExport) -> Self {
-        BinExport {
-            version: EXPORT_VERSION,
-            cast: export.head.cast.to_string(),
-            head_seq: export.head.seq.get(),
-            head_hash: export.head.hash.0,
-            created_ms: export.head.created_ms,
-            parent: export
-                .head
-                .parent
-                .as_ref()
-                .map(|p| (p.cast.to_string(), p.seq.get(), p.hash.0)),
-            events: export
-                .events
-                .iter()
-                .map(|r| BinEvent {
-                    seq: r.seq.get(),
-                    at_ms: r.at_ms,
-                    kind: r.kind.clone(),
-                    v: r.v,
-                    payload: r.payload.clone(),
-                    prev: r.prev.0,
-                    hash: r.hash.0,
-                })
-                .collect(),
-            blobs: export.blobs.iter().map(|(h, b)| (h.0, b.clone())).collect(),
-        }
-    }
 }
 
 impl BinExport {
@@ -538,9 +767,9 @@ impl BinExport {
                     cast: cast.clone(),
                     seq: Seq(e.seq),
                     at_ms: e.at_ms,
-                    kind: e.kind,
+                    kind: e.kind.into_owned(),
                     v: e.v,
-                    payload: e.payload,
+                    payload: e.payload.into_owned(),
                     prev: Digest(e.prev),
                     hash: Digest(e.hash),
                 })

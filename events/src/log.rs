@@ -217,6 +217,56 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
     Ok(out)
 }
 
+/// Records per page handed from the reading thread of [`with_events`].
+const STREAM_PAGE: usize = 256;
+/// Pages the reading thread of [`with_events`] may be ahead by.
+const STREAM_PAGES: usize = 4;
+
+/// Runs `consume` over the events of `cast` from `from` on, as [`EventLog::scan`] visits them,
+/// read on a second thread a page at a time: a few pages are held, whatever the cast's
+/// length (unlike [`EventLog::read`]), and `consume` pulls them at its own pace, may stop
+/// early and may read the log meanwhile. If reading fails, the iterator ends early and the
+/// error is returned instead of `consume`'s result.
+pub fn with_events<T>(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    from: Seq,
+    consume: impl FnOnce(&mut dyn Iterator<Item = Recorded>) -> T,
+) -> Result<T, LogError> {
+    std::thread::scope(|scope| {
+        let (pages, received) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(STREAM_PAGES);
+        let reader = scope.spawn(move || {
+            let mut page = Vec::with_capacity(STREAM_PAGE);
+            let scanned = log.scan(cast, from, &mut |record| {
+                page.push(record);
+                if page.len() < STREAM_PAGE {
+                    return ControlFlow::Continue(());
+                }
+                let full = std::mem::replace(&mut page, Vec::with_capacity(STREAM_PAGE));
+                // A consumer that stopped has dropped its end: stop reading.
+                match pages.send(full) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(_) => ControlFlow::Break(()),
+                }
+            });
+            if !page.is_empty() {
+                let _ = pages.send(page);
+            }
+            scanned
+        });
+        let mut records = received.into_iter().flatten();
+        let out = consume(&mut records);
+        drop(records);
+        let scanned = reader.join().unwrap_or_else(|_| {
+            Err(LogError::storage(
+                "reading events",
+                "the reading thread panicked",
+            ))
+        });
+        scanned.map(|()| out)
+    })
+}
+
 /// An append [begun](EventLog::begin_append_with_blobs): accepted, and stored and durable once
 /// [`Appending::wait`] returns `Ok`.
 #[must_use = "an append is known to be durable only once `wait` returns Ok"]

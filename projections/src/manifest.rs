@@ -12,21 +12,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::projection::Projection;
 
-/// Where an artifact's bytes come from.
+/// Where an artifact's bytes come from. Texts are named by the event that holds them, not
+/// copied: the manifest of a long cast stays small ([`text_of`] reads them back).
 // Externally tagged and free of `serde_json::Value`, so checkpoints (bincode, not
 // self-describing) round-trip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Content {
-    /// Text recorded in the event.
+    /// The text of the event at `seq`: an agent's reply, a refinement draft or a socket's
+    /// output.
     Text {
-        /// The text.
-        text: String,
+        /// The event's seq.
+        seq: u64,
     },
-    /// JSON recorded in the event (compact text), written pretty.
+    /// The parsed output of the `socket_completed` at `seq` (as compact JSON), written pretty.
     Json {
-        /// The compact JSON.
-        text: String,
+        /// The event's seq.
+        seq: u64,
     },
     /// A dispatched prompt, written as its messages (rebuilt by [`crate::prompt::messages`]).
     Prompt {
@@ -65,8 +67,24 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
     #[serde(default)]
     items: Vec<((String, u32), Option<String>)>,
+    /// The turn and seq of the last reply not yet completed or rejected.
     #[serde(default)]
-    last_reply: Option<(u32, String)>,
+    last_reply: Option<(u32, u64)>,
+}
+
+/// The text `content` names in `event` (the event at its seq): `None` for a prompt, or for an
+/// event that holds no such text.
+pub fn text_of(content: &Content, event: &Event) -> Option<String> {
+    match (content, event) {
+        (Content::Text { .. }, Event::AgentReplied(e)) => Some(e.text.clone()),
+        (Content::Text { .. }, Event::RefinementRecorded(e)) => Some(e.text.clone()),
+        (Content::Text { .. }, Event::SocketCompleted(e)) => Some(e.output.clone()),
+        (Content::Json { .. }, Event::SocketCompleted(e)) => e
+            .parsed
+            .as_ref()
+            .map(|parsed| serde_json::to_string(parsed).unwrap_or_default()),
+        _ => None,
+    }
 }
 
 /// Replaces characters outside `[a-z0-9._-]` (after lowercasing) with `-`.
@@ -124,8 +142,9 @@ impl Manifest {
 
 impl Projection for Manifest {
     const NAME: &'static str = "manifest";
-    // 2: prompts carry their placements. 3: checkpoints are sealed.
-    const VERSION: u32 = 3;
+    // 2: prompts carry their placements. 3: checkpoints are sealed. 4: texts are named by
+    // their event's seq.
+    const VERSION: u32 = 4;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };
@@ -155,16 +174,16 @@ impl Projection for Manifest {
                     },
                 );
             }
-            Event::AgentReplied(e) => self.last_reply = Some((e.turn.get(), e.text)),
+            Event::AgentReplied(e) => self.last_reply = Some((e.turn.get(), seq)),
             Event::OutputRejected(e) => {
-                if let Some((turn, text)) = self.last_reply.take() {
+                if let Some((turn, reply)) = self.last_reply.take() {
                     let socket = e.socket.to_string();
                     let path = format!("{}.rejected-{turn}.md", self.stem(&socket, e.visit.get()));
                     self.push(
                         ("rejected_output", &socket, e.visit.get(), Some(turn)),
                         path,
                         seq,
-                        Content::Text { text },
+                        Content::Text { seq: reply },
                     );
                 }
             }
@@ -179,7 +198,7 @@ impl Projection for Manifest {
                     ("refinement", &socket, e.visit.get(), Some(e.turn.get())),
                     path,
                     seq,
-                    Content::Text { text: e.text },
+                    Content::Text { seq },
                 );
             }
             Event::SocketCompleted(e) => {
@@ -190,16 +209,15 @@ impl Projection for Manifest {
                     ("socket_output", &socket, visit, None),
                     path,
                     seq,
-                    Content::Text { text: e.output },
+                    Content::Text { seq },
                 );
-                if let Some(parsed) = e.parsed {
+                if e.parsed.is_some() {
                     let path = format!("sockets/{}/{visit}.json", sanitize(&socket));
-                    let text = serde_json::to_string(&parsed).unwrap_or_default();
                     self.push(
                         ("socket_json", &socket, visit, None),
                         path,
                         seq,
-                        Content::Json { text },
+                        Content::Json { seq },
                     );
                 }
                 self.last_reply = None;

@@ -19,7 +19,7 @@
 use std::ops::ControlFlow;
 
 use castlog_core::id::{CastId, Digest, Seq};
-use castlog_events::codec::{from_compact, to_compact};
+use castlog_events::codec::{from_compact, is_compact_of, to_compact};
 use castlog_events::{EventLog, LogError, Recorded};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,7 +54,7 @@ pub trait CheckpointStore {
     /// The checkpoint of `name` for `cast`, if any.
     fn load(&self, cast: &CastId, name: &str) -> Option<Checkpoint>;
     /// Replaces the checkpoint of `checkpoint.name` for `cast`.
-    fn save(&self, cast: &CastId, checkpoint: &Checkpoint);
+    fn save(&self, cast: &CastId, checkpoint: Checkpoint);
 }
 
 /// No checkpoints at all: every catch-up is a full fold.
@@ -65,7 +65,7 @@ impl CheckpointStore for NoCheckpoints {
     fn load(&self, _: &CastId, _: &str) -> Option<Checkpoint> {
         None
     }
-    fn save(&self, _: &CastId, _: &Checkpoint) {}
+    fn save(&self, _: &CastId, _: Checkpoint) {}
 }
 
 /// Checkpoints in memory (the reference store, for tests and one process).
@@ -79,13 +79,14 @@ impl CheckpointStore for MemoryCheckpoints {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         slots.get(&(cast.clone(), name.to_owned())).cloned()
     }
-    fn save(&self, cast: &CastId, checkpoint: &Checkpoint) {
+    fn save(&self, cast: &CastId, checkpoint: Checkpoint) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.insert((cast.clone(), checkpoint.name.clone()), checkpoint.clone());
+        slots.insert((cast.clone(), checkpoint.name.clone()), checkpoint);
     }
 }
 
-/// The seal of a checkpoint's encoding (see the module docs).
+/// The seal of a checkpoint's encoding (see the module docs), hashed in parts so a large
+/// encoding is not copied.
 fn seal(
     cast: &CastId,
     name: &str,
@@ -94,17 +95,17 @@ fn seal(
     hash: &Digest,
     encoded: &[u8],
 ) -> Digest {
-    let mut sealed = Vec::with_capacity(encoded.len() + cast.as_str().len() + name.len() + 80);
-    sealed.extend_from_slice(b"castlog projection checkpoint\0");
-    sealed.extend_from_slice(cast.as_str().as_bytes());
-    sealed.push(0);
-    sealed.extend_from_slice(name.as_bytes());
-    sealed.push(0);
-    sealed.extend_from_slice(&version.to_be_bytes());
-    sealed.extend_from_slice(&seq.get().to_be_bytes());
-    sealed.extend_from_slice(&hash.0);
-    sealed.extend_from_slice(encoded);
-    castlog_events::chain::blob_hash(&sealed)
+    castlog_events::chain::blob_hash_of_parts(&[
+        b"castlog projection checkpoint\0",
+        cast.as_str().as_bytes(),
+        &[0],
+        name.as_bytes(),
+        &[0],
+        &version.to_be_bytes(),
+        &seq.get().to_be_bytes(),
+        &hash.0,
+        encoded,
+    ])
 }
 
 /// The encoding inside a stored checkpoint of `cast`, if its seal holds.
@@ -175,14 +176,14 @@ pub fn catch_up<P: Projection>(
         ControlFlow::Continue(())
     })?;
     if let Some((seq, hash)) = last {
-        let encoded = to_compact(&projection);
-        let mut bytes = seal(cast, P::NAME, P::VERSION, seq, &hash, &encoded)
-            .0
-            .to_vec();
-        bytes.extend_from_slice(&encoded);
+        // The seal, then the encoding, in one buffer: a projection's encoding may be large.
+        let mut bytes = vec![0; 32];
+        bytes.extend(to_compact(&projection));
+        let sealed = seal(cast, P::NAME, P::VERSION, seq, &hash, &bytes[32..]);
+        bytes[..32].copy_from_slice(&sealed.0);
         store.save(
             cast,
-            &Checkpoint {
+            Checkpoint {
                 name: P::NAME.to_owned(),
                 version: P::VERSION,
                 seq,
@@ -229,16 +230,28 @@ fn check<P: Projection>(
     if cp.version != P::VERSION {
         return Ok(None);
     }
-    let records = log.read(cast, Seq::FIRST, Some(cp.seq))?;
-    if records.last().map(|r| (r.seq, r.hash)) != Some((cp.seq, cp.hash)) {
+    // Folded as the events are read, never holding them.
+    let mut folded = against_fold.then(P::default);
+    let mut last = None;
+    log.scan(cast, Seq::FIRST, &mut |record| {
+        if record.seq > cp.seq {
+            return ControlFlow::Break(());
+        }
+        if let Some(p) = folded.as_mut() {
+            p.apply(&record);
+        }
+        last = Some((record.seq, record.hash));
+        ControlFlow::Continue(())
+    })?;
+    if last != Some((cp.seq, cp.hash)) {
         return Ok(None);
     }
-    let problem = match unsealed(cast, &cp) {
-        None => "does not match its seal (damaged; it is ignored)",
-        Some(encoded) if against_fold && encoded != to_compact(&fold::<P>(&records)).as_slice() => {
+    let problem = match (unsealed(cast, &cp), folded) {
+        (None, _) => "does not match its seal (damaged; it is ignored)",
+        (Some(encoded), Some(folded)) if !is_compact_of(&folded, encoded) => {
             "is not what the log folds to there"
         }
-        Some(_) => return Ok(None),
+        (Some(_), _) => return Ok(None),
     };
     Ok(Some((
         cp.seq,
@@ -268,7 +281,7 @@ impl CheckpointStore for castlog_events::SqliteLog {
         })
     }
 
-    fn save(&self, cast: &CastId, checkpoint: &Checkpoint) {
+    fn save(&self, cast: &CastId, checkpoint: Checkpoint) {
         // A checkpoint is an optimization; failing to store one loses nothing.
         let _ = self.put_checkpoint(
             cast,
@@ -277,7 +290,7 @@ impl CheckpointStore for castlog_events::SqliteLog {
                 version: checkpoint.version,
                 seq: checkpoint.seq,
                 hash: checkpoint.hash,
-                bytes: checkpoint.bytes.clone(),
+                bytes: checkpoint.bytes,
             },
         );
     }
@@ -336,7 +349,7 @@ mod tests {
         let kept = store.load(&cast, "count").unwrap();
         let mut changed = kept.clone();
         *changed.bytes.last_mut().unwrap() += 1;
-        store.save(&cast, &changed);
+        store.save(&cast, changed);
         let (seq, problem) = check_checkpoint::<Count>(&log, &store, &cast)
             .unwrap()
             .unwrap();
@@ -353,7 +366,7 @@ mod tests {
         forged.extend_from_slice(&encoded);
         store.save(
             &cast,
-            &Checkpoint {
+            Checkpoint {
                 bytes: forged,
                 ..kept
             },

@@ -15,6 +15,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::input::Input;
 use castlog_core::machine::{CastState, Phase};
 use castlog_events::chain::blob_hash;
+use castlog_events::log::with_events;
 use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
 use serde_json::Value;
 
@@ -23,26 +24,51 @@ use crate::redecide::input_of;
 
 /// A cast's full history: a recast's parent prefix (recursively) followed by its own events.
 pub fn history(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Recorded>, DriveError> {
-    let own = log.read(cast, Seq::FIRST, None).map_err(|e| match e {
+    let mut all = Vec::new();
+    with_history(log, cast, &mut |records| all.extend(records))?;
+    Ok(all)
+}
+
+/// Runs `consume` over [`history`]'s records of `cast`, read as they are consumed (see
+/// [`castlog_events::log::with_events`]) instead of held: a few pages of each cast on the
+/// way are in memory, whatever the casts' lengths.
+pub fn with_history(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    consume: &mut dyn FnMut(&mut dyn Iterator<Item = Recorded>),
+) -> Result<(), DriveError> {
+    let unknown = |e: castlog_events::LogError| match e {
         castlog_events::LogError::UnknownCast { .. } => {
             DriveError::UnknownCast { cast: cast.clone() }
         }
         other => other.into(),
-    })?;
-    let Some(first) = own.first() else {
+    };
+    let mut first = None;
+    log.scan(cast, Seq::FIRST, &mut |record| {
+        first = Some(record);
+        std::ops::ControlFlow::Break(())
+    })
+    .map_err(unknown)?;
+    let Some(first) = first else {
         return Err(DriveError::UnknownCast { cast: cast.clone() });
     };
-    if let Ok(Event::CastForked(forked)) = first.event() {
-        let mut all = history(log, &forked.parent)?;
-        all.truncate(
-            all.iter()
-                .position(|r| r.cast == forked.parent && r.seq == forked.parent_seq)
-                .map_or(all.len(), |i| i + 1),
-        );
-        all.extend(own);
-        return Ok(all);
-    }
-    Ok(own)
+    let Ok(Event::CastForked(forked)) = first.event() else {
+        return with_events(log, cast, Seq::FIRST, |own| consume(own)).map_err(unknown);
+    };
+    let mut own_read = Ok(());
+    with_history(log, &forked.parent, &mut |ancestors| {
+        // The parent's history up to and with the fork point (all of it if that is missing).
+        let mut reached = false;
+        let mut prefix = ancestors.take_while(|r| {
+            let take = !reached;
+            reached = reached || (r.cast == forked.parent && r.seq == forked.parent_seq);
+            take
+        });
+        own_read = with_events(log, cast, Seq::FIRST, |own| {
+            consume(&mut prefix.by_ref().chain(own));
+        });
+    })?;
+    own_read.map_err(unknown)
 }
 
 /// The casts recast (directly or through other recasts) from `ancestor`, in the order the log

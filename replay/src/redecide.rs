@@ -15,6 +15,7 @@ use castlog_core::input::{HeldDay, Input, SendOutcome};
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide;
 use castlog_events::chain::blob_hash;
+use castlog_events::log::with_events;
 use castlog_events::{EventLog, LogError, Recorded};
 use serde::Serialize;
 
@@ -159,8 +160,19 @@ pub(crate) fn input_of(state: &CastState, event: &Event) -> Option<Input> {
 }
 
 /// Re-decides a whole cast. `Ok(None)` means every decision reproduced the log exactly.
+/// The events are read as they are checked ([`with_events`]), one decision's at a time, so
+/// memory does not grow with the cast; the first problem met is the one reported.
 pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>, LogError> {
-    let records = log.read(cast, Seq::FIRST, None)?;
+    with_events(log, cast, Seq::FIRST, |records| {
+        redecide_records(log, cast, records)
+    })?
+}
+
+fn redecide_records(
+    log: &dyn EventLog,
+    cast: &CastId,
+    records: &mut dyn Iterator<Item = Recorded>,
+) -> Result<Option<Divergence>, LogError> {
     let diverge = |seq: Seq, expected: String, found: String| {
         Ok(Some(Divergence {
             cast: cast.clone(),
@@ -169,51 +181,57 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
             found,
         }))
     };
-    let mut events = Vec::with_capacity(records.len());
-    for record in &records {
-        match record.event() {
-            Ok(event) => events.push(event),
-            Err(err) => return diverge(record.seq, "a decodable event".into(), err.to_string()),
-        }
-    }
+    let Some(first) = records.next() else {
+        return Ok(None);
+    };
     let mut prev = castlog_core::id::Digest::ZERO;
-    let (mut state, mut index) = match events.first().cloned() {
-        Some(Event::CastStarted(started)) => {
-            let env = Env::new(records[0].at_ms, blob_hash);
-            let (state, first) = match decide::start(started, &env) {
+    let (mut state, mut position) = match decoded(&first) {
+        Err(d) => return Ok(Some(d)),
+        Ok(Event::CastStarted(started)) => {
+            let at_ms = first.at_ms;
+            let env = Env::new(at_ms, blob_hash);
+            let (state, decision) = match decide::start(started, &env) {
                 Ok(done) => done,
                 Err(err) => {
                     return diverge(Seq::FIRST, "a startable loadout".into(), err.to_string());
                 }
             };
-            if let Some(d) = compare(&first.events, &records, 0, records[0].at_ms, &mut prev) {
+            let stretch = Stretch {
+                cast,
+                position: 0,
+                at_ms,
+            };
+            if let Some(d) = stretch.compare(&decision.events, first, records, &mut prev) {
                 return Ok(Some(d));
             }
-            (state, first.events.len())
+            (state, decision.events.len() as u64)
         }
-        Some(Event::CastForked(_)) => {
+        Ok(Event::CastForked(_)) => {
             // A recast starts from its parent's state at the fork point; its own decisions
             // are re-decided from there.
             // From the first event: a re-decide trusts no snapshot.
             match crate::driver::fold_until_fresh(log, cast, Seq::FIRST) {
                 Ok((state, _)) => {
-                    prev = records[0].hash;
+                    prev = first.hash;
                     (state, 1)
                 }
                 Err(err) => return diverge(Seq::FIRST, "a foldable fork".into(), err.to_string()),
             }
         }
         // A log that is not a machine cast (e.g. `bench append`'s) has no decisions to redo.
-        _ => return Ok(None),
+        Ok(_) => return Ok(None),
     };
-    while index < events.len() {
-        let record = &records[index];
-        let Some(input) = input_of(&state, &events[index]) else {
+    while let Some(record) = records.next() {
+        let event = match decoded(&record) {
+            Ok(event) => event,
+            Err(d) => return Ok(Some(d)),
+        };
+        let Some(input) = input_of(&state, &event) else {
             return diverge(
                 record.seq,
                 "the first event of a decision (a reply, a utility result, a person's input)"
                     .into(),
-                render_recorded(record),
+                render_recorded(&record),
             );
         };
         let env = Env::new(record.at_ms, blob_hash);
@@ -223,23 +241,38 @@ pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>,
                 return diverge(
                     record.seq,
                     format!("the machine refuses: {err}"),
-                    render_recorded(record),
+                    render_recorded(&record),
                 );
             }
         };
-        if let Some(d) = compare(&decision.events, &records, index, record.at_ms, &mut prev) {
-            return Ok(Some(d));
-        }
-        index += decision.events.len();
         if decision.events.is_empty() {
             return diverge(
                 record.seq,
                 "a decision with events".into(),
-                render_recorded(record),
+                render_recorded(&record),
             );
         }
+        let stretch = Stretch {
+            cast,
+            position,
+            at_ms: record.at_ms,
+        };
+        if let Some(d) = stretch.compare(&decision.events, record, records, &mut prev) {
+            return Ok(Some(d));
+        }
+        position += decision.events.len() as u64;
     }
     Ok(None)
+}
+
+/// The event a record holds, or the divergence of a record that does not decode.
+fn decoded(record: &Recorded) -> Result<Event, Divergence> {
+    record.event().map_err(|err| Divergence {
+        cast: record.cast.clone(),
+        seq: record.seq,
+        expected: "a decodable event".into(),
+        found: err.to_string(),
+    })
 }
 
 /// Names the first entry whose placement or text differs between two renderings.
@@ -282,68 +315,90 @@ fn first_entry_difference(
     "same entries, different rendering".into()
 }
 
-/// Checks that `produced`, sealed at `at_ms` after `prev`, is exactly the recorded stretch from
-/// `at`: same kinds, same payload bytes, same times, same chain hashes.
-fn compare(
-    produced: &[Event],
-    records: &[Recorded],
-    at: usize,
+/// Where one decision's events are in the log: its first event's position (0 = the cast's
+/// first event) and the time they were recorded at.
+struct Stretch<'a> {
+    cast: &'a CastId,
+    position: u64,
     at_ms: u64,
-    prev: &mut castlog_core::id::Digest,
-) -> Option<Divergence> {
-    for (offset, event) in produced.iter().enumerate() {
-        let i = at + offset;
-        let Some(record) = records.get(i) else {
-            return Some(Divergence {
-                cast: records
-                    .first()
-                    .map(|r| r.cast.clone())
-                    .unwrap_or_else(|| CastId::new("")),
-                seq: Seq(i as u64 + 1),
-                expected: render(event),
-                found: "the end of the log".into(),
-            });
-        };
-        let sealed =
-            castlog_events::Pending::new(at_ms, event).seal(&record.cast, record.seq, *prev);
-        if sealed.kind != record.kind || sealed.payload != record.payload {
-            if let (Event::PromptDispatched(now), Ok(Event::PromptDispatched(then))) =
-                (event, record.event())
-            {
-                let (rendered, recorded) = now.prompt_hash.short_pair(&then.prompt_hash);
+}
+
+impl Stretch<'_> {
+    /// Checks that `produced`, sealed at `at_ms` after `prev`, is exactly the recorded
+    /// stretch starting with `first` and going on with `rest`: same kinds, same payload bytes,
+    /// same times, same chain hashes.
+    fn compare(
+        &self,
+        produced: &[Event],
+        first: Recorded,
+        rest: &mut dyn Iterator<Item = Recorded>,
+        prev: &mut castlog_core::id::Digest,
+    ) -> Option<Divergence> {
+        let at_ms = self.at_ms;
+        let mut first = Some(first);
+        for (offset, event) in produced.iter().enumerate() {
+            // The first record was decoded by the caller (it gave the input).
+            let record = match first.take() {
+                Some(record) => record,
+                None => match rest.next() {
+                    Some(record) => {
+                        if let Err(d) = decoded(&record) {
+                            return Some(d);
+                        }
+                        record
+                    }
+                    None => {
+                        return Some(Divergence {
+                            cast: self.cast.clone(),
+                            seq: Seq(self.position + offset as u64 + 1),
+                            expected: render(event),
+                            found: "the end of the log".into(),
+                        });
+                    }
+                },
+            };
+            let record = &record;
+            let sealed =
+                castlog_events::Pending::new(at_ms, event).seal(&record.cast, record.seq, *prev);
+            if sealed.kind != record.kind || sealed.payload != record.payload {
+                if let (Event::PromptDispatched(now), Ok(Event::PromptDispatched(then))) =
+                    (event, record.event())
+                {
+                    let (rendered, recorded) = now.prompt_hash.short_pair(&then.prompt_hash);
+                    return Some(Divergence {
+                        cast: record.cast.clone(),
+                        seq: record.seq,
+                        expected: format!(
+                            "prompt drift at {} visit {} turn {}: re-rendered prompt {rendered}",
+                            now.socket, now.visit, now.turn,
+                        ),
+                        found: format!(
+                            "recorded prompt {recorded}; {}",
+                            first_entry_difference(&now.placements, &then.placements)
+                        ),
+                    });
+                }
+                return Some(Divergence {
+                    cast: record.cast.clone(),
+                    seq: record.seq,
+                    expected: render(event),
+                    found: render_recorded(record),
+                });
+            }
+            if sealed.hash != record.hash {
+                let (expected, found) = sealed.hash.short_pair(&record.hash);
                 return Some(Divergence {
                     cast: record.cast.clone(),
                     seq: record.seq,
                     expected: format!(
-                        "prompt drift at {} visit {} turn {}: re-rendered prompt {rendered}",
-                        now.socket, now.visit, now.turn,
+                        "hash {expected} (recorded at {at_ms} ms after {})",
+                        prev.short()
                     ),
-                    found: format!(
-                        "recorded prompt {recorded}; {}",
-                        first_entry_difference(&now.placements, &then.placements)
-                    ),
+                    found: format!("hash {found} at {} ms", record.at_ms),
                 });
             }
-            return Some(Divergence {
-                cast: record.cast.clone(),
-                seq: record.seq,
-                expected: render(event),
-                found: render_recorded(record),
-            });
+            *prev = sealed.hash;
         }
-        if sealed.hash != record.hash {
-            let (expected, found) = sealed.hash.short_pair(&record.hash);
-            return Some(Divergence {
-                cast: record.cast.clone(),
-                seq: record.seq,
-                expected: format!(
-                    "hash {expected} (recorded at {at_ms} ms after {})",
-                    prev.short()
-                ),
-                found: format!("hash {found} at {} ms", record.at_ms),
-            });
-        }
-        *prev = sealed.hash;
+        None
     }
-    None
 }

@@ -21,6 +21,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Append(args) => append(db, &args),
         BenchCommand::Synth(args) => super::bench_synth::synth(db, &args),
         BenchCommand::Replay(args) => super::bench_synth::replay(db, &args),
+        BenchCommand::Reads(args) => super::bench_reads::reads(db, &args),
     }
 }
 
@@ -39,11 +40,23 @@ impl Scratch {
         Ok(Self(Some(dir)))
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    pub(super) fn file(&self, name: &str) -> PathBuf {
         self.0
             .as_ref()
             .map_or_else(|| PathBuf::from(name), |d| d.join(name))
     }
+
+    /// The directory [`Scratch::file`] names files in (the current one for no scratch).
+    pub(super) fn dir(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new("."))
+    }
+}
+
+/// This process's peak resident set size (VmHWM) in kB, if /proc tells it.
+pub(super) fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// The database a bench runs in: the one named, or a fresh temporary one removed when the

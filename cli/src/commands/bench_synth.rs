@@ -119,15 +119,7 @@ fn commit_floor_ms(path: &Path, durability: Durability) -> Option<f64> {
 
 /// Peak resident set size (VmHWM) in MB, 0 where /proc is not available.
 fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+    super::bench::peak_rss_kb().map_or(0.0, |kb| kb as f64 / 1024.0)
 }
 
 /// Mean ms per step over the first and last 10% of steps (at least one step each), as the
@@ -265,7 +257,7 @@ fn padded(head: &str, seed: &str, size: usize) -> String {
 /// marks the end of the previous step (its events are committed and the next prompt recorded;
 /// pipelined, the last steps may still wait for their fsync).
 #[derive(Debug)]
-struct SynthAgent {
+pub(super) struct SynthAgent {
     items: u64,
     rework: u32,
     bytes: usize,
@@ -378,7 +370,7 @@ impl Agent for SynthAgent {
     }
 }
 
-fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
+pub(super) fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
     if args.items == 0 || args.rework == 0 || args.output_bytes == 0 {
         return Err(CliError::user(
             "--items, --rework and --output-bytes must be at least 1",
@@ -389,7 +381,7 @@ fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
 
 /// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
 /// agent (with its call times) and when the drive started and ended.
-fn run_synth(
+pub(super) fn run_synth(
     log: &SqliteLog,
     clock: &SystemClock,
     cwd: &Path,

@@ -12,7 +12,7 @@ use castlog_core::id::{CastId, Digest};
 use castlog_core::prompt::Policy;
 use castlog_events::{Recorded, SqliteLog};
 use castlog_projections::prompt;
-use castlog_replay::recast::history;
+use castlog_replay::recast::with_history;
 use serde::Serialize;
 use serde_json::{Value, json};
 use similar::TextDiff;
@@ -46,11 +46,18 @@ struct Change {
     b: Option<Value>,
 }
 
-fn steps(records: &[Recorded]) -> Vec<Step> {
-    let mut out: Vec<Step> = Vec::new();
-    let mut open: Option<usize> = None;
-    for record in records {
-        let Ok(event) = record.event() else { continue };
+/// A cast's steps, made as its history is read.
+#[derive(Debug, Default)]
+struct Steps {
+    out: Vec<Step>,
+    /// The step the next events belong to.
+    open: Option<usize>,
+}
+
+impl Steps {
+    fn push(&mut self, record: &Recorded) {
+        let Self { out, open } = self;
+        let Ok(event) = record.event() else { return };
         match event {
             Event::SocketStarted(e) => {
                 let item = e
@@ -61,7 +68,7 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
                     key: format!("{} {item} #{}", e.socket, e.visit),
                     ..Step::default()
                 });
-                open = Some(out.len() - 1);
+                *open = Some(out.len() - 1);
             }
             Event::PromptDispatched(e) => {
                 if let Some(step) = open.and_then(|i| out.get_mut(i)) {
@@ -71,7 +78,7 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
                         *turn == e.turn.get() && *hash == e.prompt_hash
                     });
                     if e.redispatch && again {
-                        continue;
+                        return;
                     }
                     for p in &e.placements {
                         step.placements.push(format!(
@@ -110,7 +117,6 @@ fn steps(records: &[Recorded]) -> Vec<Step> {
             _ => {}
         }
     }
-    out
 }
 
 /// The text of a step's prompts, rebuilt from the log (`=== turn N` then each message).
@@ -234,6 +240,55 @@ fn normalized(record: &Recorded) -> (String, Vec<u8>) {
     (record.kind.clone(), event.encode())
 }
 
+/// Two histories walked side by side: their common prefix, where they part, their steps.
+struct Walked {
+    common: u64,
+    first_divergence: Option<Value>,
+    a: Vec<Step>,
+    b: Vec<Step>,
+}
+
+fn walk(ha: &mut dyn Iterator<Item = Recorded>, hb: &mut dyn Iterator<Item = Recorded>) -> Walked {
+    let decision = |r: &Recorded| r.kind != "cast_forked";
+    let (mut ha, mut hb) = (ha.filter(decision), hb.filter(decision));
+    // A shared ancestor's record is the same record on both sides: no need to re-encode it.
+    let same = |x: &Recorded, y: &Recorded| {
+        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash) || normalized(x) == normalized(y)
+    };
+    let (mut sa, mut sb) = (Steps::default(), Steps::default());
+    let mut common = 0u64;
+    let (x, y) = loop {
+        match (ha.next(), hb.next()) {
+            (Some(x), Some(y)) if same(&x, &y) => {
+                common += 1;
+                sa.push(&x);
+                sb.push(&y);
+            }
+            parted => break parted,
+        }
+    };
+    let describe = |r: &Option<Recorded>| {
+        r.as_ref().map(|r| {
+            let line = castlog_projections::timeline::TimelineLine::of(r);
+            json!({ "kind": line.kind, "summary": line.summary })
+        })
+    };
+    let first_divergence = (x.is_some() || y.is_some())
+        .then(|| json!({ "position": common + 1, "a": describe(&x), "b": describe(&y) }));
+    for r in x.into_iter().chain(ha) {
+        sa.push(&r);
+    }
+    for r in y.into_iter().chain(hb) {
+        sb.push(&r);
+    }
+    Walked {
+        common,
+        first_divergence,
+        a: sa.out,
+        b: sb.out,
+    }
+}
+
 /// `castlog diff A B`.
 pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
@@ -251,30 +306,29 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
     let b = super::inspect::head_of(log, b)?;
     // Full histories (a recast's ancestors' prefix, then its own events), without the fork
     // markers: a recast that decided what its parent decided shares that much more with it.
-    let decisions = |cast: &CastId| -> Result<Vec<Recorded>, CliError> {
-        let mut all = history(log, cast)?;
-        all.retain(|r| r.kind != "cast_forked");
-        Ok(all)
+    // Both are read side by side as they are compared, never held.
+    let mut walked = None;
+    let mut failed = None;
+    with_history(log, &a.cast, &mut |ha| {
+        if let Err(e) = with_history(log, &b.cast, &mut |hb| walked = Some(walk(ha, hb))) {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let Walked {
+        common,
+        first_divergence,
+        a: sa,
+        b: sb,
+    } = walked.ok_or_else(|| CliError::internal("the histories were not read"))?;
+    let loadouts = {
+        let (mut la, mut lb) = (None, None);
+        with_history(log, &a.cast, &mut |h| la = loadout_of(h))?;
+        with_history(log, &b.cast, &mut |h| lb = loadout_of(h))?;
+        loadout_change(la, lb)
     };
-    let loadouts = loadout_change(&history(log, &a.cast)?, &history(log, &b.cast)?);
-    let ha = decisions(&a.cast)?;
-    let hb = decisions(&b.cast)?;
-    // A shared ancestor's record is the same record on both sides: no need to re-encode it.
-    let same = |x: &Recorded, y: &Recorded| {
-        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash) || normalized(x) == normalized(y)
-    };
-    let common = ha.iter().zip(&hb).take_while(|(x, y)| same(x, y)).count() as u64;
-    let describe = |h: &[Recorded]| {
-        h.get(common as usize).map(|r| {
-            let line = castlog_projections::timeline::TimelineLine::of(r);
-            json!({ "kind": line.kind, "summary": line.summary })
-        })
-    };
-    let first_divergence = (ha.len() as u64 > common || hb.len() as u64 > common)
-        .then(|| json!({ "position": common + 1, "a": describe(&ha), "b": describe(&hb) }));
-
-    let sa = steps(&ha);
-    let sb = steps(&hb);
     let sides = Sides {
         log,
         a: prompt::policy_of(log, &a.cast)?,
@@ -344,7 +398,7 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
 
 /// The loadout a history runs under at its end: its start's, or the one a recast's `--config`
 /// put in its place (name, hash, frozen JSON).
-fn loadout_of(history: &[Recorded]) -> Option<(String, Digest, Value)> {
+fn loadout_of(history: &mut dyn Iterator<Item = Recorded>) -> Option<(String, Digest, Value)> {
     let mut found = None;
     for record in history {
         match record.kind.as_str() {
@@ -369,9 +423,8 @@ fn loadout_of(history: &[Recorded]) -> Option<(String, Digest, Value)> {
 
 /// `null` when both casts ran the same loadout; otherwise both names and hashes, the sockets
 /// whose definition differs (or that only one has), and the other settings that differ.
-fn loadout_change(a: &[Recorded], b: &[Recorded]) -> Value {
-    let (Some((name_a, hash_a, la)), Some((name_b, hash_b, lb))) = (loadout_of(a), loadout_of(b))
-    else {
+fn loadout_change(a: Option<(String, Digest, Value)>, b: Option<(String, Digest, Value)>) -> Value {
+    let (Some((name_a, hash_a, la)), Some((name_b, hash_b, lb))) = (a, b) else {
         return Value::Null;
     };
     if hash_a == hash_b {

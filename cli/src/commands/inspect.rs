@@ -1,9 +1,10 @@
 //! `casts` and `show`: reading what the log holds.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
-use castlog_core::id::CastId;
-use castlog_events::{CastHead, EventLog, ForkPoint};
+use castlog_core::id::{CastId, Seq};
+use castlog_events::{CastHead, EventLog, ForkPoint, Recorded};
 use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
@@ -101,34 +102,38 @@ struct ShowEvent {
     payload: Value,
 }
 
-/// `castlog show CAST`.
+/// The `--json` shape of one event (its keys print sorted, as every `json!` object's do).
+fn show_event(record: &Recorded) -> Value {
+    let line = TimelineLine::of(record);
+    serde_json::to_value(ShowEvent {
+        seq: record.seq.get(),
+        at_ms: record.at_ms,
+        kind: record.kind.clone(),
+        v: record.v,
+        hash: record.hash.to_hex(),
+        summary: line.summary,
+        payload: serde_json::from_slice(&record.payload).unwrap_or(Value::Null),
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// `castlog show CAST`. The events are printed as they are read (one in memory at a time).
 pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let head = head_of(&log, &args.cast)?;
-    let records = log.read(&head.cast, castlog_core::id::Seq::FIRST, None)?;
     if args.json {
-        let events: Vec<ShowEvent> = records
-            .iter()
-            .map(|r| {
-                let line = TimelineLine::of(r);
-                ShowEvent {
-                    seq: r.seq.get(),
-                    at_ms: r.at_ms,
-                    kind: r.kind.clone(),
-                    v: r.v,
-                    hash: r.hash.to_hex(),
-                    summary: line.summary,
-                    payload: serde_json::from_slice(&r.payload).unwrap_or(Value::Null),
-                }
-            })
-            .collect();
-        return output::json(&serde_json::json!({
-            "cast": head.cast,
-            "head": head.seq,
-            "hash": head.hash,
-            "parent": head.parent,
-            "events": events,
-        }));
+        let events = output::Scanned::new(&log, &head.cast, show_event);
+        let document = output::WithField::new(
+            serde_json::json!({
+                "cast": head.cast,
+                "head": head.seq,
+                "hash": head.hash,
+                "parent": head.parent,
+            }),
+            "events",
+            &events,
+        );
+        return output::json(&document).map_err(|e| events.failure().map_or(e, CliError::from));
     }
     if let Some(parent) = &head.parent {
         crate::say!(
@@ -141,8 +146,8 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
     } else {
         crate::say!("cast {}", head.cast);
     }
-    for record in &records {
-        let line = TimelineLine::of(record);
+    log.scan(&head.cast, Seq::FIRST, &mut |record| {
+        let line = TimelineLine::of(&record);
         crate::say!(
             "{:>6}  {}  {:<26} {}",
             line.seq,
@@ -150,7 +155,8 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
             line.kind,
             line.summary
         );
-    }
+        ControlFlow::Continue(())
+    })?;
     crate::say!("head {} {}", head.seq, head.hash.short());
     Ok(())
 }

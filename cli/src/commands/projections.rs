@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use castlog_core::id::CastId;
+use castlog_core::id::{CastId, Seq};
 
-use castlog_events::SqliteLog;
-use castlog_projections::manifest::{Content, Manifest};
+use castlog_events::{EventLog, SqliteLog};
+use castlog_projections::manifest::{Content, Manifest, text_of};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
 use castlog_projections::prompt;
 use castlog_projections::views::{CastView, Timeline, Usage};
@@ -29,8 +29,11 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     let cast = super::inspect::head_of(&log, &args.cast)?.cast;
     let (view, v) = caught::<CastView>(&log, &cast)?;
     let (usage, u) = caught::<Usage>(&log, &cast)?;
-    let (timeline, t) = caught::<Timeline>(&log, &cast)?;
-    let (manifest, m) = caught::<Manifest>(&log, &cast)?;
+    // Only the sizes of the two large read models are printed: each is dropped once counted,
+    // before the next is folded.
+    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines.len(), c))?;
+    let (manifest_entries, m) =
+        caught::<Manifest>(&log, &cast).map(|(p, c)| (p.entries.len(), c))?;
     let folds = |c: &CatchUp| json!({ "from": c.from, "folded": c.folded, "warning": c.warning });
     let summary = json!({
         "cast": cast,
@@ -45,8 +48,8 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
         "repairs": view.repairs,
         "reworks": view.reworks,
         "usage": { "input": usage.total.0, "output": usage.total.1, "by_socket": usage.by_socket },
-        "timeline_lines": timeline.lines.len(),
-        "manifest_entries": manifest.entries.len(),
+        "timeline_lines": timeline_lines,
+        "manifest_entries": manifest_entries,
         "projections": {
             "cast_view": folds(&v), "usage": folds(&u), "timeline": folds(&t), "manifest": folds(&m),
         },
@@ -65,9 +68,29 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
         view.reworks,
         usage.total.0,
         usage.total.1,
-        manifest.entries.len()
+        manifest_entries
     );
     Ok(())
+}
+
+/// The text an artifact's `content` names, read from the event at `seq`.
+fn text(
+    log: &SqliteLog,
+    cast: &CastId,
+    content: &Content,
+    seq: u64,
+    path: &str,
+) -> Result<String, CliError> {
+    let records = log.read(cast, Seq(seq), Some(Seq(seq)))?;
+    records
+        .first()
+        .and_then(|r| r.event().ok())
+        .and_then(|event| text_of(content, &event))
+        .ok_or_else(|| {
+            CliError::integrity(format!(
+                "the artifact {path} names seq {seq} of cast {cast}, which does not hold its text: run `castlog verify {cast}`"
+            ))
+        })
 }
 
 /// `castlog export CAST --artifacts DIR`: the manifest's files, the same bytes on every run.
@@ -86,9 +109,12 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
     };
     for entry in &manifest.entries {
         let bytes = match &entry.content {
-            Content::Text { text } => text.clone().into_bytes(),
-            Content::Json { text } => {
-                let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            Content::Text { seq } => {
+                text(&log, &cast, &entry.content, *seq, &entry.path)?.into_bytes()
+            }
+            Content::Json { seq } => {
+                let text = text(&log, &cast, &entry.content, *seq, &entry.path)?;
+                let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
                 text.push('\n');
                 text.into_bytes()

@@ -1,5 +1,6 @@
 //! `prompt` and `audit`: what was sent, and where every entry went.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
@@ -13,10 +14,17 @@ use crate::args::{AuditArgs, PromptArgs};
 use crate::error::CliError;
 use crate::output;
 
+/// The audit of `cast`, folded as its events are read (they are not kept).
 fn audit_of(log: &SqliteLog, cast: &str) -> Result<PlacementAudit, CliError> {
     let head = super::inspect::head_of(log, cast)?;
-    let records = log.read(&head.cast, Seq::FIRST, None)?;
-    Ok(PlacementAudit::fold(&records))
+    let mut audit = PlacementAudit::default();
+    log.scan(&head.cast, Seq::FIRST, &mut |record| {
+        if let Ok(event) = record.event() {
+            audit.apply(record.seq.get(), &event);
+        }
+        ControlFlow::Continue(())
+    })?;
+    Ok(audit)
 }
 
 fn messages(log: &SqliteLog, cast: &str, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
@@ -133,35 +141,42 @@ pub fn audit(db: &Path, args: &AuditArgs) -> Result<(), CliError> {
         .into_iter()
         .filter(|f| keep_socket(f.socket.as_str()))
         .collect();
-    let prompts: Vec<serde_json::Value> = audit
-        .prompts
-        .iter()
-        .filter(|p| keep_socket(p.socket.as_str()))
-        .map(|p| {
-            let placements: Vec<_> = p
-                .placements
-                .iter()
-                .filter(|pl| {
-                    args.source_type
-                        .as_deref()
-                        .is_none_or(|t| t == pl.source_type)
+    // Each prompt's JSON is made as it is printed, never the whole list at once.
+    let prompts = || {
+        audit
+            .prompts
+            .iter()
+            .filter(|p| keep_socket(p.socket.as_str()))
+            .map(|p| {
+                let placements: Vec<_> = p
+                    .placements
+                    .iter()
+                    .filter(|pl| {
+                        args.source_type
+                            .as_deref()
+                            .is_none_or(|t| t == pl.source_type)
+                    })
+                    .collect();
+                json!({
+                    "seq": p.seq,
+                    "socket": p.socket,
+                    "visit": p.visit,
+                    "turn": p.turn,
+                    "hash": p.hash,
+                    "system_hash": p.system_hash,
+                    "placements": placements,
                 })
-                .collect();
-            json!({
-                "seq": p.seq,
-                "socket": p.socket,
-                "visit": p.visit,
-                "turn": p.turn,
-                "hash": p.hash,
-                "system_hash": p.system_hash,
-                "placements": placements,
             })
-        })
-        .collect();
+    };
     if args.json {
-        return output::json(&json!({ "prompts": prompts, "findings": findings }));
+        let listed = output::Items::new(prompts());
+        return output::json(&output::WithField::new(
+            json!({ "findings": findings }),
+            "prompts",
+            &listed,
+        ));
     }
-    for p in &prompts {
+    for p in prompts() {
         crate::say!(
             "{}:{} turn {} (seq {})",
             p["socket"].as_str().unwrap_or(""),

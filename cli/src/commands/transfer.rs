@@ -1,17 +1,18 @@
 //! `export` and `import`.
 
-use std::io::Write;
+use std::io::{BufWriter, ErrorKind, Write};
 use std::path::Path;
 
 use castlog_core::id::CastId;
-use castlog_events::codec::{self, Format};
+use castlog_events::codec::{self, CodecError, Format};
 use serde_json::json;
 
 use crate::args::{ExportArgs, FormatArg, ImportArgs};
 use crate::error::CliError;
 use crate::output;
 
-/// `castlog export CAST -o FILE`.
+/// `castlog export CAST -o FILE`. The export is written as the cast is read, one event or
+/// blob at a time.
 pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
     if let Some(dir) = &args.artifacts {
         return super::projections::artifacts(db, &args.cast, dir, args.json);
@@ -21,12 +22,10 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
     };
     let log = super::open(db)?;
     let head = super::inspect::head_of(&log, &args.cast)?;
-    let export = codec::collect(&log, &head.cast)?;
     let (format, name) = match args.format {
         FormatArg::Jsonl => (Format::Jsonl, "jsonl"),
         FormatArg::Bincode => (Format::Bincode, "bincode"),
     };
-    let bytes = codec::encode(&export, format);
     let to_stdout = output.as_os_str() == "-";
     if to_stdout {
         if matches!(format, Format::Bincode) {
@@ -39,18 +38,43 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
                 "--json and -o - both want stdout: write the export to a file",
             ));
         }
-        std::io::stdout().lock().write_all(&bytes)?;
-        return Ok(());
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        return match codec::write_export(&log, &head.cast, format, &mut out)
+            .and_then(|_| out.flush().map_err(CodecError::from))
+        {
+            // A reader that went away early (`| head`) ends the export quietly.
+            Err(CodecError::Write { source }) if source.kind() == ErrorKind::BrokenPipe => Ok(()),
+            other => other.map(drop).map_err(CliError::from),
+        };
     }
-    std::fs::write(output, &bytes)
-        .map_err(|e| CliError::user(format!("cannot write {}: {e}", output.display())))?;
+    let cannot_write = |e: &dyn std::fmt::Display| {
+        CliError::user(format!("cannot write {}: {e}", output.display()))
+    };
+    let file = std::fs::File::create(output).map_err(|e| cannot_write(&e))?;
+    let mut out = BufWriter::new(file);
+    let written = codec::write_export(&log, &head.cast, format, &mut out)
+        .and_then(|written| Ok(out.flush().map(|()| written)?));
+    let written = match written {
+        Ok(written) => written,
+        Err(err) => {
+            drop(out);
+            // Half an export is no export: a file made for it goes (a device stays).
+            if std::fs::metadata(output).is_ok_and(|m| m.is_file()) {
+                let _ = std::fs::remove_file(output);
+            }
+            return Err(match err {
+                CodecError::Write { source } => cannot_write(&source),
+                other => other.into(),
+            });
+        }
+    };
     let summary = json!({
         "cast": head.cast,
         "format": name,
         "file": output.display().to_string(),
-        "events": export.events.len(),
-        "blobs": export.blobs.len(),
-        "bytes": bytes.len(),
+        "events": written.events,
+        "blobs": written.blobs,
+        "bytes": written.bytes,
     });
     if args.json {
         output::json(&summary)
@@ -58,10 +82,10 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
         crate::say!(
             "exported cast {} ({} events, {} blobs) to {} as {name}, {} bytes",
             head.cast,
-            export.events.len(),
-            export.blobs.len(),
+            written.events,
+            written.blobs,
             output.display(),
-            bytes.len()
+            written.bytes
         );
         Ok(())
     }

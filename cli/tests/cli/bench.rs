@@ -51,20 +51,7 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
 
 #[test]
 fn bench_replay_measures_a_cast_and_its_recast() {
-    let sandbox = Sandbox::new();
-    let run = sandbox.run(&[
-        "bench",
-        "replay",
-        "--items",
-        "3",
-        "--rework",
-        "2",
-        "--output-bytes",
-        "100",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "bench replay failed: {}", run.stderr);
-    let figures = run.json();
+    let figures = small_bench("replay", "3", &[]);
     for key in [
         "events",
         "fold_events_per_s",
@@ -81,6 +68,64 @@ fn bench_replay_measures_a_cast_and_its_recast() {
         figures["diff_common_prefix"].as_u64().unwrap() <= figures["events"].as_u64().unwrap() / 2
     );
     assert_eq!(figures["diff_steps"], 1 + 2 * 3 * 2);
+}
+
+/// `bench reads` runs every read command on a cast it makes and prints each one's figures
+/// (their values are measurements, not checked).
+#[test]
+fn bench_reads_prints_a_figure_for_every_read_command() {
+    let figures = small_bench("reads", "2", &[]);
+    let mut keys: Vec<&str> = figures
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "built",
+            "cast",
+            "events",
+            "max_command",
+            "max_peak_rss_mb",
+            "reads"
+        ]
+    );
+    assert_eq!(figures["built"], true);
+    let reads = figures["reads"].as_array().unwrap();
+    let commands: Vec<&str> = reads
+        .iter()
+        .map(|r| r["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "casts --json",
+            "show CAST --json",
+            "show CAST",
+            "export CAST --format jsonl -o FILE --json",
+            "export CAST --format bincode -o FILE --json",
+            "state CAST --json",
+            &format!(
+                "state CAST --at {} --json",
+                figures["events"].as_u64().unwrap() / 2
+            ),
+            "replay CAST --json",
+            "verify --all --json",
+            "diff CAST CAST --json",
+            "audit CAST --json",
+            "audit CAST --lint --json",
+            "prompt CAST Socket-3:4 --json",
+        ]
+    );
+    for read in reads {
+        assert_eq!(read["exit"], 0, "{read}");
+        assert!(read["peak_rss_mb"].is_number(), "{read}");
+        assert!(read["wall_s"].is_number(), "{read}");
+    }
+    assert!(commands.contains(&figures["max_command"].as_str().unwrap()));
 }
 
 /// A long cast keeps state snapshots as it runs; `state --at` from a snapshot prints exactly
@@ -298,12 +343,17 @@ fn bench_synth_keeps_snapshots_that_verify() {
 
 /// `bench synth --json` on 2 items, 2 tries and 100-byte replies, with `extra` options.
 fn small_synth(extra: &[&str]) -> serde_json::Value {
+    small_bench("synth", "2", extra)
+}
+
+/// `bench WORKLOAD` on a small synthetic cast (W items, 2 tries, 100-byte replies).
+fn small_bench(workload: &str, items: &str, extra: &[&str]) -> serde_json::Value {
     let sandbox = Sandbox::new();
     let mut args = vec![
         "bench",
-        "synth",
+        workload,
         "--items",
-        "2",
+        items,
         "--rework",
         "2",
         "--output-bytes",
@@ -312,6 +362,6 @@ fn small_synth(extra: &[&str]) -> serde_json::Value {
     ];
     args.extend_from_slice(extra);
     let run = sandbox.run(&args);
-    assert_eq!(run.code, 0, "bench synth failed: {}", run.stderr);
+    assert_eq!(run.code, 0, "bench {workload} failed: {}", run.stderr);
     run.json()
 }

@@ -26,6 +26,7 @@ mod replay;
 mod schedule;
 mod scorecard;
 mod secrets;
+mod streams;
 mod terminal;
 mod verify_damage;
 mod watch;

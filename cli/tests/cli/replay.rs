@@ -89,12 +89,15 @@ fn a_rewritten_manifest_checkpoint_is_not_exported_and_is_named() {
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     let changed = conn
         .execute(
-            "UPDATE checkpoints SET bytes = CAST(replace(CAST(bytes AS TEXT), 'hello', 'HELLO') AS BLOB)
-             WHERE name = 'manifest' AND instr(CAST(bytes AS TEXT), 'hello') > 0",
+            "UPDATE checkpoints SET bytes = CAST(replace(CAST(bytes AS TEXT), 'sockets/', 'SOCKETS/') AS BLOB)
+             WHERE name = 'manifest' AND instr(CAST(bytes AS TEXT), 'sockets/') > 0",
             [],
         )
         .unwrap();
-    assert_eq!(changed, 1, "the manifest checkpoint quotes the reply");
+    assert_eq!(
+        changed, 1,
+        "the manifest checkpoint names the artifacts' paths"
+    );
     drop(conn);
     let verify = sandbox.run(&["verify", "a", "--json"]);
     assert_eq!(verify.code, 3, "{}", verify.stdout);
@@ -115,6 +118,37 @@ fn a_rewritten_manifest_checkpoint_is_not_exported_and_is_named() {
         run.stderr
     );
     assert_eq!(files(&again, &again), files(&clean, &clean));
+}
+
+/// Regression: the manifest kept a copy of every output's text, so `replay` and `verify` of a
+/// long cast held all of them (and their checkpoint stored them again). It names the event
+/// that holds each text, and `export --artifacts` reads the text from there.
+#[test]
+fn the_manifest_names_texts_by_their_event_instead_of_copying_them() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let dir = sandbox.path("tree");
+    let run = sandbox.run(&["export", "a", "--artifacts", dir.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let (quoted, paths): (i64, i64) = conn
+        .query_row(
+            "SELECT instr(CAST(bytes AS TEXT), 'hello'), instr(CAST(bytes AS TEXT), 'sockets/')
+             FROM checkpoints WHERE name = 'manifest'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(quoted, 0, "the manifest checkpoint copies a reply's text");
+    assert!(paths > 0, "the manifest checkpoint names no artifact");
+    let outputs: Vec<String> = files(&dir, &dir)
+        .into_iter()
+        .map(|(_, bytes)| String::from_utf8(bytes).unwrap())
+        .collect();
+    assert!(
+        outputs.iter().any(|text| text.contains("hello")),
+        "{outputs:?}"
+    );
 }
 
 /// Every file under `dir`, by its path below `root`, with its bytes, in path order.

@@ -37,6 +37,31 @@ fn an_export_round_trips(
     assert!(codec::encode(&exports()[0], Format::Bincode).starts_with(b"CASTLOG\0BIN1"));
 }
 
+/// `write_export` reads the log one event and one blob at a time, and writes the bytes the
+/// export collected whole encodes to.
+#[rstest]
+fn an_export_written_from_the_log_is_the_collected_export(
+    #[values(Format::Jsonl, Format::Bincode)] format: Format,
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let written = sample::populate(&*log);
+    for cast in [written.origin, written.recast] {
+        let export = codec::collect(&*log, &cast).unwrap();
+        let mut bytes = Vec::new();
+        let counts = codec::write_export(&*log, &cast, format, &mut bytes).unwrap();
+        assert_eq!(bytes, codec::encode(&export, format));
+        assert_eq!(
+            (counts.events, counts.blobs, counts.bytes),
+            (
+                export.events.len() as u64,
+                export.blobs.len() as u64,
+                bytes.len() as u64
+            )
+        );
+    }
+}
+
 #[rstest]
 #[case::odd_spacing(br#"{  "reason" :	"spaced \u0041nd escaped"  }"#, true)]
 #[case::not_ascii("{\"reason\":\"caf\u{e9} \u{1f600}\"}".as_bytes(), true)]
@@ -239,4 +264,19 @@ fn a_bad_line_is_malformed_and_named(#[case] bad: &str, #[case] line: usize) {
         Err(CodecError::Malformed { line: found, .. }) => assert_eq!(found, line),
         other => panic!("expected Malformed, got {other:?}"),
     }
+}
+
+/// `is_compact_of` is `to_compact(value) == bytes`, found without making the encoding.
+#[test]
+fn is_compact_of_compares_an_encoding_as_it_is_written() {
+    let value = (7u64, "text".to_owned(), vec![1u8, 2, 3]);
+    let bytes = codec::to_compact(&value);
+    assert!(codec::is_compact_of(&value, &bytes));
+    let mut changed = bytes.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    assert!(!codec::is_compact_of(&value, &changed));
+    assert!(!codec::is_compact_of(&value, &bytes[..bytes.len() - 1]));
+    let mut longer = bytes;
+    longer.push(0);
+    assert!(!codec::is_compact_of(&value, &longer));
 }

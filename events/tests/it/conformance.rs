@@ -6,6 +6,7 @@ use std::thread;
 
 use castlog_core::id::{Digest, Seq};
 use castlog_events::chain::blob_hash;
+use castlog_events::log::with_events;
 use castlog_events::verify::verify_cast;
 use castlog_events::{CastHead, ForkPoint, LogError, Pending};
 use rstest::rstest;
@@ -249,6 +250,32 @@ fn a_long_chain_reads_across_scan_pages(
     let head = log.head(&cast).unwrap().unwrap();
     let verified = verify_cast(&*log, &head).unwrap();
     assert_eq!((verified.events, verified.problems), (TOTAL, vec![]));
+}
+
+/// `with_events` hands out a scan's records in order across its pages, lets the consumer
+/// stop early and read the log meanwhile, and returns a read error instead of a result.
+#[rstest]
+fn with_events_streams_a_scan_in_order(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    let log = backend.open();
+    let cast = sample::cast("long");
+    log.append(&cast, Seq::FIRST, &sample::batch(0, 1000))
+        .unwrap();
+    let streamed = with_events(&*log, &cast, Seq(2), |records| {
+        let head = log.head(&cast).unwrap().unwrap().seq;
+        (records.map(|r| r.seq.get()).collect::<Vec<_>>(), head)
+    })
+    .unwrap();
+    assert_eq!(streamed, ((2..=1000).collect::<Vec<_>>(), Seq(1000)));
+    let first = with_events(&*log, &cast, Seq::FIRST, |records| {
+        records.take(300).last().map(|r| r.seq)
+    })
+    .unwrap();
+    assert_eq!(first, Some(Seq(300)));
+    let missing = sample::cast("missing");
+    let err = with_events(&*log, &missing, Seq::FIRST, |records| records.count()).unwrap_err();
+    assert!(matches!(err, LogError::UnknownCast { .. }), "{err:?}");
 }
 
 #[rstest]

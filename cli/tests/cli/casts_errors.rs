@@ -54,6 +54,39 @@ fn an_edge_to_an_unknown_socket_names_the_json_path() {
     assert!(!sandbox.db().exists(), "nothing was recorded");
 }
 
+/// pi-materia refuses a utility socket's own `parse` (a utility's parse mode is its materia's)
+/// and a `command` with an empty argument; castlog once took both silently.
+#[rstest]
+#[case::utility_socket_parse(
+    &["loadouts", "Build-Loop", "sockets", "Socket-1", "parse"],
+    json!("json"),
+    &["loadouts.Build-Loop.sockets.Socket-1.parse", "obsolete", "materia.Detect-VCS"]
+)]
+#[case::empty_command_argument(
+    &["materia", "Detect-VCS", "command"],
+    json!(["git", ""]),
+    &["materia.Detect-VCS.command[1]", "argument 1 is an empty string"]
+)]
+fn pi_materia_load_time_refusals_name_socket_field_and_index(
+    #[case] at: &[&str],
+    #[case] value: serde_json::Value,
+    #[case] needles: &[&str],
+) {
+    let sandbox = Sandbox::new();
+    let text = std::fs::read_to_string(fixture("loadouts/build-loop.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (last, parents) = at.split_last().unwrap();
+    let mut node = &mut config;
+    for key in parents {
+        node = &mut node[*key];
+    }
+    node[*last] = value;
+    let path = sandbox.write("refused.json", &config.to_string());
+    let run = try_run(&sandbox, &path, &build_loop_agent(), &[]);
+    assert_user_error(&run, needles);
+    assert!(!sandbox.db().exists(), "nothing was recorded");
+}
+
 #[rstest]
 #[case::native("loadouts/build-loop.json", &["Build-Loop"])]
 #[case::pi_materia("pi-materia-default.json", &["Full-Auto", "Planning-Consult", "Hojo-Consult"])]

@@ -376,6 +376,8 @@ fn materialize_exit(
             ));
         }
         draft.parse = Parse::Json;
+        // The reference derives `parse: "json"` here, so a utility socket may carry it.
+        draft.utility_parse_at = None;
     }
     let expected = Advance {
         cursor: iterator.cursor.clone(),

@@ -416,6 +416,14 @@ fn read_command(obj: &Obj, path: &str) -> Result<Option<Vec<String>>, LoadError>
     let mut argv = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         match item {
+            // An empty argument is almost always a slip (a variable that expanded to nothing
+            // when the config was generated); pi-materia refuses it too.
+            Json::String(s) if s.is_empty() && i > 0 => {
+                return Err(err(
+                    &index(&at, i),
+                    format!("`command` argument {i} is an empty string; remove it or fill it in"),
+                ));
+            }
             Json::String(s) => argv.push(s.clone()),
             other => {
                 return Err(err(

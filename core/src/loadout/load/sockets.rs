@@ -32,6 +32,10 @@ pub(super) struct Draft<'m> {
     pub parse: Parse,
     /// The path of an explicit `parse: "text"` that applies to this socket.
     pub text_at: Option<String>,
+    /// The path of a `parse` written on a utility socket: obsolete (a utility's parse mode is
+    /// its materia's), allowed only where the reference derives it, on a generator or on a
+    /// loop's JSON exit source (see [`refuse_utility_parse`]).
+    pub utility_parse_at: Option<String>,
     /// Effective assignments.
     pub assign: Vec<(String, String)>,
     /// Ordered edges.
@@ -116,6 +120,7 @@ pub(super) fn build_loadout(
     // generator edge into the loop is only required of the loadouts castlog can run.
     let parallel = drafts.iter().position(|d| d.materia.parallel);
     let loops = loops::read_loops(obj, path, &mut drafts, parallel.is_none())?;
+    refuse_utility_parse(&drafts)?;
     cycles::refuse_closed_cycles(&drafts, &loops)?;
 
     if let Some(d) = parallel.and_then(|i| drafts.get(i)) {
@@ -177,6 +182,28 @@ pub(super) fn build_loadout(
         budget,
         max_cycles_outside_loops: Some(cycles_outside_loops),
     }))
+}
+
+/// A utility socket's own `parse`, as pi-materia refuses it: obsolete unless the socket's
+/// materia is a generator or a loop's conditional exit reads the socket's JSON (the loop
+/// clears [`Draft::utility_parse_at`] for its exit source).
+fn refuse_utility_parse(drafts: &[Draft<'_>]) -> Result<(), LoadError> {
+    for d in drafts {
+        if let Some(at) = &d.utility_parse_at
+            && !d.materia.generator
+        {
+            return Err(err(
+                at,
+                format!(
+                    "`parse` on utility socket {} is obsolete: a utility's parse mode is its \
+                     materia's ({}); remove it (a socket may carry it only when its materia is \
+                     a generator or a loop exits from it on satisfied/not_satisfied)",
+                    d.id, d.materia.path
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `^Socket-[1-9][0-9]*$`.
@@ -359,12 +386,15 @@ fn read_socket<'m>(
         }
     };
 
+    let utility_parse_at = (matches!(materia.body, Body::Utility(_)) && explicit_parse.is_some())
+        .then(|| join(path, "parse"));
     Ok(Draft {
         id: SocketId::new(id),
         path: path.to_owned(),
         materia,
         parse,
         text_at,
+        utility_parse_at,
         assign,
         edges: read_edges(obj, path, ids)?,
         advance: read_advance(obj, path)?,

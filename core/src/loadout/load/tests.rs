@@ -637,6 +637,24 @@ fn truncated_and_garbled_input_never_panics() {
     "materia.Scan.command",
     "`command` is empty"
 )]
+#[case::utility_socket_parse_json(
+    r#""Socket-1": { "materia": "Scan","#,
+    r#""Socket-1": { "materia": "Scan", "parse": "json","#,
+    "loadouts.Mini.sockets.Socket-1.parse",
+    "`parse` on utility socket Socket-1 is obsolete: a utility's parse mode is its materia's (materia.Scan)"
+)]
+#[case::empty_command_argument(
+    r#""command": ["node", "./scan.mjs"]"#,
+    r#""command": ["node", ""]"#,
+    "materia.Scan.command[1]",
+    "`command` argument 1 is an empty string"
+)]
+#[case::non_string_command_argument(
+    r#""command": ["node", "./scan.mjs"]"#,
+    r#""command": ["node", 3]"#,
+    "materia.Scan.command[1]",
+    "`command` entries must be strings, found a number"
+)]
 #[case::unknown_entry(
     r#""entry": "Socket-1",
       "sockets": {
@@ -713,4 +731,36 @@ fn bad_configs_name_path_and_reason(
         e.reason.starts_with(|c: char| !c.is_uppercase()),
         "reasons are lowercase: {e}"
     );
+}
+
+/// pi-materia derives `parse: "json"` on a loop's conditional exit source and on a generator,
+/// so a utility socket may carry it there; anywhere else it is refused (see the bad cases).
+#[test]
+fn a_utility_socket_may_carry_parse_json_where_the_reference_derives_it() {
+    let config = r#"{
+      "activeLoadout": "L",
+      "loadouts": { "L": {
+        "entry": "Socket-1",
+        "sockets": {
+          "Socket-1": { "materia": "Gen", "parse": "json", "edges": [{ "when": "always", "to": "Socket-2" }] },
+          "Socket-2": { "materia": "Work", "edges": [{ "when": "always", "to": "Socket-3" }] },
+          "Socket-3": { "materia": "Check", "parse": "json", "edges": [{ "when": "always", "to": "Socket-2" }] },
+          "Socket-4": { "materia": "Done" }
+        },
+        "loops": { "items": {
+          "sockets": ["Socket-2", "Socket-3"],
+          "consumes": { "from": "Socket-1", "output": "workItems" },
+          "exit": { "from": "Socket-3", "when": "satisfied", "to": "Socket-4" }
+        } }
+      } },
+      "materia": {
+        "Gen": { "type": "utility", "generator": true, "command": ["gen"] },
+        "Work": { "tools": "none", "prompt": "Do {{item.title}}" },
+        "Check": { "type": "utility", "command": ["check"], "parse": "json" },
+        "Done": { "tools": "none", "prompt": "Summarize." }
+      }
+    }"#;
+    let config = load_config(config).expect("loads");
+    let loadout = config.resolve(None).expect("resolves");
+    assert_eq!(socket(&loadout, "Socket-3").parse, Parse::Json);
 }

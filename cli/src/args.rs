@@ -65,8 +65,11 @@ pub struct Cli {
 pub enum Command {
     /// List the casts in the database with their head seq and hash.
     ///
+    /// The destinations' claim ledgers (`claims:<destination>` chains, one `day_claimed`
+    /// event per day taken) are streams of the log too; `--all` lists them as well.
+    ///
     /// Example: castlog casts --json
-    Casts(JsonFlag),
+    Casts(CastsArgs),
     /// Print a cast's timeline, one line per event.
     ///
     /// Example: castlog show demo-1
@@ -188,6 +191,17 @@ pub enum Command {
 /// Just `--json`.
 #[derive(Debug, Args)]
 pub struct JsonFlag {
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `casts`.
+#[derive(Debug, Args)]
+pub struct CastsArgs {
+    /// Also list the streams that are not casts (the destinations' claim ledgers).
+    #[arg(long)]
+    pub all: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

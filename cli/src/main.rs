@@ -144,7 +144,7 @@ fn dispatch(
     db_on_line: bool,
 ) -> Result<(), CliError> {
     match command {
-        Command::Casts(args) => commands::inspect::casts(&existing_db(db)?, args.json),
+        Command::Casts(args) => commands::inspect::casts(&existing_db(db)?, &args),
         Command::Show(args) => commands::inspect::show(&existing_db(db)?, &args),
         Command::Verify(args) => commands::verify::run(&existing_db(db)?, &args, anchor),
         Command::Anchor(args) => commands::anchor::run(&existing_db(db)?, &args, anchor),

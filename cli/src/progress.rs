@@ -28,22 +28,37 @@ pub fn init_tracing() {
 }
 
 /// Sets a flag on the first Ctrl-C; a second Ctrl-C exits at once (130).
+///
+/// The handler is installed before this returns: a Ctrl-C that comes at once (before the
+/// watching thread first runs) is an abort recorded after the current step, never castlog
+/// killed the default way with nothing recorded. One signal stream serves both presses, so a
+/// second press that comes while the first is being handled is not lost either.
 pub fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return flag;
+    };
+    let interrupts = {
+        let _runtime = rt.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    };
+    let Ok(mut interrupts) = interrupts else {
+        return flag;
+    };
     let set = Arc::clone(&flag);
     let spawned = std::thread::Builder::new()
         .name("castlog-ctrl-c".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
-                return;
-            };
             rt.block_on(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if interrupts.recv().await.is_some() {
                     set.store(true, Ordering::SeqCst);
                     let _ = writeln_stderr(
                         "castlog: interrupted; recording an abort after the current step (Ctrl-C again to quit now)",
                     );
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    if interrupts.recv().await.is_some() {
                         // Programs run in process groups of their own, out of the terminal's
                         // reach: stop them before leaving (the log keeps the prompt as sent and
                         // unanswered; `resume` sends it again).

@@ -9,13 +9,15 @@ use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::args::ShowArgs;
+use crate::args::{CastsArgs, ShowArgs};
 use crate::error::CliError;
 use crate::output;
 
 #[derive(Serialize)]
 struct CastRow {
     cast: String,
+    /// `cast`, or `claims_ledger` for a destination's ledger chain (listed with `--all`).
+    kind: &'static str,
     head: u64,
     hash: String,
     parent: Option<ForkPoint>,
@@ -26,6 +28,7 @@ impl From<&CastHead> for CastRow {
     fn from(head: &CastHead) -> Self {
         CastRow {
             cast: head.cast.to_string(),
+            kind: stream_kind(&head.cast),
             head: head.seq.get(),
             hash: head.hash.to_hex(),
             parent: head.parent.clone(),
@@ -34,10 +37,23 @@ impl From<&CastHead> for CastRow {
     }
 }
 
-/// `castlog casts`.
-pub fn casts(db: &Path, json: bool) -> Result<(), CliError> {
+/// What kind of stream `cast` names in `casts --json`.
+fn stream_kind(cast: &CastId) -> &'static str {
+    if castlog_replay::ledger::is_ledger_chain(cast) {
+        "claims_ledger"
+    } else {
+        "cast"
+    }
+}
+
+/// `castlog casts [--all]`.
+pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
+    let json = args.json;
     let log = super::open(db)?;
-    let heads = log.casts()?;
+    let mut heads = log.casts()?;
+    if !args.all {
+        heads.retain(|h| stream_kind(&h.cast) == "cast");
+    }
     if json {
         let rows: Vec<CastRow> = heads.iter().map(CastRow::from).collect();
         return output::json(&serde_json::json!({ "casts": rows }));

@@ -594,3 +594,50 @@ fn a_recast_waiting_on_an_inherited_pending_claim_goes_on_once_it_is_resolved() 
     assert_eq!(claims(&sandbox, false)[0]["status"], "staged");
     assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
 }
+
+/// `casts` once listed the destinations' claim ledgers (`claims:staging`) among the casts:
+/// they are listed only with `--all`, each row saying its kind.
+#[test]
+fn casts_lists_casts_and_the_claim_ledgers_only_with_all() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/post.json"),
+        "--task",
+        "release 1.2",
+        "--cast",
+        "sent",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/post.jsonl")),
+        "--post",
+        "--sender",
+        "file:outbox",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let listed = |args: &[&str]| -> Vec<(String, String)> {
+        sandbox.run(args).json()["casts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["cast"].as_str().unwrap().to_owned(),
+                    c["kind"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        listed(&["casts", "--json"]),
+        [("sent".into(), "cast".into())]
+    );
+    assert_eq!(
+        listed(&["casts", "--all", "--json"]),
+        [
+            ("sent".into(), "cast".into()),
+            ("claims:staging".into(), "claims_ledger".into())
+        ]
+    );
+    let text = sandbox.run(&["casts"]);
+    assert!(!text.stdout.contains("claims:staging"), "{}", text.stdout);
+}

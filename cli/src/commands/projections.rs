@@ -29,9 +29,9 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     let cast = super::inspect::head_of(&log, &args.cast)?.cast;
     let (view, v) = caught::<CastView>(&log, &cast)?;
     let (usage, u) = caught::<Usage>(&log, &cast)?;
-    // Only the sizes of the two large read models are printed: each is dropped once counted,
-    // before the next is folded.
-    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines.len(), c))?;
+    // Only the manifest's size is printed: it is dropped once counted. The timeline keeps its
+    // length only.
+    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines, c))?;
     let (manifest_entries, m) =
         caught::<Manifest>(&log, &cast).map(|(p, c)| (p.entries.len(), c))?;
     let folds = |c: &CatchUp| json!({ "from": c.from, "folded": c.folded, "warning": c.warning });

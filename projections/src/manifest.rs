@@ -5,6 +5,8 @@
 //! (which the reference overwrote on a repair), and the rendered prompt of every dispatch.
 //! Paths are sanitized (`[^a-z0-9._-]` becomes `-`), so the tree is the same on every run.
 
+use std::collections::BTreeMap;
+
 use castlog_core::event::{Event, Placement};
 use castlog_core::id::Digest;
 use castlog_events::Recorded;
@@ -65,8 +67,10 @@ pub struct Entry {
 pub struct Manifest {
     /// Entries in seq order.
     pub entries: Vec<Entry>,
+    /// Each visit's item, by (socket, visit): looked up once per entry, so a map, not a list
+    /// searched (a `BTreeMap`, whose encoding is the same on every fold).
     #[serde(default)]
-    items: Vec<((String, u32), Option<String>)>,
+    items: BTreeMap<(String, u32), Option<String>>,
     /// The turn and seq of the last reply not yet completed or rejected.
     #[serde(default)]
     last_reply: Option<(u32, u64)>,
@@ -104,10 +108,9 @@ pub fn sanitize(part: &str) -> String {
 impl Manifest {
     fn item_of(&self, socket: &str, visit: u32) -> Option<String> {
         self.items
-            .iter()
-            .rev()
-            .find(|((s, v), _)| s == socket && *v == visit)
-            .and_then(|(_, item)| item.clone())
+            .get(&(socket.to_owned(), visit))
+            .cloned()
+            .flatten()
     }
 
     fn stem(&self, socket: &str, visit: u32) -> String {
@@ -143,18 +146,19 @@ impl Manifest {
 impl Projection for Manifest {
     const NAME: &'static str = "manifest";
     // 2: prompts carry their placements. 3: checkpoints are sealed. 4: texts are named by
-    // their event's seq.
-    const VERSION: u32 = 4;
+    // their event's seq. 5: visits' items are a map.
+    const VERSION: u32 = 5;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };
         let seq = record.seq.get();
         match event {
             Event::SocketStarted(e) => {
-                self.items.push((
+                // A visit started again (a damaged or hand-made log) takes its latest item.
+                self.items.insert(
                     (e.socket.to_string(), e.visit.get()),
                     e.item.map(|i| i.to_string()),
-                ));
+                );
             }
             Event::PromptDispatched(e) => {
                 let socket = e.socket.to_string();

@@ -5,6 +5,8 @@
 //! (which the reference overwrote on a repair), and the rendered prompt of every dispatch.
 //! Paths are sanitized (`[^a-z0-9._-]` becomes `-`), so the tree is the same on every run.
 
+use std::collections::BTreeMap;
+
 use castlog_core::event::{Event, Placement};
 use castlog_core::id::Digest;
 use castlog_events::Recorded;
@@ -12,8 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::projection::Projection;
 
-/// Where an artifact's bytes come from. Texts are named by the event that holds them, not
-/// copied: the manifest of a long cast stays small ([`text_of`] reads them back).
+/// Where an artifact's bytes come from. Texts and prompts are named by the event that holds
+/// them, not copied: the manifest of a long cast stays small ([`text_of`] and
+/// [`prompt_of`] read them back).
 // Externally tagged and free of `serde_json::Value`, so checkpoints (bincode, not
 // self-describing) round-trip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,12 +33,12 @@ pub enum Content {
         /// The event's seq.
         seq: u64,
     },
-    /// A dispatched prompt, written as its messages (rebuilt by [`crate::prompt::messages`]).
+    /// The prompt dispatched at `seq`, written as its messages (rebuilt by
+    /// [`crate::prompt::messages`] from the event's digest and placements, which are not
+    /// copied: a long cast's prompts' placements were most of its manifest).
     Prompt {
-        /// The rendered prompt's digest.
-        hash: Digest,
-        /// Where each entry went, naming its body blob.
-        placements: Vec<Placement>,
+        /// The `prompt_dispatched` event's seq.
+        seq: u64,
     },
 }
 
@@ -65,8 +68,10 @@ pub struct Entry {
 pub struct Manifest {
     /// Entries in seq order.
     pub entries: Vec<Entry>,
+    /// Each visit's item, by (socket, visit): looked up once per entry, so a map, not a list
+    /// searched (a `BTreeMap`, whose encoding is the same on every fold).
     #[serde(default)]
-    items: Vec<((String, u32), Option<String>)>,
+    items: BTreeMap<(String, u32), Option<String>>,
     /// The turn and seq of the last reply not yet completed or rejected.
     #[serde(default)]
     last_reply: Option<(u32, u64)>,
@@ -83,6 +88,15 @@ pub fn text_of(content: &Content, event: &Event) -> Option<String> {
             .parsed
             .as_ref()
             .map(|parsed| serde_json::to_string(parsed).unwrap_or_default()),
+        _ => None,
+    }
+}
+
+/// The digest and placements of the prompt `content` names in `event` (the event at its
+/// seq): `None` for a text, or for an event that is not a dispatch.
+pub fn prompt_of(content: &Content, event: Event) -> Option<(Digest, Vec<Placement>)> {
+    match (content, event) {
+        (Content::Prompt { .. }, Event::PromptDispatched(e)) => Some((e.prompt_hash, e.placements)),
         _ => None,
     }
 }
@@ -104,10 +118,9 @@ pub fn sanitize(part: &str) -> String {
 impl Manifest {
     fn item_of(&self, socket: &str, visit: u32) -> Option<String> {
         self.items
-            .iter()
-            .rev()
-            .find(|((s, v), _)| s == socket && *v == visit)
-            .and_then(|(_, item)| item.clone())
+            .get(&(socket.to_owned(), visit))
+            .cloned()
+            .flatten()
     }
 
     fn stem(&self, socket: &str, visit: u32) -> String {
@@ -143,18 +156,20 @@ impl Manifest {
 impl Projection for Manifest {
     const NAME: &'static str = "manifest";
     // 2: prompts carry their placements. 3: checkpoints are sealed. 4: texts are named by
-    // their event's seq.
-    const VERSION: u32 = 4;
+    // their event's seq. 5: visits' items are a map. 6: prompts are named by their event's
+    // seq.
+    const VERSION: u32 = 6;
 
     fn apply(&mut self, record: &Recorded) {
         let Ok(event) = record.event() else { return };
         let seq = record.seq.get();
         match event {
             Event::SocketStarted(e) => {
-                self.items.push((
+                // A visit started again (a damaged or hand-made log) takes its latest item.
+                self.items.insert(
                     (e.socket.to_string(), e.visit.get()),
                     e.item.map(|i| i.to_string()),
-                ));
+                );
             }
             Event::PromptDispatched(e) => {
                 let socket = e.socket.to_string();
@@ -168,10 +183,7 @@ impl Projection for Manifest {
                     ("context", &socket, visit, Some(turn)),
                     path,
                     seq,
-                    Content::Prompt {
-                        hash: e.prompt_hash,
-                        placements: e.placements,
-                    },
+                    Content::Prompt { seq },
                 );
             }
             Event::AgentReplied(e) => self.last_reply = Some((e.turn.get(), seq)),

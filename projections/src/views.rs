@@ -7,7 +7,6 @@ use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
 
 use crate::projection::Projection;
-use crate::timeline::TimelineLine;
 
 /// Where a cast stands, from its events alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,22 +121,24 @@ impl Projection for Usage {
     }
 }
 
-/// The timeline: one line per event.
+/// The timeline's length: one line per event. The lines themselves are made as they are
+/// printed (`show`, [`crate::timeline::TimelineLine::of`]), never kept: a summary needs only
+/// how many there are, and a line kept per event grew with the cast (and was saved whole as
+/// its checkpoint).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timeline {
-    /// The lines, in seq order.
-    pub lines: Vec<TimelineLine>,
+    /// How many lines the timeline has.
+    pub lines: u64,
 }
 
 impl Projection for Timeline {
     const NAME: &'static str = "timeline";
     // 2: checkpoints are sealed. 3: held prompts, fork re-dispatches and resolutions worded.
     // 4: an undecodable payload's reason, failure classes, edge conditions and skip reasons
-    // in words (`not_satisfied`, not `NotSatisfied`). Bump it with any change of a line's
-    // wording, so older checkpoints are rewritten.
-    const VERSION: u32 = 4;
+    // in words. 5: the line count only, not the lines.
+    const VERSION: u32 = 5;
 
-    fn apply(&mut self, record: &Recorded) {
-        self.lines.push(TimelineLine::of(record));
+    fn apply(&mut self, _: &Recorded) {
+        self.lines += 1;
     }
 }

@@ -3,14 +3,18 @@
 //! Steps are socket visits, aligned by (socket, item, visit). For each step castlog compares the
 //! rendered prompts (text diff and placements), the output, the edge taken after it and the
 //! `state.data` writes it made. Text diffs come from the `similar` crate.
+//!
+//! The two histories are walked once, side by side; of each step only its key, a digest of
+//! what is compared and where its events are stay in memory. Steps whose digests differ are
+//! read again from the log and compared in full, so a long diff holds neither cast's outputs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use castlog_core::event::{Event, Placement, Target};
-use castlog_core::id::{CastId, Digest};
+use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::prompt::Policy;
-use castlog_events::{Recorded, SqliteLog};
+use castlog_events::{EventLog, Recorded, SqliteLog};
 use castlog_projections::prompt;
 use castlog_replay::recast::with_history;
 use serde::Serialize;
@@ -20,18 +24,6 @@ use similar::TextDiff;
 use crate::args::DiffArgs;
 use crate::error::CliError;
 use crate::output;
-
-/// One socket visit of a cast.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Step {
-    key: String,
-    /// Each turn's prompt digest with its placements (text is rebuilt only where two differ).
-    prompts: Vec<(u32, Digest, Vec<Placement>)>,
-    placements: Vec<String>,
-    output: Option<String>,
-    routing: Option<String>,
-    data: BTreeMap<String, Value>,
-}
 
 #[derive(Debug, Serialize)]
 struct Change {
@@ -46,77 +38,191 @@ struct Change {
     b: Option<Value>,
 }
 
-/// A cast's steps, made as its history is read.
-#[derive(Debug, Default)]
-struct Steps {
-    out: Vec<Step>,
-    /// The step the next events belong to.
-    open: Option<usize>,
+/// One socket visit of a cast, in full. Made while its events are read and then kept only as
+/// a [`Kept`]; rebuilt from the log ([`reread`]) where two casts' steps differ.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Step {
+    /// Each turn's prompt digest with its placements (text is rebuilt only where two differ).
+    prompts: Vec<(u32, Digest, Vec<Placement>)>,
+    placements: Vec<String>,
+    output: Option<String>,
+    routing: Option<String>,
+    data: BTreeMap<String, Value>,
 }
 
-impl Steps {
-    fn push(&mut self, record: &Recorded) {
-        let Self { out, open } = self;
-        let Ok(event) = record.event() else { return };
+impl Step {
+    fn apply(&mut self, event: Event) {
         match event {
-            Event::SocketStarted(e) => {
-                let item = e
-                    .item
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), ToString::to_string);
-                out.push(Step {
-                    key: format!("{} {item} #{}", e.socket, e.visit),
-                    ..Step::default()
-                });
-                *open = Some(out.len() - 1);
-            }
             Event::PromptDispatched(e) => {
-                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
-                    // The same prompt sent again (a held or forked prompt, a retry) is one
-                    // prompt of the step, not a second.
-                    let again = step.prompts.last().is_some_and(|(turn, hash, _)| {
-                        *turn == e.turn.get() && *hash == e.prompt_hash
-                    });
-                    if e.redispatch && again {
-                        return;
-                    }
-                    for p in &e.placements {
-                        step.placements.push(format!(
-                            "turn {} {} {} #{} {}",
-                            e.turn,
-                            p.entry,
-                            castlog_core::syntax::json_name(&p.destination),
-                            p.position,
-                            p.rule
-                        ));
-                    }
-                    step.prompts
-                        .push((e.turn.get(), e.prompt_hash, e.placements));
+                // The same prompt sent again (a held or forked prompt, a retry) is one
+                // prompt of the step, not a second.
+                let again = self
+                    .prompts
+                    .last()
+                    .is_some_and(|(turn, hash, _)| *turn == e.turn.get() && *hash == e.prompt_hash);
+                if e.redispatch && again {
+                    return;
                 }
-            }
-            Event::SocketCompleted(e) => {
-                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
-                    step.output = Some(e.output);
+                for p in &e.placements {
+                    self.placements.push(format!(
+                        "turn {} {} {} #{} {}",
+                        e.turn,
+                        p.entry,
+                        castlog_core::syntax::json_name(&p.destination),
+                        p.position,
+                        p.rule
+                    ));
                 }
+                self.prompts
+                    .push((e.turn.get(), e.prompt_hash, e.placements));
             }
+            Event::SocketCompleted(e) => self.output = Some(e.output),
             Event::DataAssigned(e) => {
-                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
-                    step.data.insert(e.path, e.value);
-                }
+                self.data.insert(e.path, e.value);
             }
             Event::EdgeTaken(e) => {
-                if let Some(step) = open.and_then(|i| out.get_mut(i)) {
-                    let to = match e.to {
-                        Target::Socket(s) => s.to_string(),
-                        Target::End => "end".into(),
-                    };
-                    let when = castlog_core::syntax::json_name(&e.when);
-                    step.routing = Some(format!("{} -> {to} ({when})", e.from));
-                }
+                let to = match e.to {
+                    Target::Socket(s) => s.to_string(),
+                    Target::End => "end".into(),
+                };
+                let when = castlog_core::syntax::json_name(&e.when);
+                self.routing = Some(format!("{} -> {to} ({when})", e.from));
             }
             _ => {}
         }
     }
+
+    /// A digest of everything [`compare`] looks at, each part length-prefixed so that no two
+    /// different steps encode alike: two steps with the same digest compare the same.
+    fn digest(&self) -> Digest {
+        let mut bytes = Vec::new();
+        let mut part = |b: &[u8]| {
+            bytes.extend_from_slice(&(b.len() as u64).to_be_bytes());
+            bytes.extend_from_slice(b);
+        };
+        part(&(self.prompts.len() as u64).to_be_bytes());
+        for (turn, hash, _) in &self.prompts {
+            part(&turn.to_be_bytes());
+            part(&hash.0);
+        }
+        part(&(self.placements.len() as u64).to_be_bytes());
+        for p in &self.placements {
+            part(p.as_bytes());
+        }
+        for text in [&self.output, &self.routing] {
+            match text {
+                Some(t) => {
+                    part(b"some");
+                    part(t.as_bytes());
+                }
+                None => part(b"none"),
+            }
+        }
+        part(
+            serde_json::to_string(&self.data)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        castlog_events::chain::blob_hash(&bytes)
+    }
+}
+
+/// Consecutive events of one cast (`first..=last`), by the cast's place in [`Steps::casts`].
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    cast: usize,
+    first: u64,
+    last: u64,
+}
+
+/// What is kept of a step for the whole walk: its key, its digest and where its events are (a
+/// recast's step that began before the fork point has events in two casts).
+#[derive(Debug)]
+struct Kept {
+    key: String,
+    digest: Digest,
+    spans: Vec<Span>,
+}
+
+/// A cast's steps, made as its history is read: only the step the next events belong to is
+/// held in full, so what the walk keeps per step does not grow with its outputs or prompts.
+#[derive(Debug, Default)]
+struct Steps {
+    kept: Vec<Kept>,
+    /// The casts the history's events come from (the cast and its ancestors).
+    casts: Vec<CastId>,
+    /// The step the next events belong to.
+    open: Option<Step>,
+}
+
+impl Steps {
+    fn push(&mut self, record: &Recorded) {
+        let Ok(event) = record.event() else { return };
+        if let Event::SocketStarted(e) = &event {
+            self.close();
+            let item = e
+                .item
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string);
+            let key = format!("{} {item} #{}", e.socket, e.visit);
+            self.kept.push(Kept {
+                key,
+                digest: Digest([0; 32]),
+                spans: Vec::new(),
+            });
+            self.open = Some(Step::default());
+        }
+        let Some(step) = self.open.as_mut() else {
+            return;
+        };
+        step.apply(event);
+        let cast = match self.casts.iter().position(|c| *c == record.cast) {
+            Some(i) => i,
+            None => {
+                self.casts.push(record.cast.clone());
+                self.casts.len() - 1
+            }
+        };
+        let seq = record.seq.get();
+        if let Some(kept) = self.kept.last_mut() {
+            match kept.spans.last_mut() {
+                Some(span) if span.cast == cast && span.last < seq => span.last = seq,
+                _ => kept.spans.push(Span {
+                    cast,
+                    first: seq,
+                    last: seq,
+                }),
+            }
+        }
+    }
+
+    /// Seals the open step: its digest is all that stays of its content.
+    fn close(&mut self) {
+        if let (Some(step), Some(kept)) = (self.open.take(), self.kept.last_mut()) {
+            kept.digest = step.digest();
+        }
+    }
+
+    fn finish(mut self) -> Self {
+        self.close();
+        self
+    }
+}
+
+/// A kept step in full again, from its events in the log.
+fn reread(log: &SqliteLog, casts: &[CastId], kept: &Kept) -> Result<Step, CliError> {
+    let mut steps = Steps::default();
+    for span in &kept.spans {
+        let cast = casts
+            .get(span.cast)
+            .ok_or_else(|| CliError::internal("a step names a cast the walk did not read"))?;
+        for record in log.read(cast, Seq(span.first), Some(Seq(span.last)))? {
+            steps.push(&record);
+        }
+    }
+    steps.open.ok_or_else(|| {
+        CliError::internal(format!("the events of step {} were not found", kept.key))
+    })
 }
 
 /// The text of a step's prompts, rebuilt from the log (`=== turn N` then each message).
@@ -244,8 +350,8 @@ fn normalized(record: &Recorded) -> (String, Vec<u8>) {
 struct Walked {
     common: u64,
     first_divergence: Option<Value>,
-    a: Vec<Step>,
-    b: Vec<Step>,
+    a: Steps,
+    b: Steps,
 }
 
 fn walk(ha: &mut dyn Iterator<Item = Recorded>, hb: &mut dyn Iterator<Item = Recorded>) -> Walked {
@@ -284,8 +390,8 @@ fn walk(ha: &mut dyn Iterator<Item = Recorded>, hb: &mut dyn Iterator<Item = Rec
     Walked {
         common,
         first_divergence,
-        a: sa.out,
-        b: sb.out,
+        a: sa.finish(),
+        b: sb.finish(),
     }
 }
 
@@ -335,13 +441,14 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
         b: prompt::policy_of(log, &b.cast)?,
     };
     // Steps by key, for lookups that stay linear on long casts.
-    let by_a: std::collections::HashMap<&str, &Step> =
-        sa.iter().map(|s| (s.key.as_str(), s)).collect();
-    let by_b: std::collections::HashMap<&str, &Step> =
-        sb.iter().map(|s| (s.key.as_str(), s)).collect();
-    let mut keys: Vec<String> = sa.iter().map(|s| s.key.clone()).collect();
+    let by_a: std::collections::HashMap<&str, &Kept> =
+        sa.kept.iter().map(|s| (s.key.as_str(), s)).collect();
+    let by_b: std::collections::HashMap<&str, &Kept> =
+        sb.kept.iter().map(|s| (s.key.as_str(), s)).collect();
+    let mut keys: Vec<String> = sa.kept.iter().map(|s| s.key.clone()).collect();
     keys.extend(
-        sb.iter()
+        sb.kept
+            .iter()
             .filter(|s| !by_a.contains_key(s.key.as_str()))
             .map(|s| s.key.clone()),
     );
@@ -354,7 +461,14 @@ pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
         );
         let (status, changes) = match (x, y) {
             (Some(x), Some(y)) => {
-                let changes = compare(&sides, x, y)?;
+                // Only steps whose digests differ are read again and compared in full.
+                let changes = if x.digest == y.digest {
+                    Vec::new()
+                } else {
+                    let x = reread(log, &sa.casts, x)?;
+                    let y = reread(log, &sb.casts, y)?;
+                    compare(&sides, &x, &y)?
+                };
                 (
                     if changes.is_empty() {
                         "same"
@@ -525,4 +639,48 @@ fn print_text(report: &Value) {
         }
     }
     crate::say!("{summary}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step whose digest matches another's is printed `same` without being read again, so
+    /// steps that differ in any compared part, however slightly, must not share a digest.
+    #[test]
+    fn steps_that_compare_differently_have_different_digests() {
+        let base = Step::default();
+        let variants = [
+            Step {
+                output: Some(String::new()),
+                ..Step::default()
+            },
+            Step {
+                routing: Some(String::new()),
+                ..Step::default()
+            },
+            Step {
+                placements: vec!["ab".into()],
+                ..Step::default()
+            },
+            Step {
+                placements: vec!["a".into(), "b".into()],
+                ..Step::default()
+            },
+            Step {
+                data: BTreeMap::from([("x".to_owned(), Value::Null)]),
+                ..Step::default()
+            },
+            Step {
+                prompts: vec![(1, Digest([0; 32]), Vec::new())],
+                ..Step::default()
+            },
+        ];
+        let mut digests = vec![base.digest()];
+        for step in &variants {
+            let digest = step.digest();
+            assert!(!digests.contains(&digest), "{step:?}");
+            digests.push(digest);
+        }
+    }
 }

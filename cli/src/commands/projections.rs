@@ -5,7 +5,7 @@ use std::path::Path;
 use castlog_core::id::{CastId, Seq};
 
 use castlog_events::{EventLog, SqliteLog};
-use castlog_projections::manifest::{Content, Manifest, text_of};
+use castlog_projections::manifest::{Content, Manifest, prompt_of, text_of};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
 use castlog_projections::prompt;
 use castlog_projections::views::{CastView, Timeline, Usage};
@@ -29,9 +29,9 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     let cast = super::inspect::head_of(&log, &args.cast)?.cast;
     let (view, v) = caught::<CastView>(&log, &cast)?;
     let (usage, u) = caught::<Usage>(&log, &cast)?;
-    // Only the sizes of the two large read models are printed: each is dropped once counted,
-    // before the next is folded.
-    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines.len(), c))?;
+    // Only the manifest's size is printed: it is dropped once counted. The timeline keeps its
+    // length only.
+    let (timeline_lines, t) = caught::<Timeline>(&log, &cast).map(|(p, c)| (p.lines, c))?;
     let (manifest_entries, m) =
         caught::<Manifest>(&log, &cast).map(|(p, c)| (p.entries.len(), c))?;
     let folds = |c: &CatchUp| json!({ "from": c.from, "folded": c.folded, "warning": c.warning });
@@ -73,6 +73,27 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// What an artifact's `content` names in the event at `seq` (`of` picks it out), read from
+/// the log.
+fn named<T>(
+    log: &SqliteLog,
+    cast: &CastId,
+    seq: u64,
+    path: &str,
+    of: impl FnOnce(castlog_core::event::Event) -> Option<T>,
+) -> Result<T, CliError> {
+    let records = log.read(cast, Seq(seq), Some(Seq(seq)))?;
+    records
+        .first()
+        .and_then(|r| r.event().ok())
+        .and_then(of)
+        .ok_or_else(|| {
+            CliError::integrity(format!(
+                "the artifact {path} names seq {seq} of cast {cast}, which does not hold its content: run `castlog verify {cast}`"
+            ))
+        })
+}
+
 /// The text an artifact's `content` names, read from the event at `seq`.
 fn text(
     log: &SqliteLog,
@@ -81,16 +102,7 @@ fn text(
     seq: u64,
     path: &str,
 ) -> Result<String, CliError> {
-    let records = log.read(cast, Seq(seq), Some(Seq(seq)))?;
-    records
-        .first()
-        .and_then(|r| r.event().ok())
-        .and_then(|event| text_of(content, &event))
-        .ok_or_else(|| {
-            CliError::integrity(format!(
-                "the artifact {path} names seq {seq} of cast {cast}, which does not hold its text: run `castlog verify {cast}`"
-            ))
-        })
+    named(log, cast, seq, path, |event| text_of(content, &event))
 }
 
 /// `castlog export CAST --artifacts DIR`: the manifest's files, the same bytes on every run.
@@ -119,8 +131,11 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
                 text.push('\n');
                 text.into_bytes()
             }
-            Content::Prompt { hash, placements } => {
-                let messages = prompt::messages(&log, policy, hash, placements).map_err(|e| {
+            Content::Prompt { seq } => {
+                let (hash, placements) = named(&log, &cast, *seq, &entry.path, |event| {
+                    prompt_of(&entry.content, event)
+                })?;
+                let messages = prompt::messages(&log, policy, &hash, &placements).map_err(|e| {
                     CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
                 })?;
                 let mut text = format!(

@@ -422,12 +422,12 @@ fn projection_checkpoints(
     cast: &castlog_core::id::CastId,
 ) -> Result<Vec<(Seq, String)>, LogError> {
     use castlog_projections::manifest::Manifest;
-    use castlog_projections::projection::{check_checkpoint, check_checkpoint_seal};
+    use castlog_projections::projection::check_checkpoint;
     use castlog_projections::views::{CastView, Timeline, Usage};
     Ok([
         check_checkpoint::<CastView>(log, log, cast)?,
         check_checkpoint::<Usage>(log, log, cast)?,
-        check_checkpoint_seal::<Timeline>(log, log, cast)?,
+        check_checkpoint::<Timeline>(log, log, cast)?,
         check_checkpoint::<Manifest>(log, log, cast)?,
     ]
     .into_iter()

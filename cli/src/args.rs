@@ -100,7 +100,8 @@ pub enum Command {
     ///
     /// Example: castlog anchor --all -o ~/backup/castlog.anchor
     Anchor(AnchorArgs),
-    /// Write one cast (and the blobs it references) to a file.
+    /// Write one cast (and the blobs it references) to a file, or its OpenTelemetry trace
+    /// (`--format otlp-json`; prompts and replies only with --otel-content).
     ///
     /// Example: castlog export demo-1 --format jsonl -o demo-1.jsonl
     Export(ExportArgs),

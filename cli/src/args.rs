@@ -55,6 +55,17 @@ pub struct Cli {
     #[arg(long = "exit-status", global = true)]
     pub exit_status: bool,
 
+    /// After a command that drives casts (run, refine, continue, revive, resume, steer,
+    /// recast, engage, ...), send each cast it moved as OpenTelemetry traces to URL/v1/traces
+    /// (OTLP/HTTP protobuf). A collector that is down or slow is a warning, never a failure.
+    #[arg(long = "otlp-endpoint", global = true, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
+    /// Include prompt and completion texts (and the other texts a model or a person wrote) in
+    /// OpenTelemetry traces: `export --format otlp-json` and --otlp-endpoint. Off by default.
+    #[arg(long = "otel-content", global = true)]
+    pub otel_content: bool,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -92,7 +103,8 @@ pub enum Command {
     ///
     /// Example: castlog anchor --all -o ~/backup/castlog.anchor
     Anchor(AnchorArgs),
-    /// Write one cast (and the blobs it references) to a file.
+    /// Write one cast (and the blobs it references) to a file, or its OpenTelemetry trace
+    /// (`--format otlp-json`; prompts and replies only with --otel-content).
     ///
     /// Example: castlog export demo-1 --format jsonl -o demo-1.jsonl
     Export(ExportArgs),
@@ -256,6 +268,8 @@ pub enum FormatArg {
     Jsonl,
     /// bincode (compact).
     Bincode,
+    /// The cast as OpenTelemetry traces, OTLP/JSON (GenAI semantic conventions).
+    OtlpJson,
 }
 
 /// `export`.

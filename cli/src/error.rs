@@ -160,6 +160,16 @@ impl From<castlog_projections::prompt::PromptError> for CliError {
     }
 }
 
+impl From<castlog_projections::otlp::OtlpError> for CliError {
+    fn from(err: castlog_projections::otlp::OtlpError) -> Self {
+        match err {
+            castlog_projections::otlp::OtlpError::Log(log) => log.into(),
+            // A record that does not decode or a prompt that does not rebuild: the log is damaged.
+            other => CliError::integrity(other.to_string()),
+        }
+    }
+}
+
 impl From<std::io::Error> for CliError {
     fn from(err: std::io::Error) -> Self {
         CliError::user(err.to_string())

@@ -21,6 +21,8 @@ pub struct Globals {
     /// `--exit-status`: a command that drives a cast exits 4 when it ends failed and 5 when it
     /// waits for an agent or a person.
     pub exit_status: bool,
+    /// `--otel-content`: OpenTelemetry traces carry prompt and completion texts.
+    pub otel_content: bool,
 }
 
 impl Globals {

@@ -93,6 +93,7 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         agent_timeout: cli.agent_timeout.map(std::time::Duration::from_secs),
         fallback: cli.fallback.clone(),
         exit_status: cli.exit_status,
+        otel_content: cli.otel_content,
     };
     let db = cli.db;
     let anchor = cli.anchor;
@@ -100,6 +101,17 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     if let Some(file) = keeps_anchor {
         commands::anchor::check_before_writing(&db_path(db.as_deref()), file)?;
     }
+    // Import writes casts but drives none: it sends no trace.
+    let traced = cli
+        .otlp_endpoint
+        .as_deref()
+        .filter(|_| writes(&cli.command) && !matches!(cli.command, Command::Import(_)))
+        .map(|endpoint| {
+            (
+                endpoint,
+                commands::otlp::heads_before(&db_path(db.as_deref())),
+            )
+        });
     let result = dispatch(
         cli.command,
         db.as_deref(),
@@ -107,6 +119,14 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         &globals,
         db_on_line,
     );
+    if let Some((endpoint, before)) = &traced {
+        // Whatever the command's outcome: a cast that stopped on an error is recorded (and
+        // worth tracing) up to there.
+        let options = castlog_projections::otlp::TraceOptions {
+            content: globals.otel_content,
+        };
+        commands::otlp::send_moved(&db_path(db.as_deref()), before, endpoint, options);
+    }
     if let Some(file) = keeps_anchor {
         // A command that failed half way may still have written (a cast that stopped on an
         // error is recorded up to there): its events are anchored either way.
@@ -148,7 +168,7 @@ fn dispatch(
         Command::Show(args) => commands::inspect::show(&existing_db(db)?, &args),
         Command::Verify(args) => commands::verify::run(&existing_db(db)?, &args, anchor),
         Command::Anchor(args) => commands::anchor::run(&existing_db(db)?, &args, anchor),
-        Command::Export(args) => commands::transfer::export(&existing_db(db)?, &args),
+        Command::Export(args) => commands::transfer::export(&existing_db(db)?, &args, globals),
         Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db), &args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),

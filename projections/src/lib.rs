@@ -12,6 +12,7 @@
 //! - [`audit`]: every prompt with its placements, and the placement lint.
 //! - [`prompt`]: the prompt a dispatch sent, rebuilt from its entry blobs and checked.
 //! - [`timeline`]: one human line per event (`castlog show`).
+//! - [`otlp`]: a cast as OpenTelemetry traces (OTLP, GenAI semantic conventions).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod audit;
 pub mod claims;
 pub mod engagement;
 pub mod manifest;
+pub mod otlp;
 pub mod projection;
 pub mod prompt;
 pub mod timeline;

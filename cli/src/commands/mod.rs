@@ -10,6 +10,7 @@ pub mod diff;
 pub mod engage;
 pub mod fork;
 pub mod inspect;
+pub mod otlp;
 pub mod projections;
 pub mod prompts;
 pub mod transfer;

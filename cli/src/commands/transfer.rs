@@ -5,15 +5,17 @@ use std::path::Path;
 
 use castlog_core::id::CastId;
 use castlog_events::codec::{self, CodecError, Format};
+use castlog_projections::otlp;
 use serde_json::json;
 
 use crate::args::{ExportArgs, FormatArg, ImportArgs};
 use crate::error::CliError;
+use crate::globals::Globals;
 use crate::output;
 
 /// `castlog export CAST -o FILE`. The export is written as the cast is read, one event or
 /// blob at a time.
-pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
+pub fn export(db: &Path, args: &ExportArgs, globals: &Globals) -> Result<(), CliError> {
     if let Some(dir) = &args.artifacts {
         return super::projections::artifacts(db, &args.cast, dir, args.json);
     }
@@ -25,6 +27,7 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
     let (format, name) = match args.format {
         FormatArg::Jsonl => (Format::Jsonl, "jsonl"),
         FormatArg::Bincode => (Format::Bincode, "bincode"),
+        FormatArg::OtlpJson => return export_otlp(&log, &head.cast, output, args, globals),
     };
     let to_stdout = output.as_os_str() == "-";
     if to_stdout {
@@ -86,6 +89,57 @@ pub fn export(db: &Path, args: &ExportArgs) -> Result<(), CliError> {
             written.blobs,
             output.display(),
             written.bytes
+        );
+        Ok(())
+    }
+}
+
+/// `export --format otlp-json`: the cast's trace, built whole (a read model of the log).
+fn export_otlp(
+    log: &castlog_events::SqliteLog,
+    cast: &CastId,
+    output: &Path,
+    args: &ExportArgs,
+    globals: &Globals,
+) -> Result<(), CliError> {
+    let options = otlp::TraceOptions {
+        content: globals.otel_content,
+    };
+    let trace = otlp::trace_of(log, cast, options)?;
+    let spans: usize = trace
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .map(|s| s.spans.len())
+        .sum();
+    let bytes = otlp::to_json(&trace);
+    if output.as_os_str() == "-" {
+        if args.json {
+            return Err(CliError::user(
+                "--json and -o - both want stdout: write the export to a file",
+            ));
+        }
+        let mut out = std::io::stdout().lock();
+        return match out.write_all(&bytes).and_then(|()| out.flush()) {
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(()),
+            other => other.map_err(CliError::from),
+        };
+    }
+    std::fs::write(output, &bytes)
+        .map_err(|e| CliError::user(format!("cannot write {}: {e}", output.display())))?;
+    if args.json {
+        output::json(&json!({
+            "cast": cast,
+            "format": "otlp-json",
+            "file": output.display().to_string(),
+            "spans": spans,
+            "bytes": bytes.len(),
+        }))
+    } else {
+        crate::say!(
+            "exported cast {cast} ({spans} spans) to {} as otlp-json, {} bytes",
+            output.display(),
+            bytes.len()
         );
         Ok(())
     }

@@ -18,6 +18,7 @@ mod hostile;
 mod json_errors;
 mod lifetime;
 mod log_commands;
+mod otlp;
 mod prompts;
 mod read_only;
 mod readme;

@@ -21,6 +21,11 @@ pub struct Globals {
     /// `--exit-status`: a command that drives a cast exits 4 when it ends failed and 5 when it
     /// waits for an agent or a person.
     pub exit_status: bool,
+    /// `--retries`, `--backoff`, `--jitter`: how agents retry a transient failure.
+    pub retry: castlog_replay::retry::RetryPolicy,
+    /// Seeds the retry jitter (from the clock: only the waits depend on it, and each is
+    /// recorded with the failure it follows).
+    pub retry_seed: u64,
 }
 
 impl Globals {

@@ -93,6 +93,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         agent_timeout: cli.agent_timeout.map(std::time::Duration::from_secs),
         fallback: cli.fallback.clone(),
         exit_status: cli.exit_status,
+        retry: retry_policy(&cli),
+        retry_seed: castlog_core::env::Clock::now_ms(&castlog_replay::clock::SystemClock),
     };
     let db = cli.db;
     let anchor = cli.anchor;
@@ -186,5 +188,17 @@ fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
             "no castlog database at {}: run a cast first, or point --db (or CASTLOG_DB) at one",
             path.display()
         )))
+    }
+}
+
+/// The retry policy the global options give, the defaults where they are silent.
+fn retry_policy(cli: &args::Cli) -> castlog_replay::retry::RetryPolicy {
+    let default = castlog_replay::retry::RetryPolicy::default();
+    let (base, max) = cli.backoff.unwrap_or((default.base, default.max));
+    castlog_replay::retry::RetryPolicy {
+        attempts: cli.retries.map_or(default.attempts, |r| r + 1),
+        base,
+        max,
+        jitter: cli.jitter.unwrap_or(default.jitter),
     }
 }

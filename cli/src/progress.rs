@@ -204,10 +204,16 @@ mod tests {
     #[test]
     fn the_line_counts_attempts_of_the_prompt_and_tokens_of_the_cast() {
         let mut p = Progress::new(true, 40, 5);
-        assert!(p.line("s", "L", None, 1).contains("attempt 1/5 turn 1 · 40 tokens"));
+        assert!(
+            p.line("s", "L", None, 1)
+                .contains("attempt 1/5 turn 1 · 40 tokens")
+        );
         p.count(&failed(1, FailureClass::Transient));
         p.count(&failed(2, FailureClass::Transient));
-        assert!(p.line("s", "L", Some("i"), 1).contains("s L · i · attempt 3/5"));
+        assert!(
+            p.line("s", "L", Some("i"), 1)
+                .contains("s L · i · attempt 3/5")
+        );
         p.count(&failed(1, FailureClass::Interruption));
         assert!(p.line("s", "L", None, 1).contains("attempt 3/5"));
         p.count(&Event::AgentReplied(AgentReplied {
@@ -220,6 +226,9 @@ mod tests {
                 output: 3,
             }),
         }));
-        assert!(p.line("s", "L", None, 2).contains("attempt 1/5 turn 2 · 45 tokens"));
+        assert!(
+            p.line("s", "L", None, 2)
+                .contains("attempt 1/5 turn 2 · 45 tokens")
+        );
     }
 }

@@ -35,9 +35,9 @@ use std::time::Duration;
 use castlog_core::env::Clock;
 use castlog_core::event::{FailureClass, Usage};
 use castlog_core::prompt::Message;
+use reqwest::StatusCode;
 use reqwest::Url;
 use reqwest::blocking::Client;
-use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::{Value, json};
 

@@ -261,7 +261,10 @@ mod tests {
             let (wa, wb) = (a.wait(failures, None), b.wait(failures, None));
             assert_eq!(wa, wb);
             let full = backoff(&policy(0.0), failures);
-            assert!(wa.delay <= full && wa.delay >= full / 2, "{wa:?} of {full:?}");
+            assert!(
+                wa.delay <= full && wa.delay >= full / 2,
+                "{wa:?} of {full:?}"
+            );
         }
         let mut none = Retrier::new(policy(0.0), 1);
         assert_eq!(none.wait(2, None).delay, Duration::from_secs(1));

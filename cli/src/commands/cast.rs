@@ -17,8 +17,8 @@ use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::openai::{self, OpenAiAgent};
-use castlog_replay::retry::Retrier;
 use castlog_replay::recorded::RecordedAgent;
+use castlog_replay::retry::Retrier;
 use serde_json::json;
 
 use crate::args::{AbortArgs, CastAgentArgs, PostArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};

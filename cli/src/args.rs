@@ -31,6 +31,23 @@ pub struct Cli {
     #[arg(long = "agent-timeout", global = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub agent_timeout: Option<u64>,
 
+    /// Retries of a prompt after a transient agent failure (HTTP 429 or 5xx, a dropped
+    /// connection, a timed-out request, a script's transient line) before the cast waits for
+    /// `castlog resume` [default: 2, so 3 attempts].
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub retries: Option<u32>,
+
+    /// The wait before a retry, in seconds: BASE after the first failure, doubled per failure
+    /// in a row, at most MAX [default: 0.5..8]. A server's `Retry-After` (seconds or an HTTP
+    /// date) is waited instead.
+    #[arg(long, global = true, value_name = "BASE..MAX", value_parser = parse_backoff)]
+    pub backoff: Option<(std::time::Duration, std::time::Duration)>,
+
+    /// The share (0 to 1) of each backoff taken off at random, so clients that failed together
+    /// do not retry together [default: 0.25]; 0 waits the backoff exactly.
+    #[arg(long, global = true, value_name = "SHARE", value_parser = parse_jitter)]
+    pub jitter: Option<f64>,
+
     /// The live agent a `recorded:CAST` agent asks when the recording has no answer for a
     /// prompt (without it, a miss stops the cast as awaiting_agent, naming the prompt hash).
     #[arg(long, global = true)]
@@ -788,4 +805,12 @@ pub struct ScheduleArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_backoff(text: &str) -> Result<(std::time::Duration, std::time::Duration), String> {
+    castlog_replay::retry::parse_backoff(text).map_err(|e| e.to_string())
+}
+
+fn parse_jitter(text: &str) -> Result<f64, String> {
+    castlog_replay::retry::parse_jitter(text).map_err(|e| e.to_string())
 }

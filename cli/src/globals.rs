@@ -23,6 +23,11 @@ pub struct Globals {
     pub exit_status: bool,
     /// `--otel-content`: OpenTelemetry traces carry prompt and completion texts.
     pub otel_content: bool,
+    /// `--retries`, `--backoff`, `--jitter`: how agents retry a transient failure.
+    pub retry: castlog_replay::retry::RetryPolicy,
+    /// Seeds the retry jitter (from the clock: only the waits depend on it, and each is
+    /// recorded with the failure it follows).
+    pub retry_seed: u64,
 }
 
 impl Globals {

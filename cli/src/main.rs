@@ -94,6 +94,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         fallback: cli.fallback.clone(),
         exit_status: cli.exit_status,
         otel_content: cli.otel_content,
+        retry: retry_policy(&cli),
+        retry_seed: castlog_core::env::Clock::now_ms(&castlog_replay::clock::SystemClock),
     };
     let db = cli.db;
     let anchor = cli.anchor;
@@ -206,5 +208,17 @@ fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
             "no castlog database at {}: run a cast first, or point --db (or CASTLOG_DB) at one",
             path.display()
         )))
+    }
+}
+
+/// The retry policy the global options give, the defaults where they are silent.
+fn retry_policy(cli: &args::Cli) -> castlog_replay::retry::RetryPolicy {
+    let default = castlog_replay::retry::RetryPolicy::default();
+    let (base, max) = cli.backoff.unwrap_or((default.base, default.max));
+    castlog_replay::retry::RetryPolicy {
+        attempts: cli.retries.map_or(default.attempts, |r| r + 1),
+        base,
+        max,
+        jitter: cli.jitter.unwrap_or(default.jitter),
     }
 }

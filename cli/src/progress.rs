@@ -1,7 +1,7 @@
 //! Watching a run: a live line on stderr, tracing output, and Ctrl-C.
 //!
-//! The progress line (socket, materia, item, attempt, tokens, elapsed, with a spinner while the
-//! agent works) is drawn only when stderr is a terminal and neither `--json` nor `--quiet` is
+//! The progress line (socket, materia, item, attempt N/M of the prompt in flight, turn, tokens
+//! of the whole cast, elapsed, with a spinner while the agent works) is drawn only when stderr is a terminal and neither `--json` nor `--quiet` is
 //! given; it never writes to stdout. Tracing output is filtered by `RUST_LOG` (default `warn`),
 //! with the span fields cast, socket, visit and turn; `NO_COLOR` turns colors off.
 
@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use castlog_core::event::Event;
+use castlog_core::event::{Event, FailureClass};
+use castlog_replay::agent::Agent;
 use castlog_replay::driver::Notice;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -27,12 +28,13 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// Sets a flag on the first Ctrl-C; a second Ctrl-C exits at once (130).
+/// Sets a flag on the first Ctrl-C (the agent call in progress is cancelled, then the driver
+/// records an abort); a second Ctrl-C exits at once (130).
 ///
 /// The handler is installed before this returns: a Ctrl-C that comes at once (before the
-/// watching thread first runs) is an abort recorded after the current step, never castlog
-/// killed the default way with nothing recorded. One signal stream serves both presses, so a
-/// second press that comes while the first is being handled is not lost either.
+/// watching thread first runs) is an abort, never castlog killed the default way with nothing
+/// recorded. One signal stream serves both presses, so a second press that comes while the
+/// first is being handled is not lost either.
 pub fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -56,7 +58,7 @@ pub fn interrupt_flag() -> Arc<AtomicBool> {
                 if interrupts.recv().await.is_some() {
                     set.store(true, Ordering::SeqCst);
                     let _ = writeln_stderr(
-                        "castlog: interrupted; recording an abort after the current step (Ctrl-C again to quit now)",
+                        "castlog: interrupted; cancelling the agent call and recording an abort (Ctrl-C again to quit now)",
                     );
                     if interrupts.recv().await.is_some() {
                         // Programs run in process groups of their own, out of the terminal's
@@ -77,16 +79,22 @@ fn writeln_stderr(text: &str) -> std::io::Result<()> {
     writeln!(std::io::stderr(), "{text}")
 }
 
-/// The live progress line.
+/// The live progress line, kept from the driver's notices alone.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Tokens of the whole cast: what the log held when the drive began, plus every reply since.
     tokens: u64,
-    socket: String,
+    /// Transient failures of the prompt in flight (from the recorded `agent_failed` events; a
+    /// new dispatch or a reply starts again at 0).
+    failures: u32,
+    /// Attempts a prompt gets under the agent's retry policy.
+    attempts: u32,
 }
 
 impl Progress {
-    /// A progress line, drawn only when it can be seen and is wanted.
-    pub fn new(quiet: bool) -> Self {
+    /// A progress line, drawn only when it can be seen and is wanted, starting from `tokens`
+    /// used, for an agent that gives a prompt `attempts`.
+    pub fn new(quiet: bool, tokens: u64, attempts: u32) -> Self {
         let visible = !quiet && std::io::stderr().is_terminal();
         let bar = visible.then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -98,35 +106,59 @@ impl Progress {
         });
         Self {
             bar,
-            tokens: 0,
-            socket: String::new(),
+            tokens,
+            failures: 0,
+            attempts,
+        }
+    }
+
+    /// The line's text while an agent or utility works.
+    fn line(&self, socket: &str, label: &str, item: Option<&str>, turn: u32) -> String {
+        format!(
+            "{socket} {label}{} · attempt {}/{} turn {turn} · {} tokens",
+            item.map(|i| format!(" · {i}")).unwrap_or_default(),
+            self.failures + 1,
+            self.attempts,
+            self.tokens
+        )
+    }
+
+    /// Counts what a recorded event changes on the line.
+    fn count(&mut self, event: &Event) {
+        match event {
+            Event::AgentReplied(e) => {
+                self.failures = 0;
+                if let Some(u) = e.usage {
+                    self.tokens += u.total();
+                }
+            }
+            Event::AgentFailed(e) if e.class == FailureClass::Transient => {
+                self.failures = e.attempt;
+            }
+            Event::PromptDispatched(_) => self.failures = 0,
+            _ => {}
         }
     }
 
     /// Updates the line from a driver notice.
     pub fn notice(&mut self, notice: Notice<'_>) {
-        let Some(bar) = &self.bar else { return };
+        if self.bar.is_none() {
+            return;
+        }
         match notice {
             Notice::Waiting {
                 socket,
                 label,
                 item,
-                attempt,
                 turn,
+                ..
             } => {
-                self.socket = socket.to_string();
-                bar.set_message(format!(
-                    "{socket} {label}{} · attempt {attempt} turn {turn} · {} tokens",
-                    item.map(|i| format!(" · {i}")).unwrap_or_default(),
-                    self.tokens
-                ));
-            }
-            Notice::Recorded(Event::AgentReplied(e)) => {
-                if let Some(u) = e.usage {
-                    self.tokens += u.total();
+                let line = self.line(socket.as_str(), label, item, turn);
+                if let Some(bar) = &self.bar {
+                    bar.set_message(line);
                 }
             }
-            Notice::Recorded(_) => {}
+            Notice::Recorded(event) => self.count(event),
         }
     }
 }
@@ -147,12 +179,71 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
-/// Attaches the progress line (unless `json` or `--quiet`) and Ctrl-C handling to a driver.
+/// Attaches the progress line (unless `json` or `--quiet`) and Ctrl-C handling to a driver
+/// and the agent it drives with: Ctrl-C cancels the agent's call, then the driver records an
+/// abort.
 pub fn watch<L: castlog_events::EventLog + ?Sized>(
     driver: &mut castlog_replay::driver::Driver<'_, L>,
+    agent: &mut dyn Agent,
     json: bool,
 ) {
-    let mut progress = Progress::new(json || QUIET.load(Ordering::Relaxed));
+    let mut progress = Progress::new(
+        json || QUIET.load(Ordering::Relaxed),
+        driver.state.usage.total(),
+        agent.attempts(),
+    );
     driver.observe(Box::new(move |notice| progress.notice(notice)));
-    driver.interrupt_on(interrupt_flag());
+    let flag = interrupt_flag();
+    agent.cancel_on(Arc::clone(&flag));
+    driver.interrupt_on(flag);
+}
+
+#[cfg(test)]
+mod tests {
+    use castlog_core::event::{AgentFailed, AgentReplied, Usage};
+    use castlog_core::id::{SocketId, Turn, Visit};
+
+    use super::*;
+
+    fn failed(attempt: u32, class: FailureClass) -> Event {
+        Event::AgentFailed(AgentFailed {
+            socket: SocketId::new("s"),
+            visit: Visit(1),
+            turn: Turn(1),
+            class,
+            message: String::new(),
+            attempt,
+        })
+    }
+
+    #[test]
+    fn the_line_counts_attempts_of_the_prompt_and_tokens_of_the_cast() {
+        let mut p = Progress::new(true, 40, 5);
+        assert!(
+            p.line("s", "L", None, 1)
+                .contains("attempt 1/5 turn 1 · 40 tokens")
+        );
+        p.count(&failed(1, FailureClass::Transient));
+        p.count(&failed(2, FailureClass::Transient));
+        assert!(
+            p.line("s", "L", Some("i"), 1)
+                .contains("s L · i · attempt 3/5")
+        );
+        p.count(&failed(1, FailureClass::Interruption));
+        assert!(p.line("s", "L", None, 1).contains("attempt 3/5"));
+        p.count(&Event::AgentReplied(AgentReplied {
+            socket: SocketId::new("s"),
+            visit: Visit(1),
+            turn: Turn(1),
+            text: String::new(),
+            usage: Some(Usage {
+                input: 2,
+                output: 3,
+            }),
+        }));
+        assert!(
+            p.line("s", "L", None, 2)
+                .contains("attempt 1/5 turn 2 · 45 tokens")
+        );
+    }
 }

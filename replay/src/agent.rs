@@ -80,7 +80,24 @@ pub trait Agent {
     fn local(&self) -> bool {
         false
     }
+
+    /// Attempts a prompt gets while this agent fails transiently, the first included: the
+    /// driver stops after that many transient failures in a row and leaves the cast to
+    /// `resume`.
+    fn attempts(&self) -> u32 {
+        crate::retry::DEFAULT_ATTEMPTS
+    }
+
+    /// Ends a call in progress (and any wait before one) soon after `flag` is set, answering
+    /// an interruption: Ctrl-C must not wait for a slow model or program. The default keeps
+    /// no flag (a script answers at once).
+    fn cancel_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        drop(flag);
+    }
 }
+
+/// The interruption an agent answers when its call was cancelled (Ctrl-C).
+pub const CANCELLED: &str = "the agent call was cancelled (Ctrl-C)";
 
 /// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
 /// scorecard's judge): the reply, or `Err` saying why there is none.
@@ -148,6 +165,7 @@ pub struct ScriptedAgent {
     path: PathBuf,
     lines: Vec<(usize, ScriptLine)>,
     next: usize,
+    attempts: u32,
 }
 
 impl ScriptedAgent {
@@ -171,7 +189,16 @@ impl ScriptedAgent {
             path: path.to_path_buf(),
             lines,
             next: consumed,
+            attempts: crate::retry::DEFAULT_ATTEMPTS,
         })
+    }
+
+    /// Gives a prompt `attempts` (at least 1) while the script's lines fail transiently; a
+    /// script waits for nothing between them.
+    #[must_use]
+    pub fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts.max(1);
+        self
     }
 
     /// The script file.
@@ -283,6 +310,10 @@ impl Agent for ScriptedAgent {
     fn local(&self) -> bool {
         true
     }
+
+    fn attempts(&self) -> u32 {
+        self.attempts
+    }
 }
 
 /// Flattens messages into the documented plain text for command agents:
@@ -310,6 +341,8 @@ pub struct CommandAgent {
     timeout: Duration,
     json: bool,
     launcher: Launcher,
+    /// Set on Ctrl-C: the program's group is killed and the turn is an interruption.
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl CommandAgent {
@@ -321,6 +354,7 @@ impl CommandAgent {
             timeout,
             json: false,
             launcher: Launcher::default(),
+            cancel: None,
         }
     }
 
@@ -350,17 +384,21 @@ impl Agent for CommandAgent {
         } else {
             flatten(request.messages)
         };
-        match process::run(
+        match process::run_cancellable(
             &self.launcher,
             &self.argv,
             &self.cwd,
-            &[],
             input.as_bytes(),
             self.timeout,
+            self.cancel.as_deref(),
         ) {
             Err(message) => AgentTurn::Failed {
                 class: FailureClass::Interruption,
                 message,
+            },
+            Ok(done) if done.cancelled => AgentTurn::Failed {
+                class: FailureClass::Interruption,
+                message: CANCELLED.into(),
             },
             Ok(done) if done.timed_out => AgentTurn::Failed {
                 class: FailureClass::Interruption,
@@ -390,6 +428,10 @@ impl Agent for CommandAgent {
                 usage: None,
             },
         }
+    }
+
+    fn cancel_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.cancel = Some(flag);
     }
 }
 

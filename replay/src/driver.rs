@@ -35,8 +35,9 @@ pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 /// for has usually been committed and is being fsynced already.
 pub const STEPS_IN_FLIGHT: usize = 32;
 
-/// Transient agent failures in a row before the driver stops and leaves the cast to `resume`.
-pub const TRANSIENT_LIMIT: u32 = 3;
+/// Transient agent failures in a row before the driver stops and leaves the cast to `resume`,
+/// unless the agent's retry policy says otherwise ([`Agent::attempts`]).
+pub const TRANSIENT_LIMIT: u32 = crate::retry::DEFAULT_ATTEMPTS;
 
 /// Everything that can stop a drive.
 #[derive(Debug, thiserror::Error)]
@@ -705,11 +706,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                             )),
                         });
                     }
-                    if current.transient_failures >= TRANSIENT_LIMIT {
+                    let limit = agent.attempts();
+                    if current.transient_failures >= limit {
                         return Ok(Stop {
                             status: Status::AwaitingAgent,
                             message: Some(format!(
-                                "{TRANSIENT_LIMIT} transient agent failures in a row at {}; run `castlog resume {} --agent SPEC` to try again",
+                                "{limit} transient agent failures in a row at {}; run `castlog resume {} --agent SPEC` to try again",
                                 current.socket, self.state.cast
                             )),
                         });

@@ -4,6 +4,7 @@
 //! - [`driver`]: fold the log, decide, append, act, feed back (first run, resume, inputs).
 //! - [`agent`]: the `Agent` port, the scripted and command adapters.
 //! - [`openai`]: the `openai:BASE_URL#MODEL` agent (OpenAI-compatible chat completions).
+//! - [`retry`]: retry policies: attempts, backoff with jitter, `Retry-After`.
 //! - [`recorded`]: the `recorded:CAST` agent, answering from another cast's log (a cassette).
 //! - [`sender`]: the `Sender` port (cmd, file, webhook) for post sockets and the engagement runner.
 //! - [`engage`]: the engagement runner's effects (agents, fetcher, poster), one engage cast per run.
@@ -73,6 +74,7 @@ pub mod process;
 pub mod recast;
 pub mod recorded;
 pub mod redecide;
+pub mod retry;
 pub mod scorecard;
 pub mod secrets;
 pub mod sender;

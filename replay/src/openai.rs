@@ -8,9 +8,13 @@
 //!
 //! # Failures
 //! - HTTP 429, HTTP 5xx, a refused or dropped connection and a timeout are
-//!   [`FailureClass::Transient`]: the driver asks again (up to its retry budget), and this agent
-//!   sleeps a backoff before a call that follows a transient failure (`backoff`, doubled per
-//!   failure in a row, at most [`MAX_BACKOFF`]).
+//!   [`FailureClass::Transient`]: the driver asks again, up to the agent's attempts (its
+//!   [`RetryPolicy`]), and before the next call this agent waits what the server's
+//!   `Retry-After` asks (seconds or an HTTP date, read against the clock it was given), else a
+//!   backoff with jitter (see [`crate::retry`]). The wait chosen is written in the recorded
+//!   failure's message (`waiting 1s (Retry-After) before attempt 2 of 3`).
+//! - A call in progress and a wait before one end soon after the cancel flag is set (Ctrl-C):
+//!   the turn is an interruption, and the request is dropped unanswered.
 //! - Any other status, and a success whose body is not the chat-completions shape (not JSON, no
 //!   `choices`, no `content`), is an [`FailureClass::Interruption`] naming what was wrong (the
 //!   status, a bounded excerpt of the body): the cast waits for `castlog resume`.
@@ -24,26 +28,28 @@
 
 use std::fmt;
 use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use castlog_core::env::Clock;
 use castlog_core::event::{FailureClass, Usage};
 use castlog_core::prompt::Message;
+use reqwest::StatusCode;
 use reqwest::Url;
 use reqwest::blocking::Client;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, AgentTurn, TurnRequest};
+use crate::agent::{Agent, AgentTurn, CANCELLED, TurnRequest};
+use crate::retry::{Retrier, RetryPolicy};
 use crate::secrets::Redactor;
 
 /// The request timeout when none is given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The first backoff when none is given.
-pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(500);
-
-/// The longest backoff slept before a call.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// How often a request in progress looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// A successful body is read up to this many bytes.
 const BODY_CAP: u64 = 16 << 20;
@@ -106,27 +112,29 @@ pub fn api_key_from_env() -> Option<String> {
         .find(|value| !value.trim().is_empty())
 }
 
-/// The backoff before a call that follows `failures` transient failures in a row.
-pub fn backoff_delay(base: Duration, failures: u32) -> Duration {
-    if failures == 0 || base.is_zero() {
-        return Duration::ZERO;
-    }
-    let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
-    base.checked_mul(factor)
-        .unwrap_or(MAX_BACKOFF)
-        .min(MAX_BACKOFF)
-}
-
 /// Talks to an OpenAI-compatible chat-completions endpoint.
 pub struct OpenAiAgent {
     endpoint: Url,
     model: String,
     api_key: Option<String>,
     timeout: Duration,
-    backoff: Duration,
+    retrier: Retrier,
+    /// Transient failures in a row (what the next wait is computed from).
     failures: u32,
+    /// The wait chosen after the last failure, slept before the next call.
+    pending: Option<Duration>,
+    /// Reads "now" for a `Retry-After` given as an HTTP date.
+    clock: Box<dyn Clock>,
+    cancel: Option<Arc<AtomicBool>>,
     client: Client,
     redactor: Redactor,
+}
+
+/// What came back from one request, read on the thread that sent it.
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: std::io::Result<Vec<u8>>,
 }
 
 impl fmt::Debug for OpenAiAgent {
@@ -136,7 +144,7 @@ impl fmt::Debug for OpenAiAgent {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("timeout", &self.timeout)
-            .field("backoff", &self.backoff)
+            .field("retry", self.retrier.policy())
             .field("failures", &self.failures)
             .finish()
     }
@@ -174,8 +182,11 @@ impl OpenAiAgent {
             model: model.to_owned(),
             api_key: api_key.filter(|k| !k.is_empty()),
             timeout,
-            backoff: DEFAULT_BACKOFF,
+            retrier: Retrier::new(RetryPolicy::default(), 0),
             failures: 0,
+            pending: None,
+            clock: Box::new(crate::clock::SystemClock),
+            cancel: None,
             client,
             redactor: Redactor::default(),
         })
@@ -188,11 +199,28 @@ impl OpenAiAgent {
         self
     }
 
-    /// Sets the first backoff (doubled per transient failure in a row, at most
-    /// [`MAX_BACKOFF`]); zero turns backoff off.
+    /// Retries under `retrier`'s policy, drawing its jitter from it.
     #[must_use]
-    pub fn with_backoff(mut self, backoff: Duration) -> Self {
-        self.backoff = backoff;
+    pub fn with_retries(mut self, retrier: Retrier) -> Self {
+        self.retrier = retrier;
+        self
+    }
+
+    /// Sets the first backoff of the default policy, without jitter (zero turns backoff off).
+    #[must_use]
+    pub fn with_backoff(self, backoff: Duration) -> Self {
+        let policy = RetryPolicy {
+            base: backoff,
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        self.with_retries(Retrier::new(policy, 0))
+    }
+
+    /// Reads the time a `Retry-After` date is measured from on `clock`.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Box<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -223,7 +251,13 @@ impl OpenAiAgent {
         }
     }
 
-    fn call(&self, messages: &[Message], model: Option<&str>, thinking: Option<&str>) -> AgentTurn {
+    /// One request: the turn, and the server's `Retry-After` when it sent one.
+    fn call(
+        &self,
+        messages: &[Message],
+        model: Option<&str>,
+        thinking: Option<&str>,
+    ) -> (AgentTurn, Option<Duration>) {
         let at = shown(&self.endpoint);
         // The materia's model wins over the spec's; its thinking level is passed on as the
         // reasoning effort, only where the config gives one.
@@ -242,39 +276,43 @@ impl OpenAiAgent {
             .body(body.to_string());
         if let Some(key) = &self.api_key {
             let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {key}")) else {
-                return self.failed(
-                    FailureClass::Interruption,
-                    "the API key is not a valid HTTP header value (check CASTLOG_API_KEY / OPENAI_API_KEY)",
+                return (
+                    self.failed(
+                        FailureClass::Interruption,
+                        "the API key is not a valid HTTP header value (check CASTLOG_API_KEY / OPENAI_API_KEY)",
+                    ),
+                    None,
                 );
             };
             value.set_sensitive(true);
             request = request.header(AUTHORIZATION, value);
         }
-        let response = match request.send() {
-            Ok(response) => response,
-            Err(err) => return self.transport_failure(&err, &at),
+        let answer = match self.send(request) {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(err)) => return (self.transport_failure(&err, &at), None),
+            Err(turn) => return (turn, None),
         };
-        let status = response.status();
-        let cap = if status.is_success() {
-            BODY_CAP
-        } else {
-            ERROR_BODY_CAP
+        let status = answer.status;
+        let bytes = match answer.body {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let message = format!("reading the reply from {at} failed: {}", describe_io(&err));
+                return (self.failed(FailureClass::Transient, &message), None);
+            }
         };
-        let mut bytes = Vec::new();
-        if let Err(err) = response.take(cap).read_to_end(&mut bytes) {
-            let message = format!("reading the reply from {at} failed: {}", describe_io(&err));
-            return self.failed(FailureClass::Transient, &message);
-        }
         let text = String::from_utf8_lossy(&bytes);
         if status.as_u16() == 429 || status.is_server_error() {
             let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
-            return self.failed(FailureClass::Transient, &message);
+            let after = answer
+                .retry_after
+                .and_then(|v| crate::retry::parse_retry_after(&v, self.clock.now_ms()));
+            return (self.failed(FailureClass::Transient, &message), after);
         }
         if !status.is_success() {
             let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
-            return self.failed(FailureClass::Interruption, &message);
+            return (self.failed(FailureClass::Interruption, &message), None);
         }
-        match parse_reply(&text) {
+        let turn = match parse_reply(&text) {
             Ok((reply, usage)) => AgentTurn::Reply {
                 text: self.scrub(&reply),
                 usage,
@@ -286,7 +324,69 @@ impl OpenAiAgent {
                 );
                 self.failed(FailureClass::Interruption, &message)
             }
+        };
+        (turn, None)
+    }
+
+    /// Sends `request` on a thread of its own and reads the answer there, so the wait can end
+    /// on the cancel flag: then the answer is dropped unread (`Err`, the cancelled turn) and
+    /// the request with it when castlog exits.
+    fn send(
+        &self,
+        request: reqwest::blocking::RequestBuilder,
+    ) -> Result<Result<Answer, reqwest::Error>, AgentTurn> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("castlog-openai".into())
+            .spawn(move || {
+                let answer = request.send().map(|response| {
+                    let status = response.status();
+                    let retry_after = response
+                        .headers()
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let cap = if status.is_success() {
+                        BODY_CAP
+                    } else {
+                        ERROR_BODY_CAP
+                    };
+                    let mut bytes = Vec::new();
+                    let body = response.take(cap).read_to_end(&mut bytes).map(|_| bytes);
+                    Answer {
+                        status,
+                        retry_after,
+                        body,
+                    }
+                });
+                let _ = tx.send(answer);
+            });
+        if let Err(err) = spawned {
+            let message = format!("cannot start the request: {err}");
+            return Err(self.failed(FailureClass::Transient, &message));
         }
+        loop {
+            match rx.recv_timeout(CANCEL_POLL) {
+                Ok(answer) => return Ok(answer),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if self.cancelled() {
+                        return Err(self.failed(FailureClass::Interruption, CANCELLED));
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(self.failed(
+                        FailureClass::Transient,
+                        "the request ended without an answer",
+                    ));
+                }
+            }
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::SeqCst))
     }
 
     fn transport_failure(&self, err: &reqwest::Error, at: &str) -> AgentTurn {
@@ -314,19 +414,44 @@ impl Agent for OpenAiAgent {
                 "the cast waits for a person: use `castlog refine` or `castlog continue`".into(),
             );
         }
-        let delay = backoff_delay(self.backoff, self.failures);
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
+        if let Some(delay) = self.pending.take()
+            && !crate::retry::sleep(delay, self.cancel.as_deref())
+        {
+            return self.failed(FailureClass::Interruption, CANCELLED);
         }
-        let turn = self.call(request.messages, request.model, request.thinking);
-        match &turn {
-            AgentTurn::Failed {
+        let (turn, retry_after) = self.call(request.messages, request.model, request.thinking);
+        let AgentTurn::Failed {
+            class: FailureClass::Transient,
+            message,
+        } = turn
+        else {
+            self.failures = 0;
+            return turn;
+        };
+        self.failures = self.failures.saturating_add(1);
+        let attempts = self.attempts();
+        if self.failures >= attempts {
+            // The driver stops here; a later `resume` starts a fresh count.
+            self.failures = 0;
+            return AgentTurn::Failed {
                 class: FailureClass::Transient,
-                ..
-            } => self.failures = self.failures.saturating_add(1),
-            _ => self.failures = 0,
+                message,
+            };
         }
-        turn
+        let wait = self.retrier.wait(self.failures, retry_after);
+        self.pending = Some(wait.delay);
+        AgentTurn::Failed {
+            class: FailureClass::Transient,
+            message: format!("{message}; {}", wait.describe(self.failures + 1, attempts)),
+        }
+    }
+
+    fn attempts(&self) -> u32 {
+        self.retrier.policy().attempts.max(1)
+    }
+
+    fn cancel_on(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
     }
 }
 
@@ -484,18 +609,6 @@ mod tests {
         assert!(parse_spec("http://x#").is_err());
         assert!(parse_spec("ftp://x#m").is_err());
         assert!(parse_spec("not a url#m").is_err());
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let base = Duration::from_millis(500);
-        assert_eq!(backoff_delay(base, 0), Duration::ZERO);
-        assert_eq!(backoff_delay(base, 1), Duration::from_millis(500));
-        assert_eq!(backoff_delay(base, 2), Duration::from_secs(1));
-        assert_eq!(backoff_delay(base, 4), Duration::from_secs(4));
-        assert_eq!(backoff_delay(base, 5), MAX_BACKOFF);
-        assert_eq!(backoff_delay(base, 40), MAX_BACKOFF);
-        assert_eq!(backoff_delay(Duration::ZERO, 3), Duration::ZERO);
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct Finished {
     /// what was written to it is lost, and the run counts as failed (`code` is `None`, stderr
     /// says why, and it is marked truncated).
     pub stdout_lost: bool,
+    /// Whether the run was cancelled from outside (Ctrl-C) and its group killed.
+    pub cancelled: bool,
 }
 
 fn capture(mut stream: impl Read) -> (Vec<u8>, bool) {
@@ -187,6 +189,32 @@ impl Launcher {
     }
 }
 
+/// Finds the program `run` would start for `program` in `cwd`: a name with a `/` is a path
+/// (relative to `cwd`), any other name is looked up on `PATH`. `Err` says what is missing, so
+/// a mistyped program is refused before anything is recorded.
+pub fn locate(program: &str, cwd: &Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return if runnable(&path) {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{program} is not an executable file (looked in {})",
+                cwd.display()
+            ))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|candidate| runnable(candidate))
+        .ok_or_else(|| format!("{program} is not found on PATH"))
+}
+
 /// Runs `argv` in `cwd` with `env` added to the environment and `input` on stdin, for at most
 /// `timeout` (see the module documentation). Spawn failures are reported as `Err`.
 pub fn run(
@@ -196,6 +224,31 @@ pub fn run(
     env: &[(String, String)],
     input: &[u8],
     timeout: Duration,
+) -> Result<Finished, String> {
+    spawn_and_wait(launcher, argv, cwd, env, input, timeout, None)
+}
+
+/// [`run`] without added variables, killed like at a timeout as soon as `cancel` is set (the
+/// result is then marked `cancelled`).
+pub fn run_cancellable(
+    launcher: &Launcher,
+    argv: &[String],
+    cwd: &Path,
+    input: &[u8],
+    timeout: Duration,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Finished, String> {
+    spawn_and_wait(launcher, argv, cwd, &[], input, timeout, cancel)
+}
+
+fn spawn_and_wait(
+    launcher: &Launcher,
+    argv: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    input: &[u8],
+    timeout: Duration,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Finished, String> {
     let (program, args) = argv
         .split_first()
@@ -240,7 +293,12 @@ pub fn run(
     let mut status: Option<ExitStatus> = None;
     let mut exited: Option<Instant> = None;
     let mut timed_out = false;
+    let mut cancelled = false;
     loop {
+        if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+            cancelled = status.is_none();
+            break;
+        }
         if status.is_none() {
             match child.try_wait() {
                 Ok(done) => status = done,
@@ -299,6 +357,7 @@ pub fn run(
         truncated: out_cut || err_cut || out_lost || err_lost,
         stdout_truncated: out_cut,
         stdout_lost: out_lost,
+        cancelled,
     })
 }
 

@@ -339,4 +339,17 @@ impl Agent for RecordedAgent {
     fn local(&self) -> bool {
         self.fallback.as_ref().is_none_or(|f| f.local())
     }
+
+    // A miss is asked of the fallback: its retry policy and cancellation are this agent's.
+    fn attempts(&self) -> u32 {
+        self.fallback
+            .as_ref()
+            .map_or(crate::retry::DEFAULT_ATTEMPTS, |f| f.attempts())
+    }
+
+    fn cancel_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        if let Some(fallback) = &mut self.fallback {
+            fallback.cancel_on(flag);
+        }
+    }
 }

@@ -60,6 +60,7 @@ fn ok(stdout: String) -> Finished {
         truncated: false,
         stdout_truncated: false,
         stdout_lost: false,
+        cancelled: false,
     }
 }
 
@@ -72,6 +73,7 @@ fn failed(message: String) -> Finished {
         truncated: false,
         stdout_truncated: false,
         stdout_lost: false,
+        cancelled: false,
     }
 }
 

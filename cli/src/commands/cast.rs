@@ -18,6 +18,7 @@ use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::openai::{self, OpenAiAgent};
 use castlog_replay::recorded::RecordedAgent;
+use castlog_replay::retry::Retrier;
 use serde_json::json;
 
 use crate::args::{AbortArgs, CastAgentArgs, PostArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
@@ -67,7 +68,8 @@ fn agent_spec(
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
             ScriptedAgent::open(Path::new(file), used)
-                .map_err(|e| CliError::user(e.to_string()))?,
+                .map_err(|e| CliError::user(e.to_string()))?
+                .with_attempts(globals.retry.attempts),
         ));
     }
     if let Some(rest) = spec.strip_prefix("cmd:") {
@@ -77,6 +79,11 @@ fn agent_spec(
                 "cmd: needs a program, e.g. cmd:ollama run llama3",
             ));
         }
+        castlog_replay::process::locate(&argv[0], &cwd()).map_err(|e| {
+            CliError::user(format!(
+                "cmd: cannot run the agent: {e}; give an installed program, e.g. cmd:ollama run llama3"
+            ))
+        })?;
         let timeout = globals.agent_timeout_or(COMMAND_TIMEOUT);
         let agent = CommandAgent::new(argv, cwd(), timeout).with_launcher(globals.launcher.clone());
         return Ok(Box::new(if globals.agent_json {
@@ -94,7 +101,8 @@ fn agent_spec(
             globals.agent_timeout_or(OPENAI_TIMEOUT),
         )
         .map_err(|e| CliError::user(e.to_string()))?
-        .with_redactor(globals.launcher.redactor().clone());
+        .with_redactor(globals.launcher.redactor().clone())
+        .with_retries(Retrier::new(globals.retry.clone(), globals.retry_seed));
         return Ok(Box::new(agent));
     }
     if let Some(source) = spec.strip_prefix("recorded:") {
@@ -239,7 +247,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
-        crate::progress::watch(&mut driver, args.json);
+        crate::progress::watch(&mut driver, agent.as_mut(), args.json);
         // The cast exists from here on: an error names it (its id may have been generated).
         driver.drive(agent.as_mut()).map_err(|e| {
             let mut err = CliError::from(e);
@@ -305,7 +313,7 @@ fn feed(
     driver.apply(input)?;
     let stop = match agent {
         Some(mut agent) => {
-            crate::progress::watch(&mut driver, json);
+            crate::progress::watch(&mut driver, agent.as_mut(), json);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop

@@ -127,7 +127,7 @@ pub fn recast(
     };
     let stop = match agent.as_mut() {
         Some(agent) => {
-            crate::progress::watch(&mut driver, args.json);
+            crate::progress::watch(&mut driver, agent.as_mut(), args.json);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop

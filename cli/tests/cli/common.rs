@@ -281,7 +281,7 @@ pub fn webhook_once(id: &str) -> (String, std::thread::JoinHandle<serde_json::Va
     (url, handle)
 }
 
-fn to_run(out: &Output) -> Run {
+pub fn to_run(out: &Output) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -24,6 +24,7 @@ mod read_only;
 mod readme;
 mod recast;
 mod replay;
+mod retries;
 mod schedule;
 mod scorecard;
 mod secrets;

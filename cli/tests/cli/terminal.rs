@@ -8,7 +8,7 @@ use crate::common::{Sandbox, castlog_bin, fixture};
 
 /// Runs `castlog ARGS` on a pseudo-terminal in the sandbox, with `env` set, and returns its exit
 /// code and everything the terminal showed.
-fn on_terminal(sandbox: &Sandbox, env: &[(&str, &str)], args: &str) -> (i32, String) {
+pub fn on_terminal(sandbox: &Sandbox, env: &[(&str, &str)], args: &str) -> (i32, String) {
     let line = format!("{} --db {} {args}", castlog_bin(), sandbox.db().display());
     let mut cmd = Command::new("script");
     cmd.args(["-qec", &line, "/dev/null"])

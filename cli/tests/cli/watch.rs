@@ -73,22 +73,22 @@ fn ctrl_c_records_an_abort_and_resume_continues() {
     let last = events.last().unwrap();
     assert_eq!(last["kind"], "cast_aborted");
     assert_eq!(last["payload"]["reason"], "interrupted (Ctrl-C)");
-    // The reply of the call in flight was recorded before the abort: nothing is lost.
+    // The call in flight was cancelled, not waited for: recorded as an interruption before
+    // the abort, after the two replies before it.
     assert_eq!(
         events
             .iter()
             .filter(|e| e["kind"] == "agent_replied")
             .count(),
-        3
+        2
     );
+    let cancelled = &events[events.len() - 2];
+    assert_eq!(cancelled["kind"], "agent_failed", "{cancelled}");
+    assert_eq!(cancelled["payload"]["class"], "interruption", "{cancelled}");
 
-    let revived = sandbox.run(&[
-        "resume",
-        "c",
-        "--agent",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-        "--json",
-    ]);
+    // The agent counts its calls: the cancelled third one is asked again.
+    std::fs::write(&counter, "2").unwrap();
+    let revived = sandbox.run(&["resume", "c", "--agent", &spec, "--json"]);
     assert_eq!(revived.json()["status"], "completed", "{}", revived.stderr);
     assert_eq!(sandbox.run(&["verify"]).code, 0);
 }
@@ -196,9 +196,10 @@ fn a_hanging_command_agent_is_killed_at_the_timeout() {
     assert_eq!(resumed.json()["status"], "completed", "{}", resumed.stderr);
 }
 
-/// A second Ctrl-C quits at once (130) and takes the running agent program, children and
-/// all, with it (it runs in a process group of its own, out of the terminal's reach); the log
-/// keeps the prompt as sent and unanswered, so `resume` can send it again.
+/// A second Ctrl-C quits at once (130) and takes the running program, children and all, with
+/// it (it runs in a process group of its own, out of the terminal's reach). The first one
+/// cancels an agent's call at once; a utility's run is let finish, so it is what a second
+/// Ctrl-C stops.
 #[test]
 fn a_second_ctrl_c_quits_and_stops_the_running_program() {
     let sandbox = Sandbox::new();
@@ -207,8 +208,21 @@ fn a_second_ctrl_c_quits_and_stops_the_running_program() {
         "slow.sh",
         &format!("sleep 30 &\necho $! > {}\nwait\n", pid_file.display()),
     );
+    let config = sandbox.write(
+        "slow.json",
+        &format!(
+            r#"{{"activeLoadout": "Slow", "loadouts": {{"Slow": {{"entry": "Socket-1",
+              "sockets": {{"Socket-1": {{"materia": "Wait"}}}}}}}},
+              "materia": {{"Wait": {{"type": "utility", "timeoutMs": 60000, "command": ["sh", {script:?}]}}}}}}"#
+        ),
+    );
     let mut child = sandbox
-        .build_loop("q", &format!("cmd:sh {script}"))
+        .command_on(&sandbox.db())
+        .args(["run", &config, "--task", "wait", "--cast", "q", "--json"])
+        .args([
+            "--agent",
+            &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -254,7 +268,7 @@ fn a_second_ctrl_c_quits_and_stops_the_running_program() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let state = sandbox.run(&["state", "q", "--json"]).json();
-    assert_eq!(state["status"], "awaiting_agent", "{state}");
+    assert_eq!(state["status"], "running", "{state}");
 }
 
 /// `RUST_LOG=castlog_replay=debug` once left out the start of a cast (`cast_started` and the

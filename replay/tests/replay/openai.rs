@@ -51,6 +51,7 @@ pub struct Canned {
     status: u16,
     body: String,
     delay: Duration,
+    headers: Vec<String>,
 }
 
 impl Canned {
@@ -81,7 +82,14 @@ impl Canned {
             status,
             body: body.to_owned(),
             delay: Duration::ZERO,
+            headers: Vec::new(),
         }
+    }
+
+    /// Sends `header` (`name: value`) too.
+    pub fn with_header(mut self, header: &str) -> Self {
+        self.headers.push(header.to_owned());
+        self
     }
 
     /// Answers only after `delay`.
@@ -251,8 +259,9 @@ fn answer_with(mut stream: TcpStream, answer: &Canned) {
         std::thread::sleep(answer.delay);
     }
     let reason = if answer.status == 200 { "OK" } else { "Canned" };
+    let headers: String = answer.headers.iter().map(|h| format!("{h}\r\n")).collect();
     let text = format!(
-        "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{}",
         answer.status,
         answer.body.len(),
         answer.body
@@ -369,6 +378,65 @@ fn a_429_then_200_is_retried_with_backoff_and_both_attempts_are_events() {
     );
     assert_eq!((&f.socket, f.visit, f.turn), (&r.socket, r.visit, r.turn));
     assert_eq!(failures(&log, "retry").len(), 1);
+}
+
+/// A `Retry-After` date is read against the clock the agent is given, not the machine's: the
+/// wait recorded is the date less that clock's now.
+#[test]
+fn a_retry_after_date_is_measured_on_the_agents_clock() {
+    let mut answers =
+        vec![Canned::status(503, "{}").with_header("Retry-After: Wed, 21 Oct 2015 07:28:01 GMT")];
+    answers.extend(script_replies(BUILD_LOOP_SCRIPT));
+    let server = Server::start(answers);
+    let log = InMemoryLog::new();
+    // 2015-10-21T07:28:00.000Z: one second before the date.
+    let mut agent = agent_for(&server.base, None, Duration::from_secs(10))
+        .with_clock(Box::new(FixedClock::at(1_445_412_480_000)));
+    let stop = drive_with(&log, BUILD_LOOP, None, "dated", &mut agent);
+    assert_eq!(stop.status, Status::Completed, "{stop:?}");
+    let failed = failures(&log, "dated");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0]
+            .1
+            .ends_with("waiting 1s (Retry-After) before attempt 2 of 3"),
+        "{}",
+        failed[0].1
+    );
+}
+
+/// A request in progress ends when the cancel flag is set (Ctrl-C): the turn is an
+/// interruption saying so, not the reply that comes later.
+#[test]
+fn a_cancelled_request_is_an_interruption() {
+    let server = Server::start(vec![
+        Canned::reply("late", None).after(Duration::from_secs(3)),
+    ]);
+    let mut agent = agent_for(&server.base, None, Duration::from_secs(60));
+    let flag = Arc::new(AtomicBool::new(false));
+    agent.cancel_on(Arc::clone(&flag));
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        flag.store(true, Ordering::SeqCst);
+    });
+    let messages = [Message {
+        role: castlog_core::prompt::Role::User,
+        content: "hello".into(),
+    }];
+    let turn = agent.turn(&castlog_replay::agent::TurnRequest {
+        messages: &messages,
+        refinement: false,
+        model: None,
+        thinking: None,
+    });
+    setter.join().unwrap();
+    assert_eq!(
+        turn,
+        castlog_replay::agent::AgentTurn::Failed {
+            class: FailureClass::Interruption,
+            message: castlog_replay::agent::CANCELLED.into(),
+        }
+    );
 }
 
 #[rstest]

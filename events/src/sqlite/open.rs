@@ -11,13 +11,14 @@ use super::{BUSY_TIMEOUT, Durability, address, is_damage, without_sql};
 use crate::log::LogError;
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v1.sql"),
     include_str!("schema/v2.sql"),
     include_str!("schema/v3.sql"),
     include_str!("schema/v4.sql"),
     include_str!("schema/v5.sql"),
     include_str!("schema/v6.sql"),
+    include_str!("schema/v7.sql"),
 ];
 
 /// The schema version this build writes.

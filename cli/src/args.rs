@@ -332,7 +332,7 @@ pub enum BenchCommand {
     Reads(BenchReadsArgs),
     /// Post steps per second with few and with many casts in the database.
     ///
-    /// Per --casts size N, a fresh temporary database gets N casts of the `bench synth`
+    /// Per --casts size N, a fresh database (temporary, or DB.casts-N kept beside --db) gets N casts of the `bench synth`
     /// workflow (one item, two tries, no post), then P casts of a post workflow (draft, a
     /// dry-run post, confirm) are driven and each post step is timed, from the draft's reply
     /// to the confirm prompt. A post step reads every claim in the database, never the other

@@ -133,11 +133,6 @@ impl Agent for PostAgent {
 
 /// `castlog bench posts`.
 pub fn posts(db: Option<&Path>, args: &BenchPostsArgs) -> Result<(), CliError> {
-    if db.is_some() {
-        return Err(CliError::user(
-            "bench posts makes its own databases, one per --casts size: run it without --db",
-        ));
-    }
     if args.posts == 0 || args.casts.is_empty() || args.casts.contains(&0) {
         return Err(CliError::user(
             "--posts and every --casts size must be at least 1",
@@ -147,7 +142,21 @@ pub fn posts(db: Option<&Path>, args: &BenchPostsArgs) -> Result<(), CliError> {
     let mut runs = Vec::new();
     let mut background_cast_events = 0;
     for (i, &casts) in args.casts.iter().enumerate() {
-        let path = scratch.file(&format!("posts-{i}.db"));
+        // A named database is the stem of the kept ones, each made anew.
+        let path = match db {
+            Some(db) => {
+                let mut name = db.as_os_str().to_owned();
+                name.push(format!(".casts-{casts}"));
+                PathBuf::from(name)
+            }
+            None => scratch.file(&format!("posts-{i}.db")),
+        };
+        if path.exists() {
+            return Err(CliError::user(format!(
+                "{} exists: bench posts makes each database anew; remove it or name another --db",
+                path.display()
+            )));
+        }
         let (run, events) = run_size(&path, casts, args)?;
         background_cast_events = events;
         runs.push(run);

@@ -233,7 +233,7 @@ impl SqliteLog {
         if version == 0 {
             return Err(open::no_schema(&path));
         }
-        if version < SCHEMA_VERSION {
+        if version < open::READS_WITHOUT_UPGRADE {
             return Err(LogError::Open {
                 path: shown,
                 message: format!(

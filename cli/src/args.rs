@@ -375,6 +375,33 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench reads --json; castlog --db big.db bench reads --cast CAST --json
     Reads(BenchReadsArgs),
+    /// Post steps per second with few and with many casts in the database.
+    ///
+    /// Per --casts size N, a fresh database (temporary, or DB.casts-N kept beside --db) gets N casts of the `bench synth`
+    /// workflow (one item, two tries, no post), then P casts of a post workflow (draft, a
+    /// dry-run post, confirm) are driven and each post step is timed, from the draft's reply
+    /// to the confirm prompt. A post step reads every claim in the database, never the other
+    /// events of other casts, so its rate should not fall with N.
+    ///
+    /// Example: castlog bench posts --casts 10,10000 --posts 200 --json
+    Posts(BenchPostsArgs),
+}
+
+/// `bench posts`.
+#[derive(Debug, Args)]
+pub struct BenchPostsArgs {
+    /// Database sizes to measure, in casts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "10,10000")]
+    pub casts: Vec<u64>,
+    /// Post casts P driven in each database.
+    #[arg(long, default_value_t = 200)]
+    pub posts: u64,
+    /// Commit durability.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub durability: DurabilityArg,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench reads`.

@@ -37,6 +37,20 @@ use crate::env::DigestFn;
 use crate::event::{PostClaimed, PostRefused, Resolution, Response};
 use crate::id::{CastId, ClaimId};
 
+/// The kinds of the events that make and move claims, in one place: the claims ledger reads
+/// only these, and the SQLite log keeps an index of exactly these rows (schema version 7,
+/// pinned to this list by a test), so reading every claim does not read every event.
+/// `day_claimed` (the destination ledger chains) and `post_resolution_inherited` (a recast's
+/// record of adopting a resolution) are not among them: the ledger does not read them.
+pub const EVENT_KINDS: [&str; 6] = [
+    "post_claimed",
+    "post_staged",
+    "post_refused",
+    "post_outcome_unknown",
+    "post_resolved",
+    "post_response_recorded",
+];
+
 /// Where a claim stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

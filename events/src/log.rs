@@ -217,6 +217,35 @@ pub fn ancestors(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Ca
     Ok(out)
 }
 
+/// [`EventLog::scan_kinds`] by scanning each cast whole: the default, and what a log falls
+/// back to for kinds it keeps no index of.
+pub fn scan_kinds_by_cast(
+    log: &(impl EventLog + ?Sized),
+    kinds: &[&str],
+    cast: Option<&CastId>,
+    visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+) -> Result<(), LogError> {
+    let casts = match cast {
+        Some(cast) => vec![cast.clone()],
+        None => log.casts()?.into_iter().map(|head| head.cast).collect(),
+    };
+    let mut stopped = false;
+    for cast in &casts {
+        log.scan(cast, Seq::FIRST, &mut |record| {
+            if !kinds.contains(&record.kind.as_str()) {
+                return ControlFlow::Continue(());
+            }
+            let next = visit(record);
+            stopped = next.is_break();
+            next
+        })?;
+        if stopped {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Records per page handed from the reading thread of [`with_events`].
 const STREAM_PAGE: usize = 256;
 /// Pages the reading thread of [`with_events`] may be ahead by.
@@ -381,6 +410,22 @@ pub trait EventLog: Send + Sync {
             visit(StoredRow::Record(record))
         })?;
         Ok(Some(head))
+    }
+
+    /// Calls `visit` with each stored event whose kind is one of `kinds`, of `cast` or (for
+    /// `None`) of every cast [`casts`](Self::casts) lists, cast by cast in that order and in
+    /// seq order within a cast, until it breaks: what visiting [`scan`](Self::scan) of each
+    /// cast and skipping the other kinds would visit (so a named cast the log does not list is
+    /// [`LogError::UnknownCast`]). The default does exactly that; the SQLite log reads the
+    /// claim kinds ([`castlog_core::claims::EVENT_KINDS`]) from an index of those rows only,
+    /// so the cost follows the events asked for, not the size of the log.
+    fn scan_kinds(
+        &self,
+        kinds: &[&str],
+        cast: Option<&CastId>,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError> {
+        scan_kinds_by_cast(self, kinds, cast, visit)
     }
 
     /// The head of every cast, ordered by creation.

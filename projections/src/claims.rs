@@ -15,21 +15,14 @@ use std::ops::ControlFlow;
 
 use castlog_core::claims::{self, Claim, ClaimStatus, Transition};
 use castlog_core::event::{Event, Resolution};
-use castlog_core::id::{ClaimId, Seq};
+use castlog_core::id::{CastId, ClaimId};
 use castlog_events::{EventLog, LogError, Recorded};
 use serde::{Deserialize, Serialize};
 
 use crate::projection::Projection;
 
 /// The event kinds the ledger reads (others are skipped without decoding).
-const KINDS: [&str; 6] = [
-    "post_claimed",
-    "post_staged",
-    "post_refused",
-    "post_outcome_unknown",
-    "post_resolved",
-    "post_response_recorded",
-];
+const KINDS: [&str; 6] = claims::EVENT_KINDS;
 
 /// Every claim, in the order the ledger first saw it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -110,15 +103,30 @@ impl Projection for ClaimsLedger {
 }
 
 impl ClaimsLedger {
-    /// Folds the claim events of every cast in `log`.
+    /// Folds the claim events of every cast in `log`, read without the other events
+    /// ([`EventLog::scan_kinds`]): the cost follows the number of claim events, not of casts.
     pub fn load(log: &(impl EventLog + ?Sized)) -> Result<ClaimsLedger, LogError> {
+        Self::load_from(log, None)
+    }
+
+    /// Folds the claim events of `cast` alone: the claims it made, as its own log says
+    /// ([`LogError::UnknownCast`] if the log does not hold it).
+    pub fn load_cast(
+        log: &(impl EventLog + ?Sized),
+        cast: &CastId,
+    ) -> Result<ClaimsLedger, LogError> {
+        Self::load_from(log, Some(cast))
+    }
+
+    fn load_from(
+        log: &(impl EventLog + ?Sized),
+        cast: Option<&CastId>,
+    ) -> Result<ClaimsLedger, LogError> {
         let mut ledger = ClaimsLedger::default();
-        for head in log.casts()? {
-            log.scan(&head.cast, Seq::FIRST, &mut |record| {
-                ledger.apply(&record);
-                ControlFlow::Continue(())
-            })?;
-        }
+        log.scan_kinds(&KINDS, cast, &mut |record| {
+            ledger.apply(&record);
+            ControlFlow::Continue(())
+        })?;
         Ok(ledger)
     }
 
@@ -201,7 +209,7 @@ impl ClaimsLedger {
 mod tests {
     use super::*;
     use castlog_core::event::{PostClaimed, PostRefused, PostResolved, PostStaged};
-    use castlog_core::id::{CastId, Digest};
+    use castlog_core::id::{Digest, Seq};
     use castlog_events::{InMemoryLog, Pending};
 
     fn claimed(claim: &str, destination: &str, day: &str, dry_run: bool) -> Event {
@@ -284,6 +292,16 @@ mod tests {
         );
         assert!(ledger.find("c").unwrap_err().contains("names 4 claims"));
         assert_eq!(ledger.find("c3").unwrap().claim.as_str(), "c3");
+
+        // One cast's claims, as its own log says: c1 was never claimed in b.
+        let of_b = ClaimsLedger::load_cast(&log, &b).unwrap();
+        let ids: Vec<&str> = of_b.claims().map(|c| c.claim.as_str()).collect();
+        assert_eq!(ids, ["c3", "c4"]);
+        assert!(
+            of_b.problems[0].contains("c1 was never claimed"),
+            "{:?}",
+            of_b.problems
+        );
     }
 
     /// A resolved claim no longer carries the reason it was pending.

@@ -9,14 +9,11 @@
 //! is free again. Taking the day a claim already holds is a no-op, so a claim that crashed
 //! between taking its day and sending can be looked at again without losing it.
 
-use std::ops::ControlFlow;
-
 use castlog_core::claims::{Claim, ClaimStatus};
 use castlog_core::event::{DayClaimed, Event};
 use castlog_core::id::{CastId, ClaimId, Seq};
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
-use castlog_projections::projection::Projection;
 
 /// How often a writer reads again after losing an append race before giving up.
 const ATTEMPTS: u32 = 16;
@@ -43,22 +40,18 @@ pub enum Taken {
     },
 }
 
-/// The current status of `claim` as its own cast's log says.
+/// The current status of `claim` as its own cast's log says, read from that cast's claim
+/// events only ([`ClaimsLedger::load_cast`]), not its whole history.
 fn status_in_cast(
     log: &(impl EventLog + ?Sized),
     cast: &CastId,
     claim: &ClaimId,
 ) -> Result<Option<ClaimStatus>, LogError> {
-    let mut ledger = ClaimsLedger::default();
-    match log.scan(cast, Seq::FIRST, &mut |record| {
-        ledger.apply(&record);
-        ControlFlow::Continue(())
-    }) {
-        Ok(()) => {}
-        Err(LogError::UnknownCast { .. }) => return Ok(None),
-        Err(e) => return Err(e),
+    match ClaimsLedger::load_cast(log, cast) {
+        Ok(ledger) => Ok(ledger.get(claim).map(|c| c.status)),
+        Err(LogError::UnknownCast { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
-    Ok(ledger.get(claim).map(|c| c.status))
 }
 
 /// Takes `claim`'s day on its destination's chain, or reports the claim holding it.

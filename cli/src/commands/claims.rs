@@ -290,8 +290,7 @@ fn append_record(
         let head = log.head(cast)?.ok_or_else(|| {
             CliError::user(format!("cast {cast} of claim {} is gone", claim.claim))
         })?;
-        let records = log.read(cast, Seq::FIRST, None)?;
-        let ledger: ClaimsLedger = castlog_projections::projection::fold(&records);
+        let ledger = ClaimsLedger::load_cast(log, cast)?;
         let current = ledger.get(&claim.claim).ok_or_else(|| {
             CliError::internal(format!("claim {} is not in cast {cast}", claim.claim))
         })?;

@@ -365,3 +365,36 @@ fn small_bench(workload: &str, items: &str, extra: &[&str]) -> serde_json::Value
     assert_eq!(run.code, 0, "bench {workload} failed: {}", run.stderr);
     run.json()
 }
+
+/// `bench posts` measures each database size asked for (its rates are measurements, not
+/// checked), in databases it makes anew beside `--db`.
+#[test]
+fn bench_posts_prints_a_run_per_size_in_databases_of_its_own() {
+    let sandbox = Sandbox::new();
+    let args = ["bench", "posts", "--casts", "2,5", "--posts", "3", "--json"];
+    let run = sandbox.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let figures = run.json();
+    assert_eq!(figures["posts"], 3);
+    let runs = figures["runs"].as_array().unwrap();
+    let casts: Vec<u64> = runs.iter().map(|r| r["casts"].as_u64().unwrap()).collect();
+    assert_eq!(casts, [2, 5]);
+    let per_cast = figures["background_cast_events"].as_u64().unwrap();
+    for r in runs {
+        assert_eq!(
+            r["events"].as_u64().unwrap(),
+            r["casts"].as_u64().unwrap() * per_cast
+        );
+        assert!(r["post_steps_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let kept = sandbox.path("castlog.db.casts-5");
+    let listed = sandbox.run_on(&kept, &["casts", "--json"]).json();
+    assert_eq!(listed["casts"].as_array().unwrap().len(), 5 + 3);
+    let again = sandbox.run(&args);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("castlog.db.casts-2 exists"),
+        "{}",
+        again.stderr
+    );
+}

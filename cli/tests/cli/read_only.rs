@@ -214,3 +214,32 @@ fn a_read_only_database_reads_and_refuses_writes_with_a_clear_user_error() {
         );
     }
 }
+
+/// A read-only database of schema version 6 (before the index of claim events, which it
+/// cannot be given) still reads, its claims included.
+#[test]
+fn a_read_only_version_6_database_lists_its_claims() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/post.json"),
+        "--task",
+        "release 1.2",
+        "--cast",
+        "dry",
+        "--agent",
+        &format!("scripted:{}", fixture("scripts/post.jsonl")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    conn.execute_batch("DROP INDEX events_claims; PRAGMA user_version = 6;")
+        .unwrap();
+    drop(conn);
+    make_read_only(&sandbox);
+    let claims = sandbox.run(&["claims", "--json"]);
+    assert_eq!(claims.code, 0, "{}", claims.stderr);
+    let listed = claims.json();
+    assert_eq!(listed["claims"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["claims"][0]["cast"], "dry");
+    assert_eq!(sandbox.run(&["verify", "--json"]).code, 0);
+}

@@ -44,6 +44,7 @@
 mod address;
 mod blobs;
 mod held;
+mod kinds;
 mod open;
 mod rows;
 mod syncer;
@@ -232,7 +233,7 @@ impl SqliteLog {
         if version == 0 {
             return Err(open::no_schema(&path));
         }
-        if version < SCHEMA_VERSION {
+        if version < open::READS_WITHOUT_UPGRADE {
             return Err(LogError::Open {
                 path: shown,
                 message: format!(
@@ -543,6 +544,17 @@ impl EventLog for SqliteLog {
 
     fn casts(&self) -> Result<Vec<CastHead>, LogError> {
         self.read_with(list_casts)
+    }
+
+    /// The claim kinds from their index (`schema/v7.sql`, see [`kinds`]); other kinds by
+    /// scanning each cast.
+    fn scan_kinds(
+        &self,
+        kinds: &[&str],
+        cast: Option<&CastId>,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError> {
+        self.scan_indexed_kinds(kinds, cast, visit)
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {

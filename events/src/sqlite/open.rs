@@ -11,17 +11,23 @@ use super::{BUSY_TIMEOUT, Durability, address, is_damage, without_sql};
 use crate::log::LogError;
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v1.sql"),
     include_str!("schema/v2.sql"),
     include_str!("schema/v3.sql"),
     include_str!("schema/v4.sql"),
     include_str!("schema/v5.sql"),
     include_str!("schema/v6.sql"),
+    include_str!("schema/v7.sql"),
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The oldest schema version a read-only file may have: the versions after it only add an
+/// index whose queries give the same rows without it (v7's index of claim events), so such
+/// a file reads correctly as it is; an older one needs its upgrade first.
+pub(super) const READS_WITHOUT_UPGRADE: i64 = 6;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
@@ -221,7 +227,13 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
             // file is damaged. Anything else (a full disk, a lock) is not.
             let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
-            if is_damage(&e) || refused {
+            if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
+                // A file castlog cannot write: `open_existing` reads it as it is, if it can.
+                LogError::ReadOnly {
+                    context: format!("upgrading {shown} to schema version {next}"),
+                    message: without_sql(&e),
+                }
+            } else if is_damage(&e) || refused {
                 damaged(without_sql(&e))
             } else {
                 open_err(format!(

@@ -393,3 +393,111 @@ fn a_begun_append_is_accepted_at_once_and_stored_once_waited_for(
     assert_eq!(seqs(&events), (1..=5).collect::<Vec<u64>>());
     assert_chain(&events, Digest::ZERO);
 }
+
+/// A claim event of one of the indexed kinds, for claim `claim`.
+fn claim_event(i: u64, claim: &str) -> Pending {
+    use castlog_core::event::{Event, PostRefused, PostStaged};
+    use castlog_core::id::ClaimId;
+    let claim = ClaimId::new(claim);
+    let event = if i.is_multiple_of(2) {
+        Event::from(PostStaged {
+            claim,
+            message_id: format!("m{i}"),
+        })
+    } else {
+        Event::from(PostRefused::of_claim(claim, format!("r{i}")))
+    };
+    Pending::new(AT + i, &event)
+}
+
+/// `scan_kinds` visits what scanning every listed cast and skipping the other kinds visits:
+/// cast by cast in creation order (a cast appended to later keeps its place), seq order
+/// within one, for all casts or one, for the claim kinds, a part of them, or other kinds; a
+/// named cast the log does not hold is unknown, and a visitor that breaks stops the read.
+#[rstest]
+fn scan_kinds_visits_the_kinds_asked_for_cast_by_cast(
+    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+) {
+    use castlog_core::claims::EVENT_KINDS;
+    let log = backend.open();
+    let (b, a, c) = (sample::cast("b"), sample::cast("a"), sample::cast("c"));
+    let b_first = log
+        .append(&b, Seq(1), &[claim_event(0, "b1"), sample::pending(1)])
+        .unwrap();
+    log.append(&a, Seq(1), &sample::batch(2, 3)).unwrap();
+    let point = ForkPoint {
+        cast: b.clone(),
+        seq: Seq(1),
+        hash: b_first[0].hash,
+    };
+    log.fork(&c, &point, &[sample::pending(5), claim_event(6, "c1")])
+        .unwrap();
+    log.append(&a, Seq(4), &[claim_event(7, "a1"), claim_event(8, "a1")])
+        .unwrap();
+    log.append(&b, Seq(3), &[sample::pending(9), claim_event(10, "b2")])
+        .unwrap();
+
+    let by_scanning = |kinds: &[&str], only: Option<&castlog_core::id::CastId>| {
+        let mut out = Vec::new();
+        for head in log.casts().unwrap() {
+            if only.is_some_and(|o| *o != head.cast) {
+                continue;
+            }
+            let records = log.read(&head.cast, Seq::FIRST, None).unwrap();
+            out.extend(
+                records
+                    .into_iter()
+                    .filter(|r| kinds.contains(&r.kind.as_str())),
+            );
+        }
+        out
+    };
+    let scanned = |kinds: &[&str], only: Option<&castlog_core::id::CastId>| {
+        let mut out = Vec::new();
+        log.scan_kinds(kinds, only, &mut |record| {
+            out.push(record);
+            ControlFlow::Continue(())
+        })
+        .map(|()| out)
+    };
+    let all = scanned(&EVENT_KINDS, None).unwrap();
+    let places: Vec<(&str, u64)> = all.iter().map(|r| (r.cast.as_str(), r.seq.get())).collect();
+    assert_eq!(places, [("b", 1), ("b", 4), ("a", 4), ("a", 5), ("c", 2)]);
+    assert_eq!(all, by_scanning(&EVENT_KINDS, None));
+    let other = sample::event(1).kind();
+    for kinds in [
+        &["post_staged"][..],
+        &[other],
+        &[other, "post_refused"],
+        &[],
+    ] {
+        assert_eq!(
+            scanned(kinds, None).unwrap(),
+            by_scanning(kinds, None),
+            "{kinds:?}"
+        );
+        for cast in [&a, &b, &c] {
+            assert_eq!(
+                scanned(kinds, Some(cast)).unwrap(),
+                by_scanning(kinds, Some(cast)),
+                "{kinds:?} of {cast}"
+            );
+        }
+    }
+    let missing = sample::cast("missing");
+    assert!(matches!(
+        scanned(&EVENT_KINDS, Some(&missing)),
+        Err(LogError::UnknownCast { cast }) if cast == missing
+    ));
+    let mut visited = 0;
+    log.scan_kinds(&EVENT_KINDS, None, &mut |_| {
+        visited += 1;
+        if visited == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    assert_eq!(visited, 2);
+}

@@ -827,3 +827,70 @@ fn begun_appends_through_a_symlinked_database_are_made_durable() {
     let log = SqliteLog::open(&path).unwrap();
     assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap().len(), 3);
 }
+
+/// A file written at schema version 6 (before the index of claim events) opens, gets the
+/// index, and reads and verifies as it did; its claim events are all in the index.
+#[test]
+fn a_version_6_file_gets_the_index_of_claim_events() {
+    use castlog_core::claims::EVENT_KINDS;
+    use castlog_core::event::{Event, PostStaged};
+    use castlog_core::id::ClaimId;
+    use std::ops::ControlFlow;
+
+    let (_dir, path) = scratch();
+    let cast = sample::cast("c");
+    let records = {
+        let log = open_sqlite(&path);
+        let mut records = sample::seed(&log, &cast, 4);
+        let staged = Event::from(PostStaged {
+            claim: ClaimId::new("k"),
+            message_id: "m".into(),
+        });
+        records.extend(
+            log.append(&cast, Seq(5), &[castlog_events::Pending::new(9, &staged)])
+                .unwrap(),
+        );
+        records
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP INDEX events_claims; PRAGMA user_version = 6;")
+        .unwrap();
+    let index = "SELECT count(*) FROM sqlite_master WHERE name = 'events_claims'";
+    assert_eq!(count(&path, index), 0);
+
+    let log = open_sqlite(&path);
+    assert_eq!(count(&path, "PRAGMA user_version"), SCHEMA_VERSION);
+    assert_eq!(count(&path, index), 1);
+    assert_eq!(
+        count(
+            &path,
+            "SELECT count(*) FROM events INDEXED BY events_claims WHERE kind IN ('post_claimed', 'post_staged', 'post_refused', 'post_outcome_unknown', 'post_resolved', 'post_response_recorded')"
+        ),
+        1
+    );
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), records);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!(verify_cast(&log, &head).unwrap().problems, vec![]);
+    let mut claims = Vec::new();
+    log.scan_kinds(&EVENT_KINDS, None, &mut |r| {
+        claims.push(r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(claims, records[4..]);
+    drop(log);
+    // Without the index (a file it was dropped from) the same rows are read from the table.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP INDEX events_claims")
+        .unwrap();
+    let log = open_sqlite(&path);
+    let mut unindexed = Vec::new();
+    log.scan_kinds(&EVENT_KINDS, None, &mut |r| {
+        unindexed.push(r);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(unindexed, claims);
+}

@@ -150,11 +150,16 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             .and_then(|c| c.claim.as_ref())
             .and_then(|id| self.state.claims.get(id))
             .filter(|c| c.cast != self.state.cast && c.status == ClaimStatus::Pending)
-            .map(|c| c.claim.clone());
-        let Some(claim) = waiting else {
+            .map(|c| (c.claim.clone(), c.cast.clone()));
+        let Some((claim, owner)) = waiting else {
             return Ok(false);
         };
-        let ledger = ClaimsLedger::load(self.log)?;
+        // The claim is resolved in its owner's log: that cast's claim events are all it takes.
+        let ledger = match ClaimsLedger::load_cast(self.log, &owner) {
+            Ok(ledger) => ledger,
+            Err(castlog_events::LogError::UnknownCast { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
         let Some(owned) = ledger
             .get(&claim)
             .filter(|c| c.status != ClaimStatus::Pending)

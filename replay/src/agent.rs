@@ -80,6 +80,12 @@ pub trait Agent {
     fn local(&self) -> bool {
         false
     }
+
+    /// Where the answer given last came from, for a message about it (`line 4 of FILE` for a
+    /// script); `None` for an agent with nothing to point at.
+    fn last_answer_at(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
@@ -148,6 +154,8 @@ pub struct ScriptedAgent {
     path: PathBuf,
     lines: Vec<(usize, ScriptLine)>,
     next: usize,
+    /// The file line of the answer given last.
+    last: Option<usize>,
 }
 
 impl ScriptedAgent {
@@ -171,6 +179,7 @@ impl ScriptedAgent {
             path: path.to_path_buf(),
             lines,
             next: consumed,
+            last: None,
         })
     }
 
@@ -268,6 +277,7 @@ impl Agent for ScriptedAgent {
             ));
         }
         self.next += 1;
+        self.last = Some(number);
         match line {
             ScriptLine::Reply(text, usage) => AgentTurn::Reply { text, usage },
             ScriptLine::Error(class, message) => AgentTurn::Failed { class, message },
@@ -282,6 +292,11 @@ impl Agent for ScriptedAgent {
 
     fn local(&self) -> bool {
         true
+    }
+
+    fn last_answer_at(&self) -> Option<String> {
+        self.last
+            .map(|line| format!("line {line} of {}", self.path.display()))
     }
 }
 

@@ -96,7 +96,7 @@ pub enum DriveError {
     /// The agent gave an answer of the wrong kind: a script line with a person's message where
     /// an agent reply is due, or a reply where a person's refinement or continue is.
     #[error(
-        "{at} gives {given} where {socket} of cast {cast} waits for {wanted}; fix that line of the script (the cast is unchanged)",
+        "{at} gives {given} where {socket} waits for {wanted}, and nothing of it was recorded: fix that line, then `castlog resume {cast} --agent SPEC` goes on",
         given = .wanted.other(),
     )]
     WrongAnswer {

@@ -140,6 +140,10 @@ impl From<castlog_replay::driver::DriveError> for CliError {
         match err {
             DriveError::Log(log) => log.into(),
             DriveError::Fold { .. } => CliError::integrity(err.to_string()),
+            // A script line of the wrong kind is the user's input, not a fault of castlog.
+            DriveError::WrongAnswer { .. } => CliError::user(err.to_string()),
+            // A folded state the machine cannot act on: castlog broke its own invariant.
+            DriveError::Inconsistent(_) => CliError::internal(err.to_string()),
             _ => CliError::user(err.to_string()),
         }
     }

@@ -94,6 +94,12 @@ pub trait Agent {
     fn cancel_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         drop(flag);
     }
+
+    /// Where the answer given last came from, for a message about it (`line 4 of FILE` for a
+    /// script); `None` for an agent with nothing to point at.
+    fn last_answer_at(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The interruption an agent answers when its call was cancelled (Ctrl-C).
@@ -166,6 +172,8 @@ pub struct ScriptedAgent {
     lines: Vec<(usize, ScriptLine)>,
     next: usize,
     attempts: u32,
+    /// The file line of the answer given last.
+    last: Option<usize>,
 }
 
 impl ScriptedAgent {
@@ -190,6 +198,7 @@ impl ScriptedAgent {
             lines,
             next: consumed,
             attempts: crate::retry::DEFAULT_ATTEMPTS,
+            last: None,
         })
     }
 
@@ -295,6 +304,7 @@ impl Agent for ScriptedAgent {
             ));
         }
         self.next += 1;
+        self.last = Some(number);
         match line {
             ScriptLine::Reply(text, usage) => AgentTurn::Reply { text, usage },
             ScriptLine::Error(class, message) => AgentTurn::Failed { class, message },
@@ -313,6 +323,11 @@ impl Agent for ScriptedAgent {
 
     fn attempts(&self) -> u32 {
         self.attempts
+    }
+
+    fn last_answer_at(&self) -> Option<String> {
+        self.last
+            .map(|line| format!("line {line} of {}", self.path.display()))
     }
 }
 

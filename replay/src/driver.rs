@@ -1,33 +1,46 @@
-//! The driver: fold the log, ask the machine, append, act, feed the result back.
+//! The driver: fold the log, ask the machine what it needs next, perform it, feed the result
+//! back.
 //!
 //! One code path serves a first run, `resume` after a crash, and every command that adds an
-//! input (refine, continue, abort, revive). Each step is: decide → store the blobs the events
-//! name → append the events (one transaction, expected seq checked) → apply them to the folded
-//! state → perform the effect the new state asks for (call the agent, run the utility) → turn the
-//! result into the next input. An effect runs only after the events that ask for it are durable,
-//! so a crash at any point leaves a log that `resume` can finish.
+//! input (refine, continue, abort, revive). The loop ([`Driver::drive`]) asks the folded state
+//! for its [`Next`] effect and performs it: a due dispatch is decided at once, an agent or a
+//! person is asked, a utility runs, a post is claimed; the outcome is the next [`Input`], whose
+//! decision is stored (blobs, then events in one transaction, expected seq checked) and applied
+//! to the state. An effect runs only after the events that ask for it are durable, so a crash at
+//! any point leaves a log that `resume` can finish.
+//!
+//! Layout, one role each:
+//! - [`fold`](fold_until): a log (and a parent's, for a recast) into a state, from a snapshot
+//!   when a sealed one fits;
+//! - `pipeline`: decisions into steps of the log, held until durable, told to the observer;
+//! - `effects`: the agent, the person and utilities; `post`: claim before send;
+//! - `snapshot`: sealing and checking snapshots;
+//! - this file: the driver, its errors and the loop.
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use castlog_core::env::{Clock, Env};
-use castlog_core::event::{CastStarted, Event, FailureClass};
+use castlog_core::event::{CastStarted, Event};
 use castlog_core::id::{CastId, Seq, SocketId};
 use castlog_core::input::Input;
-use castlog_core::loadout::SocketKind;
 use castlog_core::machine::decide::{self, Rejection};
-use castlog_core::machine::{CastState, Phase, Status};
+use castlog_core::machine::{CastState, Inconsistent, Next, Phase, Status};
 use castlog_core::prompt::Message;
 use castlog_events::chain::blob_hash;
-use castlog_events::{Appending, EventLog, LogError, Pending};
+use castlog_events::{EventLog, LogError};
 
-use crate::agent::{Agent, AgentTurn, TurnRequest};
-use crate::utility;
+use crate::agent::Agent;
 
+mod effects;
+mod fold;
+mod pipeline;
 mod post;
 mod snapshot;
 
-use snapshot::restored;
+use fold::fold_with;
+pub use fold::{fold, fold_until, fold_until_fresh};
+use pipeline::{InFlight, pending};
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 
 /// Steps a driver lets be begun and not yet durable while it works out the next (see
@@ -81,6 +94,53 @@ pub enum DriveError {
     /// The agent answered something that does not fit.
     #[error("{0}")]
     Agent(String),
+    /// The agent gave an answer of the wrong kind: a script line with a person's message where
+    /// an agent reply is due, or a reply where a person's refinement or continue is.
+    #[error(
+        "{at} gives {given} where {socket} waits for {wanted}, and nothing of it was recorded: fix that line, then `castlog resume {cast} --agent SPEC` goes on",
+        given = .wanted.other(),
+    )]
+    WrongAnswer {
+        /// The cast.
+        cast: CastId,
+        /// The socket that waits.
+        socket: SocketId,
+        /// Where the answer came from (`line 4 of FILE`, or `answer 4`).
+        at: String,
+        /// What the socket waits for.
+        wanted: Wanted,
+    },
+    /// The folded state asks for nothing the driver can do (see [`Inconsistent`]).
+    #[error(transparent)]
+    Inconsistent(#[from] Inconsistent),
+}
+
+/// What a socket waits for, when an agent answered something else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    /// An agent's reply (or failure).
+    AgentReply,
+    /// A person's refinement or `continue`.
+    PersonInput,
+}
+
+impl Wanted {
+    /// The kind of answer that is not this one.
+    fn other(self) -> Wanted {
+        match self {
+            Wanted::AgentReply => Wanted::PersonInput,
+            Wanted::PersonInput => Wanted::AgentReply,
+        }
+    }
+}
+
+impl std::fmt::Display for Wanted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Wanted::AgentReply => "an agent reply",
+            Wanted::PersonInput => "a person's refinement or continue",
+        })
+    }
 }
 
 /// Why a drive stopped.
@@ -90,16 +150,6 @@ pub struct Stop {
     pub status: Status,
     /// A sentence for the person, when there is something to say.
     pub message: Option<String>,
-}
-
-/// What one step of [`Driver::drive`] reads of the visit in progress.
-struct Step {
-    socket: SocketId,
-    visit: castlog_core::id::Visit,
-    turn: castlog_core::id::Turn,
-    phase: Phase,
-    interrupted: bool,
-    transient_failures: u32,
 }
 
 /// A cast being driven.
@@ -127,12 +177,6 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     steps_in_flight: usize,
     /// How utility programs are started.
     launcher: crate::process::Launcher,
-}
-
-/// A begun step waiting to be durable, and its events (told to the observer once durable).
-struct InFlight<'a> {
-    appending: Appending<'a>,
-    events: Vec<Event>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -167,166 +211,6 @@ pub enum Notice<'n> {
     },
     /// An event was recorded.
     Recorded(&'n Event),
-}
-
-/// Folds a cast's events into its state.
-pub fn fold(
-    log: &(impl EventLog + ?Sized),
-    cast: &CastId,
-) -> Result<(CastState, usize), DriveError> {
-    fold_until(log, cast, Seq(u64::MAX))
-}
-
-/// Folds a cast's events up to and including `until` (time travel by seq), starting from the
-/// latest snapshot at or before `until` when there is a usable one.
-pub fn fold_until(
-    log: &(impl EventLog + ?Sized),
-    cast: &CastId,
-    until: Seq,
-) -> Result<(CastState, usize), DriveError> {
-    fold_with(log, cast, until, true, &mut |_, _| {})
-}
-
-/// [`fold_until`] from the first event, trusting no snapshot (what `verify` checks against).
-pub fn fold_until_fresh(
-    log: &(impl EventLog + ?Sized),
-    cast: &CastId,
-    until: Seq,
-) -> Result<(CastState, usize), DriveError> {
-    fold_with(log, cast, until, false, &mut |_, _| {})
-}
-
-pub(super) fn fold_with(
-    log: &(impl EventLog + ?Sized),
-    cast: &CastId,
-    until: Seq,
-    snapshots: bool,
-    visit: &mut dyn FnMut(&CastState, usize),
-) -> Result<(CastState, usize), DriveError> {
-    let restored = if snapshots {
-        restored(log, cast, until)
-    } else {
-        None
-    };
-    let (mut state, mut used, from) = match restored {
-        Some((state, used)) => {
-            let from = state.head.next();
-            (Some(state), used, from)
-        }
-        None => (None, 0, Seq::FIRST),
-    };
-    let mut failure: Option<DriveError> = None;
-    let scanned = log.scan(cast, from, &mut |record| {
-        if record.seq > until {
-            return ControlFlow::Break(());
-        }
-        let event = match record.event() {
-            Ok(event) => event,
-            Err(err) => {
-                failure = Some(DriveError::Fold {
-                    cast: cast.clone(),
-                    seq: record.seq,
-                    message: err.to_string(),
-                });
-                return ControlFlow::Break(());
-            }
-        };
-        used += answers_in(&event);
-        match (&mut state, &event) {
-            (None, Event::CastStarted(started)) => match CastState::started(started) {
-                Ok(s) => state = Some(s),
-                Err(message) => {
-                    failure = Some(DriveError::Fold {
-                        cast: cast.clone(),
-                        seq: record.seq,
-                        message,
-                    });
-                    return ControlFlow::Break(());
-                }
-            },
-            (None, Event::CastForked(forked)) => {
-                // A recast: the parent's state at the fork point, then the child's own events.
-                // The parent's answers were consumed by the parent's agent, not the child's.
-                let parent = fold_with(
-                    log,
-                    &forked.parent,
-                    forked.parent_seq,
-                    snapshots,
-                    &mut |_, _| {},
-                )
-                .and_then(|(parent, _)| {
-                    CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
-                        cast: cast.clone(),
-                        seq: record.seq,
-                        message,
-                    })
-                });
-                match parent {
-                    Ok(s) => state = Some(s),
-                    Err(err) => {
-                        failure = Some(err);
-                        return ControlFlow::Break(());
-                    }
-                }
-            }
-            (None, Event::EngagementStarted(_) | Event::DayClaimed(_)) => {
-                failure = Some(DriveError::NotACast {
-                    cast: cast.clone(),
-                    kind: record.kind.clone(),
-                    hint: if record.kind == "engagement_started" {
-                        " and its report; `castlog claims` lists its claim"
-                    } else {
-                        "; `castlog claims` lists the claims it records"
-                    },
-                });
-                return ControlFlow::Break(());
-            }
-            (None, _) => {
-                failure = Some(DriveError::Fold {
-                    cast: cast.clone(),
-                    seq: record.seq,
-                    message: format!(
-                        "the first event is {}, not cast_started or cast_forked",
-                        record.kind
-                    ),
-                });
-                return ControlFlow::Break(());
-            }
-            (Some(s), event) => s.evolve(event),
-        }
-        if let Some(s) = &state {
-            visit(s, used);
-        }
-        ControlFlow::Continue(())
-    });
-    match scanned {
-        Err(LogError::UnknownCast { .. }) => {
-            return Err(DriveError::UnknownCast { cast: cast.clone() });
-        }
-        Err(err) => return Err(err.into()),
-        Ok(()) => {}
-    }
-    if let Some(err) = failure {
-        return Err(err);
-    }
-    state
-        .map(|s| (s, used))
-        .ok_or_else(|| DriveError::UnknownCast { cast: cast.clone() })
-}
-
-/// The events of one decision, stamped `now` for the log.
-fn pending(events: &[Event], now: u64) -> Vec<Pending> {
-    events.iter().map(|e| Pending::new(now, e)).collect()
-}
-
-/// How many agent answers an event accounts for.
-fn answers_in(event: &Event) -> usize {
-    match event {
-        Event::AgentReplied(_) | Event::AgentFailed(_) => 1,
-        Event::UserRefined(e) if e.origin.as_deref() == Some("script") => 1,
-        Event::FinalizeRequested(e) if e.origin.as_deref() == Some("script") => 1,
-        _ => 0,
-    }
 }
 
 impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
@@ -408,26 +292,6 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.interrupt = Some(flag);
     }
 
-    fn wait_notice(&mut self) {
-        // Borrowed, not copied: this runs before every agent and utility call.
-        let (Some(observer), Some(current)) = (self.observer.as_mut(), self.state.current.as_ref())
-        else {
-            return;
-        };
-        let label = self
-            .state
-            .loadout
-            .socket(&current.socket)
-            .map_or("", |s| s.label.as_str());
-        observer(Notice::Waiting {
-            socket: &current.socket,
-            label,
-            item: current.item_label.as_deref(),
-            attempt: current.attempt,
-            turn: current.turn.get(),
-        });
-    }
-
     /// Queues a person's input (refinement or continue) for the next pause.
     pub fn queue(&mut self, input: Input) {
         self.queued.push_back(input);
@@ -458,133 +322,6 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.settle(0)
     }
 
-    /// Waits until no more than `keep` begun steps are not yet durable, telling the
-    /// observer about the events of each step that is.
-    fn settle(&mut self, keep: usize) -> Result<(), DriveError> {
-        while self.in_flight.len() > keep
-            && let Some(step) = self.in_flight.pop_front()
-        {
-            step.appending.wait()?;
-            self.recorded(&step.events);
-        }
-        Ok(())
-    }
-
-    fn recorded(&mut self, events: &[Event]) {
-        for event in events {
-            tracing::debug!(kind = event.kind(), "recorded");
-            if let Some(observer) = self.observer.as_mut() {
-                observer(Notice::Recorded(event));
-            }
-        }
-    }
-
-    /// Decides `input` and appends the events; `begin` lets them be stored and durable later
-    /// ([`EventLog::begin_append_with_blobs`]), when the driver next settles.
-    fn record(&mut self, input: &Input, begin: bool) -> Result<(), DriveError> {
-        let env = Env::from_clock(self.clock, blob_hash);
-        let cast = self.state.cast.clone();
-        let expected = self.state.head.next();
-        let first = self.state.decide_mut(input, &env)?;
-        // `decide_mut` applies the events to the state as it emits them, so the state moves
-        // ahead of the log here; if the append below fails the driver returns
-        // the error and is not used again, and the log (the truth) is unchanged.
-        let mut events = first.events;
-        let mut blobs = first.blobs;
-        let mut prompt = first.prompt;
-        // A dispatch the decision scheduled is due at once: decide it now and commit both
-        // decisions together (one fsync). The log still holds two decisions, in order, and a
-        // crash keeps both or neither; `resume` handles either.
-        if let (Some(key), Some(Phase::AwaitingDispatch)) = (
-            self.state.scheduled.clone(),
-            self.state.current.as_ref().map(|c| c.phase),
-        ) && !self.state.status.is_stopped()
-        {
-            let due = self.state.decide_mut(&Input::DispatchDue { key }, &env)?;
-            events.extend(due.events);
-            blobs.extend(due.blobs);
-            prompt = due.prompt.or(prompt);
-        }
-        let pending = pending(&events, env.now_ms);
-        // A step that crosses a multiple of `SNAPSHOT_EVERY` events takes a snapshot of the
-        // state right after it, naming its last hash (a cache, kept after the step: the log
-        // writes it with the step or later, never before).
-        let last = (expected.get() + events.len() as u64).saturating_sub(1);
-        let snapshot_due =
-            last / SNAPSHOT_EVERY > expected.get().saturating_sub(1) / SNAPSHOT_EVERY;
-        // At most `steps_in_flight` steps are not yet durable, this one included; a step
-        // appended durably waits for every one before it.
-        self.settle(if begin { self.steps_in_flight - 1 } else { 0 })?;
-        let (recorded, begun) = if begin {
-            let appending = self
-                .log
-                .begin_append_with_blobs(&cast, expected, &blobs, &pending)?;
-            (
-                appending.records().last().map(|r| (r.seq, r.hash)),
-                Some(appending),
-            )
-        } else {
-            let recorded = self
-                .log
-                .append_with_blobs(&cast, expected, &blobs, &pending)?;
-            (recorded.last().map(|r| (r.seq, r.hash)), None)
-        };
-        if prompt.is_some() {
-            self.last_prompt = prompt;
-        }
-        self.answers_used += events.iter().map(answers_in).sum::<usize>();
-        if snapshot_due && let Some((seq, hash)) = recorded {
-            self.keep_snapshot(seq, hash, begun.is_some());
-        }
-        match begun {
-            Some(appending) => self.in_flight.push_back(InFlight { appending, events }),
-            None => self.recorded(&events),
-        }
-        Ok(())
-    }
-
-    /// Keeps a snapshot of the state just appended (`begun`: with its step, which may not be
-    /// stored yet); a cache: failing to keep one is only logged.
-    fn keep_snapshot(&self, seq: Seq, hash: castlog_core::id::Digest, begun: bool) {
-        let snapshot = sealed_snapshot(&self.state, self.answers_used, seq, hash);
-        let cast = &self.state.cast;
-        let kept = if begun {
-            self.log.begin_put_snapshot(cast, snapshot)
-        } else {
-            self.log.put_snapshot(cast, snapshot)
-        };
-        if let Err(err) = kept {
-            tracing::warn!(%cast, %seq, %err, "snapshot not kept");
-        }
-    }
-
-    fn prompt(&mut self) -> Result<Vec<Message>, DriveError> {
-        let Some(hash) = self.state.current.as_ref().and_then(|c| c.prompt) else {
-            return Ok(Vec::new());
-        };
-        // The prompt this driver just dispatched is at hand; a prompt dispatched by an earlier
-        // process (resume) is read back from its blob.
-        // Taken, not cloned: a later call for the same prompt (after a transient failure)
-        // rebuilds it from the log.
-        if let Some((rendered, messages)) = self.last_prompt.take()
-            && rendered == hash
-        {
-            return Ok(messages);
-        }
-        // What is read back must be durable first (only this driver's steps are not yet).
-        self.settle(0)?;
-        let placements = self
-            .state
-            .current
-            .as_ref()
-            .map(|c| c.placements.as_slice())
-            .unwrap_or_default();
-        let policy = castlog_core::prompt::Policy::named(&self.state.policy)
-            .unwrap_or(&castlog_core::prompt::policy::RECOMMENDED);
-        castlog_projections::prompt::messages(self.log, policy, &hash, placements)
-            .map_err(|e| DriveError::Agent(format!("the prompt of {}: {e}", self.state.cast)))
-    }
-
     /// Drives the cast until it stops or waits for something the agent cannot give; everything
     /// it recorded is durable when it returns.
     ///
@@ -606,201 +343,117 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         Ok(stop)
     }
 
+    /// The loop: ask the machine what it needs next, perform it, feed the result back.
     fn drive_steps(&mut self, agent: &mut dyn Agent) -> Result<Stop, DriveError> {
         let local = agent.local();
         loop {
-            if self.state.status.is_stopped() {
-                let message = self.state.failure.as_ref().map(|f| f.reason.clone());
-                return Ok(Stop {
-                    status: self.state.status,
-                    message,
-                });
+            let next = self.state.next()?;
+            if let Next::Stopped { status } = next {
+                let message = status
+                    .is_stopped()
+                    .then(|| self.state.failure.as_ref().map(|f| f.reason.clone()))
+                    .flatten();
+                return Ok(Stop { status, message });
             }
-            // The few fields a step reads, not a clone of the whole visit (transcript,
-            // placements).
-            let Some(current) = self.state.current.as_ref().map(|c| Step {
-                socket: c.socket.clone(),
-                visit: c.visit,
-                turn: c.turn,
-                phase: c.phase,
-                interrupted: c.interrupted,
-                transient_failures: c.transient_failures,
-            }) else {
-                return Ok(Stop {
-                    status: self.state.status,
-                    message: None,
-                });
-            };
             if self
                 .interrupt
                 .as_ref()
                 .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
             {
-                self.apply(&Input::Abort {
-                    reason: "interrupted (Ctrl-C)".into(),
-                })?;
-                return Ok(Stop {
-                    status: self.state.status,
-                    message: Some(format!(
-                        "aborted at {}; `castlog resume {} --agent SPEC` continues it",
-                        current.socket, self.state.cast
-                    )),
-                });
+                return self.interrupted();
             }
             // Only a local agent's turn and a due dispatch (a decision) run before the steps in
             // flight are durable.
-            let effect_free = match current.phase {
-                Phase::AwaitingDispatch => true,
-                Phase::AwaitingReply | Phase::AwaitingRefinement => local,
+            let effect_free = match next {
+                Next::Dispatch { .. } => true,
+                Next::AskAgent { .. } | Next::AwaitResume { .. } | Next::AskPerson { .. } => local,
                 _ => false,
             };
             if !effect_free {
                 self.settle(0)?;
             }
-            let _step = tracing::info_span!(
-                "step",
-                socket = %current.socket,
-                visit = current.visit.get(),
-                turn = current.turn.get()
-            )
-            .entered();
-            match current.phase {
-                Phase::AwaitingDispatch => {
-                    let Some(key) = self.state.scheduled.clone() else {
-                        return Err(DriveError::Agent(
-                            "a dispatch is awaited but none is scheduled".into(),
-                        ));
-                    };
+            let _step = self.step_span();
+            let flow = match next {
+                Next::Dispatch { key } => {
                     self.record(&Input::DispatchDue { key }, local)?;
+                    ControlFlow::Continue(())
                 }
-                Phase::RunningUtility => {
-                    let Some(SocketKind::Utility(spec)) =
-                        self.state.current_socket().map(|s| s.kind.clone())
-                    else {
-                        return Err(DriveError::Agent(
-                            "the running socket is not a utility".into(),
-                        ));
-                    };
-                    self.wait_notice();
-                    let input = utility::input(&self.state, &self.cwd);
-                    let done = utility::run(&spec, &input, &self.cwd, &self.launcher);
-                    self.record(
-                        &Input::UtilityFinished {
-                            code: done.code,
-                            timed_out: done.timed_out,
-                            stdout: done.stdout,
-                            stderr: done.stderr,
-                            truncated: done.truncated,
-                        },
-                        // A program's output cannot be asked again: durable at once.
-                        false,
-                    )?;
+                Next::RunUtility { spec } => {
+                    self.run_utility(&spec)?;
+                    ControlFlow::Continue(())
                 }
-                Phase::AwaitingReply => {
-                    if current.interrupted {
-                        return Ok(Stop {
-                            status: Status::AwaitingAgent,
-                            message: Some(format!(
-                                "the agent was interrupted at {}; run `castlog resume {} --agent SPEC` to send the prompt again",
-                                current.socket, self.state.cast
-                            )),
-                        });
-                    }
-                    let limit = agent.attempts();
-                    if current.transient_failures >= limit {
-                        return Ok(Stop {
-                            status: Status::AwaitingAgent,
-                            message: Some(format!(
-                                "{limit} transient agent failures in a row at {}; run `castlog resume {} --agent SPEC` to try again",
-                                current.socket, self.state.cast
-                            )),
-                        });
-                    }
-                    let messages = self.prompt()?;
-                    self.wait_notice();
-                    let spec = match self.state.current_socket().map(|s| &s.kind) {
-                        Some(castlog_core::loadout::SocketKind::Agent(a)) => Some(a),
-                        _ => None,
-                    };
-                    let turn = agent.turn(&TurnRequest {
-                        messages: &messages,
-                        refinement: false,
-                        model: spec.and_then(|a| a.model.as_deref()),
-                        thinking: spec.and_then(|a| a.thinking.as_deref()),
-                    });
-                    match turn {
-                        AgentTurn::Reply { text, usage } => {
-                            self.record(&Input::AgentReplied { text, usage }, local)?
-                        }
-                        AgentTurn::Failed { class, message } => {
-                            self.record(&Input::AgentFailed { class, message }, local)?;
-                            if class == FailureClass::Interruption {
-                                continue;
-                            }
-                        }
-                        AgentTurn::Exhausted(message) => {
-                            return Ok(Stop {
-                                status: Status::AwaitingAgent,
-                                message: Some(message),
-                            });
-                        }
-                        AgentTurn::Refine(_) | AgentTurn::Continue => {
-                            return Err(DriveError::Agent(format!(
-                                "the agent script gives a person's message where {} waits for an agent reply (answer {})",
-                                current.socket,
-                                self.answers_used + 1
-                            )));
-                        }
+                Next::AwaitResume { socket } => ControlFlow::Break(Stop {
+                    status: Status::AwaitingAgent,
+                    message: Some(format!(
+                        "the agent was interrupted at {socket}; run `castlog resume {} --agent SPEC` to send the prompt again",
+                        self.state.cast
+                    )),
+                }),
+                Next::AskAgent {
+                    socket,
+                    transient_failures,
+                } if transient_failures >= agent.attempts() => ControlFlow::Break(Stop {
+                    status: Status::AwaitingAgent,
+                    message: Some(format!(
+                        "{} transient agent failures in a row at {socket}; run `castlog resume {} --agent SPEC` to try again",
+                        agent.attempts(),
+                        self.state.cast
+                    )),
+                }),
+                Next::AskAgent { socket, .. } => self.ask_agent(agent, &socket, local)?,
+                Next::AskPerson { socket } => self.ask_person(agent, &socket, local)?,
+                Next::StartPost { step, spec } => {
+                    self.start_post(&step, &spec)?;
+                    ControlFlow::Continue(())
+                }
+                Next::AwaitClaim { .. } => {
+                    if self.adopt_inherited_resolution()? {
+                        ControlFlow::Continue(())
+                    } else {
+                        ControlFlow::Break(self.pending_stop())
                     }
                 }
-                Phase::AwaitingRefinement => {
-                    if let Some(input) = self.queued.pop_front() {
-                        self.record(&input, local)?;
-                        continue;
-                    }
-                    let turn = agent.turn(&TurnRequest {
-                        messages: &[],
-                        refinement: true,
-                        model: None,
-                        thinking: None,
-                    });
-                    let origin = agent.origin();
-                    match turn {
-                        AgentTurn::Refine(text) => {
-                            self.record(&Input::UserRefined { text, origin }, local)?
-                        }
-                        AgentTurn::Continue => self.record(&Input::Continue { origin }, local)?,
-                        AgentTurn::Exhausted(_) => {
-                            return Ok(Stop {
-                                status: Status::AwaitingRefinement,
-                                message: Some(format!(
-                                    "{} waits for you: `castlog refine {} TEXT` to answer, `castlog continue {}` to finalize",
-                                    current.socket, self.state.cast, self.state.cast
-                                )),
-                            });
-                        }
-                        AgentTurn::Reply { .. } | AgentTurn::Failed { .. } => {
-                            return Err(DriveError::Agent(format!(
-                                "the agent script gives a reply where {} waits for a person's refinement or continue (answer {})",
-                                current.socket,
-                                self.answers_used + 1
-                            )));
-                        }
-                    }
-                }
-                Phase::AwaitingPost => self.start_post()?,
-                Phase::AwaitingPostOutcome => {
-                    if !self.adopt_inherited_resolution()? {
-                        return Ok(self.pending_stop());
-                    }
-                }
-                Phase::Done => {
-                    return Ok(Stop {
-                        status: self.state.status,
-                        message: None,
-                    });
-                }
+                // `Stopped` returned above; a variant added later stops the drive where it is.
+                _ => ControlFlow::Break(Stop {
+                    status: self.state.status,
+                    message: None,
+                }),
+            };
+            if let ControlFlow::Break(stop) = flow {
+                return Ok(stop);
             }
         }
+    }
+
+    /// Ctrl-C: records the abort and says how to go on.
+    fn interrupted(&mut self) -> Result<Stop, DriveError> {
+        let socket = self
+            .state
+            .current
+            .as_ref()
+            .map(|c| c.socket.to_string())
+            .unwrap_or_default();
+        self.apply(&Input::Abort {
+            reason: "interrupted (Ctrl-C)".into(),
+        })?;
+        Ok(Stop {
+            status: self.state.status,
+            message: Some(format!(
+                "aborted at {socket}; `castlog resume {} --agent SPEC` continues it",
+                self.state.cast
+            )),
+        })
+    }
+
+    /// The tracing span of one step, named by the visit in progress.
+    fn step_span(&self) -> tracing::span::EnteredSpan {
+        let current = self.state.current.as_ref();
+        tracing::info_span!(
+            "step",
+            socket = %current.map_or("", |c| c.socket.as_str()),
+            visit = current.map_or(0, |c| c.visit.get()),
+            turn = current.map_or(0, |c| c.turn.get())
+        )
+        .entered()
     }
 }

@@ -13,6 +13,7 @@ use castlog_core::env::{Clock, Env};
 use castlog_core::event::{CastForked, Event};
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::input::Input;
+use castlog_core::machine::decide::input_of;
 use castlog_core::machine::{CastState, Phase};
 use castlog_events::chain::blob_hash;
 use castlog_events::log::with_events;
@@ -20,7 +21,6 @@ use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
 use serde_json::Value;
 
 use crate::driver::{DriveError, Driver, fold_until};
-use crate::redecide::input_of;
 
 /// A cast's full history: a recast's parent prefix (recursively) followed by its own events.
 pub fn history(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<Vec<Recorded>, DriveError> {

@@ -476,3 +476,25 @@ fn a_fallback_with_a_live_agent_is_named_as_unused() {
         run.stderr
     );
 }
+
+#[test]
+fn a_script_line_with_a_persons_message_where_a_reply_is_due_is_a_user_error_naming_the_line() {
+    // Was an internal-sounding "agent" error numbered by answer, not by the script's line.
+    let sandbox = Sandbox::new();
+    let script = sandbox.write("wrong.jsonl", "\n{\"user\": \"looks good\"}\n");
+    let run = try_run(
+        &sandbox,
+        &fixture("loadouts/build-loop.json"),
+        &format!("scripted:{script}"),
+        &[],
+    );
+    assert_user_error(
+        &run,
+        &[
+            "line 2 of",
+            "wrong.jsonl",
+            "a person's refinement or continue",
+            "waits for an agent reply",
+        ],
+    );
+}

@@ -17,6 +17,9 @@ use crate::loadout::{Loadout, SocketKind};
 use crate::machine::{CastState, NoAdvance, Phase, Status, item_key};
 use crate::prompt;
 
+mod inverse;
+pub use inverse::input_of;
+
 /// What a decision produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decision {

@@ -4,12 +4,14 @@
 //! `evolve` is the only code that changes state, and it never fails: every event, once recorded,
 //! is applied. Decisions run on a scratch copy of the state and apply each event they emit as
 //! they go, so a decision sees exactly the state its own events produce and a replay of the log
-//! reproduces it. [`snapshot`] encodes a state (with its loadout) so time travel can start
+//! reproduces it. [`next`] says, after any fold, which effect the cast waits for (the
+//! driver performs it and feeds the result back). [`snapshot`] encodes a state (with its loadout) so time travel can start
 //! from a recent one instead of the first event.
 
 mod complete;
 pub mod decide;
 mod evolve;
+pub mod next;
 mod post;
 pub mod snapshot;
 mod turn;
@@ -26,6 +28,7 @@ use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Tu
 use crate::loadout::Loadout;
 
 pub use decide::{Decision, Rejection};
+pub use next::{Inconsistent, Next};
 use snapshot::empty_loadout;
 
 /// Where a cast stands, as the CLI reports it.

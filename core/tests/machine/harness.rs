@@ -7,7 +7,7 @@ use castlog_core::id::{CastId, Digest};
 use castlog_core::input::Input;
 use castlog_core::loadout::{Loadout, load_config};
 use castlog_core::machine::decide::{self, Rejection, started_event};
-use castlog_core::machine::{CastState, Phase, Status};
+use castlog_core::machine::{CastState, Next, Phase, Status};
 use serde_json::{Value, json};
 
 /// The request every test cast runs with.
@@ -219,6 +219,11 @@ impl Cast {
             self.state.evolve(event);
         }
         self.log.extend(decision.events.iter().cloned());
+        // Every state a decision leaves says what it needs next: the driver never meets one
+        // it cannot act on.
+        if let Err(inconsistent) = self.state.next() {
+            panic!("{input:?} left a state with no next effect: {inconsistent}");
+        }
         Ok(decision.events)
     }
 
@@ -239,11 +244,8 @@ impl Cast {
 
     /// Fires the scheduled dispatch, if one waits.
     pub fn settle(&mut self) -> Vec<Event> {
-        match (&self.state.scheduled, self.phase()) {
-            (Some(key), Some(Phase::AwaitingDispatch)) => {
-                let key = key.clone();
-                self.when(Input::DispatchDue { key })
-            }
+        match self.next() {
+            Next::Dispatch { key } => self.when(Input::DispatchDue { key }),
             _ => Vec::new(),
         }
     }
@@ -308,6 +310,13 @@ impl Cast {
             .current
             .as_ref()
             .and_then(|c| c.item.as_ref().map(ToString::to_string))
+    }
+
+    /// Then the cast needs this next (what the driver would do).
+    pub fn next(&self) -> Next {
+        self.state
+            .next()
+            .expect("the state says what it needs next")
     }
 
     /// What the current visit waits for.

@@ -17,6 +17,7 @@ mod handoff; // envelope, state patches, workItems ownership, validation and rep
 mod lifecycle; // failures, interruptions, resume, abort, revive, rejections, determinism (26-28, 32-33)
 mod loops; // items, advance, exits, empty loops, traversal and no-advance guards (9-15)
 mod multiturn; // refinement, finalization, transcript (29-31)
+mod next; // the effect every phase asks of the driver, and the states that ask for none
 mod rework; // rework capture, rendering and clearing (17-19)
 mod routing; // edge order and the current output's satisfied (1-2)
 mod templates; // template keys, paths, prompt entries (7-8, 20-21)

@@ -11,6 +11,7 @@
 use castlog_core::claims::{self, ClaimStatus};
 use castlog_core::env::Env;
 use castlog_core::input::{HeldDay, Input, SendOutcome};
+use castlog_core::loadout::PostSpec;
 use castlog_core::machine::{Phase, Status};
 use castlog_events::EventLog;
 use castlog_events::chain::blob_hash;
@@ -32,13 +33,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.sender.is_some()
     }
 
-    /// A post socket waits: check the ledger, claim (or be refused), and send once.
-    pub(super) fn start_post(&mut self) -> Result<(), DriveError> {
-        let Some((step, spec)) = self.state.post_step() else {
-            return Err(DriveError::Agent(
-                "a post is awaited but the socket is not a post".into(),
-            ));
-        };
+    /// A post socket waits (`Next::StartPost`): check the ledger, claim (or be refused), and
+    /// send once.
+    pub(super) fn start_post(&mut self, step: &str, spec: &PostSpec) -> Result<(), DriveError> {
         let ledger = ClaimsLedger::load(self.log)?;
         let held: Vec<HeldDay> = ledger
             .holders(&spec.destination)
@@ -47,7 +44,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 day: c.day.clone(),
             })
             .collect();
-        let sent_before = self.sent_before(&ledger, &step, &spec.destination)?;
+        let sent_before = self.sent_before(&ledger, step, &spec.destination)?;
         let dry_run = self.sender.is_none();
         self.apply(&Input::StartPost {
             dry_run,

@@ -1,0 +1,168 @@
+//! Folding a cast's log into its state: from the first event, or from the latest sealed
+//! snapshot at or before the seq asked for; a recast folds its parent up to the fork point
+//! first. Also counts the agent answers the events hold (what a scripted agent skips).
+
+use std::ops::ControlFlow;
+
+use castlog_core::event::Event;
+use castlog_core::id::{CastId, Seq};
+use castlog_core::machine::CastState;
+use castlog_events::{EventLog, LogError};
+
+use super::DriveError;
+use super::snapshot::restored;
+
+/// Folds a cast's events into its state.
+pub fn fold(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+) -> Result<(CastState, usize), DriveError> {
+    fold_until(log, cast, Seq(u64::MAX))
+}
+
+/// Folds a cast's events up to and including `until` (time travel by seq), starting from the
+/// latest snapshot at or before `until` when there is a usable one.
+pub fn fold_until(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Result<(CastState, usize), DriveError> {
+    fold_with(log, cast, until, true, &mut |_, _| {})
+}
+
+/// [`fold_until`] from the first event, trusting no snapshot (what `verify` checks against).
+pub fn fold_until_fresh(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+) -> Result<(CastState, usize), DriveError> {
+    fold_with(log, cast, until, false, &mut |_, _| {})
+}
+
+pub(super) fn fold_with(
+    log: &(impl EventLog + ?Sized),
+    cast: &CastId,
+    until: Seq,
+    snapshots: bool,
+    visit: &mut dyn FnMut(&CastState, usize),
+) -> Result<(CastState, usize), DriveError> {
+    let restored = if snapshots {
+        restored(log, cast, until)
+    } else {
+        None
+    };
+    let (mut state, mut used, from) = match restored {
+        Some((state, used)) => {
+            let from = state.head.next();
+            (Some(state), used, from)
+        }
+        None => (None, 0, Seq::FIRST),
+    };
+    let mut failure: Option<DriveError> = None;
+    let scanned = log.scan(cast, from, &mut |record| {
+        if record.seq > until {
+            return ControlFlow::Break(());
+        }
+        let event = match record.event() {
+            Ok(event) => event,
+            Err(err) => {
+                failure = Some(DriveError::Fold {
+                    cast: cast.clone(),
+                    seq: record.seq,
+                    message: err.to_string(),
+                });
+                return ControlFlow::Break(());
+            }
+        };
+        used += answers_in(&event);
+        match (&mut state, &event) {
+            (None, Event::CastStarted(started)) => match CastState::started(started) {
+                Ok(s) => state = Some(s),
+                Err(message) => {
+                    failure = Some(DriveError::Fold {
+                        cast: cast.clone(),
+                        seq: record.seq,
+                        message,
+                    });
+                    return ControlFlow::Break(());
+                }
+            },
+            (None, Event::CastForked(forked)) => {
+                // A recast: the parent's state at the fork point, then the child's own events.
+                // The parent's answers were consumed by the parent's agent, not the child's.
+                let parent = fold_with(
+                    log,
+                    &forked.parent,
+                    forked.parent_seq,
+                    snapshots,
+                    &mut |_, _| {},
+                )
+                .and_then(|(parent, _)| {
+                    CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
+                        cast: cast.clone(),
+                        seq: record.seq,
+                        message,
+                    })
+                });
+                match parent {
+                    Ok(s) => state = Some(s),
+                    Err(err) => {
+                        failure = Some(err);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+            (None, Event::EngagementStarted(_) | Event::DayClaimed(_)) => {
+                failure = Some(DriveError::NotACast {
+                    cast: cast.clone(),
+                    kind: record.kind.clone(),
+                    hint: if record.kind == "engagement_started" {
+                        " and its report; `castlog claims` lists its claim"
+                    } else {
+                        "; `castlog claims` lists the claims it records"
+                    },
+                });
+                return ControlFlow::Break(());
+            }
+            (None, _) => {
+                failure = Some(DriveError::Fold {
+                    cast: cast.clone(),
+                    seq: record.seq,
+                    message: format!(
+                        "the first event is {}, not cast_started or cast_forked",
+                        record.kind
+                    ),
+                });
+                return ControlFlow::Break(());
+            }
+            (Some(s), event) => s.evolve(event),
+        }
+        if let Some(s) = &state {
+            visit(s, used);
+        }
+        ControlFlow::Continue(())
+    });
+    match scanned {
+        Err(LogError::UnknownCast { .. }) => {
+            return Err(DriveError::UnknownCast { cast: cast.clone() });
+        }
+        Err(err) => return Err(err.into()),
+        Ok(()) => {}
+    }
+    if let Some(err) = failure {
+        return Err(err);
+    }
+    state
+        .map(|s| (s, used))
+        .ok_or_else(|| DriveError::UnknownCast { cast: cast.clone() })
+}
+
+/// How many agent answers an event accounts for.
+pub(super) fn answers_in(event: &Event) -> usize {
+    match event {
+        Event::AgentReplied(_) | Event::AgentFailed(_) => 1,
+        Event::UserRefined(e) if e.origin.as_deref() == Some("script") => 1,
+        Event::FinalizeRequested(e) if e.origin.as_deref() == Some("script") => 1,
+        _ => 0,
+    }
+}

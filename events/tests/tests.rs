@@ -20,6 +20,8 @@ mod it {
     mod concurrent_verify;
     // SQLite files: opening foreign or newer files, openers racing on a new file, the
     // append-only triggers, reopening.
+    mod blobs;
+    mod durability;
     mod schema;
     // A damaged SQLite file, made in code; `verify` must name the exact cast and seq.
     mod corruption;

@@ -69,3 +69,11 @@ pub fn scratch() -> (TempDir, PathBuf) {
 pub fn open_sqlite(path: &Path) -> SqliteLog {
     SqliteLog::open_with(path, Durability::Normal).unwrap()
 }
+
+/// The one integer `sql` selects from the SQLite file at `path`.
+pub fn count(path: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}

@@ -2,7 +2,9 @@
 //!
 //! Checks, in order; the first that fails rejects the row: no provenance (`no_provenance`), a
 //! role other than `requester` (`not_authored_by_actor`), a channel that may not be a source
-//! (`channel_not_sourceable`), a message id that is not a snowflake (`no_source_message_id`).
+//! (`channel_not_sourceable`), a message id that is not a snowflake (`no_source_message_id`),
+//! a quote that is empty once the sender's prefix is taken off (`empty_quote`: there is nothing
+//! for the hook detector to read, so it is not asked).
 //! De-duplication (`duplicate_source_message_id`, first occurrence wins) is a separate step
 //! ([`dedupe`]) that the runner applies only after the contradiction sweep has seen every row.
 
@@ -80,6 +82,10 @@ pub fn collect(
                 .strip_prefix(&format!("{sender}:"))
                 .map_or_else(|| result.text.clone(), |rest| rest.trim_start().to_owned())
         };
+        if text.trim().is_empty() {
+            rejected.push(reject("empty_quote", String::new()));
+            continue;
+        }
         kept.push(Candidate {
             turn_id: id,
             source_message_id: p.source_message_id.trim().to_owned(),

@@ -107,6 +107,28 @@ fn item_7_collection_rejects_by_name_and_dedupes_to_one() {
     assert_eq!(reasons(&dups), [("e", "duplicate_source_message_id")]);
 }
 
+/// A row whose quote is empty (or only its sender's prefix) was kept and sent to the hook
+/// detector with nothing to read: it is rejected at collection.
+#[test]
+fn an_empty_quote_is_rejected_before_the_hook_detector_is_asked() {
+    let m = snowflake(NOW - days(3));
+    let mut senders = BTreeMap::new();
+    senders.insert("b".to_owned(), "sam".to_owned());
+    let mut empty = row("a", "requester", "actor:discord:42", "111", &m);
+    empty.text = "   ".into();
+    let mut prefix_only = row("b", "requester", "actor:discord:42", "111", &m);
+    prefix_only.text = "sam:  ".into();
+    let kept_row = row("c", "requester", "actor:discord:42", "111", &m);
+    let (kept, rejected) =
+        collect::collect(&[empty, prefix_only, kept_row], &allowlist(), &senders);
+    assert_eq!(
+        reasons(&rejected),
+        [("a", "empty_quote"), ("b", "empty_quote")]
+    );
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].turn_id, "c");
+}
+
 #[test]
 fn item_8_sent_at_is_decoded_from_the_snowflake() {
     assert_eq!(decode_snowflake("0"), Some(DISCORD_EPOCH_MS));

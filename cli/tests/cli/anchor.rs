@@ -2,14 +2,11 @@
 //! cast cut short (its tail deleted and its head row fixed up, or a database restored from an
 //! older copy) verifies as a valid shorter chain, and only an anchor kept outside tells.
 
-use crate::common::{Run, Sandbox, fixture};
+use crate::common::{Run, Sandbox, fixture, scripted};
 
 /// Runs the build-loop fixture as `cast` with `--anchor anchor.json`.
 fn anchored_run(sandbox: &Sandbox, cast: &str) -> Run {
-    let mut cmd = sandbox.build_loop(
-        cast,
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
+    let mut cmd = sandbox.build_loop(cast, &scripted("build-loop.jsonl"));
     cmd.arg("--anchor").arg(sandbox.path("anchor.json"));
     let run = sandbox.finish(&mut cmd);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -108,10 +105,7 @@ fn a_command_that_writes_refuses_a_log_shorter_than_its_anchor_and_changes_nothi
     cut_tail(&sandbox, "demo", 2);
     let anchor_before = std::fs::read_to_string(sandbox.path("anchor.json")).unwrap();
     let events_before = events_of(&sandbox);
-    let mut cmd = sandbox.build_loop(
-        "other",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
+    let mut cmd = sandbox.build_loop("other", &scripted("build-loop.jsonl"));
     cmd.arg("--anchor").arg(sandbox.path("anchor.json"));
     let run = sandbox.finish(&mut cmd);
     assert_eq!(run.code, 3, "{}", run.stderr);
@@ -173,10 +167,7 @@ fn a_database_restored_from_an_older_copy_is_caught_by_the_anchor() {
     std::fs::remove_file(&older).unwrap();
     let mut cmd = sandbox.command_on(&older);
     cmd.args(["run", &fixture("loadouts/build-loop.json"), "--task", "t"])
-        .args([
-            "--agent",
-            &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-        ])
+        .args(["--agent", &scripted("build-loop.jsonl")])
         .arg("--anchor")
         .arg(sandbox.path("anchor.json"));
     let run = sandbox.finish(&mut cmd);
@@ -196,11 +187,7 @@ fn the_anchor_moves_with_every_command_that_writes_and_with_castlog_anchor() {
     assert_eq!(anchor["heads"][0]["hash"], first["head"]);
 
     // A cast written without the anchor is added by `castlog anchor`, the known one moved.
-    let mut cmd = sandbox.build_loop(
-        "b",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
-    assert_eq!(sandbox.finish(&mut cmd).code, 0);
+    sandbox.completed_build_loop("b");
     let mut cmd = sandbox.command_on(&sandbox.db());
     cmd.args(["anchor", "--json"])
         .env("CASTLOG_ANCHOR", sandbox.path("anchor.json"));
@@ -241,11 +228,7 @@ fn the_anchor_moves_with_every_command_that_writes_and_with_castlog_anchor() {
 #[test]
 fn a_malformed_or_missing_anchor_is_a_clear_user_error() {
     let sandbox = Sandbox::new();
-    let mut cmd = sandbox.build_loop(
-        "a",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
-    assert_eq!(sandbox.finish(&mut cmd).code, 0);
+    sandbox.completed_build_loop("a");
     let bad = sandbox.write(
         "bad.json",
         "{\"castlog_anchor\": 1, \"heads\": [{\"cast\": \"a\", \"seq\": 3, \"hash\": \"xyz\"}]}",

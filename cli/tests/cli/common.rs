@@ -55,6 +55,11 @@ pub fn fixture_lines(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// The agent SPEC of a shipped script: `scripted:` and the path of `fixtures/scripts/NAME`.
+pub fn scripted(name: &str) -> String {
+    format!("scripted:{}", fixture(&format!("scripts/{name}")))
+}
+
 pub fn castlog_bin() -> &'static str {
     env!("CARGO_BIN_EXE_castlog")
 }
@@ -119,6 +124,15 @@ impl Sandbox {
         ])
         .args(["--cast", cast, "--agent", spec, "--json"]);
         cmd
+    }
+
+    /// Runs the build-loop fixture as `cast` with its shipped script and expects it to
+    /// complete; the run's JSON output is returned.
+    pub fn completed_build_loop(&self, cast: &str) -> Run {
+        let run = self.finish(&mut self.build_loop(cast, &scripted("build-loop.jsonl")));
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
+        run
     }
 
     /// Runs a command built by this sandbox to the end.

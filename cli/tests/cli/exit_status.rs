@@ -2,19 +2,15 @@
 //! (4 failed, 5 waiting for an agent or a person), so a script can branch without parsing;
 //! without the flag those casts exit 0 as before.
 
-use crate::common::{Sandbox, fixture};
-
-fn script(name: &str) -> String {
-    format!("scripted:{}", fixture(&format!("scripts/{name}")))
-}
+use crate::common::{Sandbox, fixture, scripted};
 
 #[test]
 fn a_failed_cast_exits_4_a_waiting_one_5_a_completed_one_0() {
     let sandbox = Sandbox::new();
     let build = fixture("loadouts/build-loop.json");
     let consult = fixture("loadouts/consult.json");
-    let exhausted = script("build-loop-exhausted.jsonl");
-    let by_hand = script("consult-by-hand.jsonl");
+    let exhausted = scripted("build-loop-exhausted.jsonl");
+    let by_hand = scripted("consult-by-hand.jsonl");
     let run = |args: &[&str]| {
         let run = sandbox.run(args);
         assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
@@ -78,7 +74,7 @@ fn a_failed_cast_exits_4_a_waiting_one_5_a_completed_one_0() {
         "--at",
         "Socket-1:1",
         "--agent",
-        &script("build-loop.jsonl"),
+        &scripted("build-loop.jsonl"),
         "--cast",
         "again",
         "--exit-status",

@@ -2,16 +2,12 @@
 //! "kind", "message"}}`), so a script reads stdout the same way whatever happened; the exit
 //! code and the message on stderr stay as they were.
 
-use crate::common::{Sandbox, fixture};
+use crate::common::Sandbox;
 
 #[test]
 fn a_failing_command_with_json_prints_one_error_document() {
     let sandbox = Sandbox::new();
-    let mut run = sandbox.build_loop(
-        "demo",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
-    assert_eq!(sandbox.finish(&mut run).code, 0);
+    sandbox.completed_build_loop("demo");
     let cases: [(&[&str], i32, &str, &str); 3] = [
         (
             &["show", "nope", "--json"],
@@ -55,11 +51,7 @@ fn a_failing_command_with_json_prints_one_error_document() {
 #[test]
 fn an_integrity_failure_with_json_is_kind_integrity_and_a_report_is_not_doubled() {
     let sandbox = Sandbox::new();
-    let mut run = sandbox.build_loop(
-        "demo",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
-    assert_eq!(sandbox.finish(&mut run).code, 0);
+    sandbox.completed_build_loop("demo");
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     conn.execute_batch(
         "DROP TRIGGER events_no_update; UPDATE events SET payload = CAST('{}' AS BLOB) WHERE seq = 5;",

@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::Value;
 
-use crate::common::{Sandbox, fixture};
+use crate::common::{Sandbox, fixture, scripted};
 
 fn imported() -> Sandbox {
     let sandbox = Sandbox::new();
@@ -205,10 +205,7 @@ fn receiver() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
 fn run_with_otlp_endpoint_posts_the_casts_trace_as_protobuf() {
     let sandbox = Sandbox::new();
     let (url, bodies) = receiver();
-    let mut run = sandbox.build_loop(
-        "otlp-1",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
+    let mut run = sandbox.build_loop("otlp-1", &scripted("build-loop.jsonl"));
     run.args(["--otlp-endpoint", &url]);
     let run = sandbox.finish(&mut run);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -240,10 +237,7 @@ fn an_unreachable_otlp_endpoint_is_a_warning_not_a_failed_cast() {
         .local_addr()
         .unwrap()
         .port();
-    let mut run = sandbox.build_loop(
-        "otlp-down",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
+    let mut run = sandbox.build_loop("otlp-down", &scripted("build-loop.jsonl"));
     run.args(["--otlp-endpoint", &format!("http://127.0.0.1:{port}")]);
     let run = sandbox.finish(&mut run);
     assert_eq!(run.code, 0, "{}", run.stderr);

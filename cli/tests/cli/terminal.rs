@@ -55,11 +55,7 @@ fn a_command_on_a_terminal_neither_panics_nor_warns_about_the_ansi_feature() {
 #[test]
 fn tracing_on_a_terminal_is_colored_unless_no_color_is_set() {
     let sandbox = Sandbox::new();
-    let mut run = sandbox.build_loop(
-        "demo",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
-    assert_eq!(sandbox.finish(&mut run).code, 0);
+    sandbox.completed_build_loop("demo");
     let debug = ("RUST_LOG", "castlog_replay=debug");
     let (code, colored) = on_terminal(&sandbox, &[debug], "mark demo one --at 2");
     assert_clean(code, &colored);

@@ -3,7 +3,7 @@
 
 use std::process::Stdio;
 
-use crate::common::{Sandbox, fixture};
+use crate::common::{Sandbox, fixture, scripted};
 
 /// A command agent that answers from the build-loop script; `extra` runs first in each call.
 fn agent(sandbox: &Sandbox, extra: &str) -> String {
@@ -134,7 +134,7 @@ fn the_progress_line_stays_off_stdout_and_off_a_pipe() {
         "--task",
         "greet",
         "--agent",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
+        &scripted("build-loop.jsonl"),
         "--json",
     ]);
     assert_eq!(run.json()["status"], "completed");
@@ -219,10 +219,7 @@ fn a_second_ctrl_c_quits_and_stops_the_running_program() {
     let mut child = sandbox
         .command_on(&sandbox.db())
         .args(["run", &config, "--task", "wait", "--cast", "q", "--json"])
-        .args([
-            "--agent",
-            &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-        ])
+        .args(["--agent", &scripted("build-loop.jsonl")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -276,10 +273,7 @@ fn a_second_ctrl_c_quits_and_stops_the_running_program() {
 #[test]
 fn debug_tracing_names_every_event_of_a_run_including_its_start() {
     let sandbox = Sandbox::new();
-    let mut cmd = sandbox.build_loop(
-        "demo",
-        &format!("scripted:{}", fixture("scripts/build-loop.jsonl")),
-    );
+    let mut cmd = sandbox.build_loop("demo", &scripted("build-loop.jsonl"));
     cmd.env("RUST_LOG", "castlog_replay=debug");
     let run = sandbox.finish(&mut cmd);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -5,6 +5,8 @@
 
 use castlog_events::LogError;
 use castlog_events::codec::CodecError;
+use castlog_projections::prompt::PromptError;
+use castlog_replay::driver::DriveError;
 
 /// An error on its way out of the binary.
 #[derive(Debug)]
@@ -89,36 +91,72 @@ impl CliError {
     }
 }
 
+/// The exit code of a log error.
+fn log_code(err: &LogError) -> u8 {
+    match err {
+        LogError::Open { .. }
+        | LogError::NoDatabase { .. }
+        | LogError::Conflict { .. }
+        | LogError::ReadOnly { .. }
+        | LogError::SchemaTooNew { .. }
+        | LogError::UnknownCast { .. }
+        | LogError::CastExists { .. }
+        | LogError::EmptyAppend { .. } => USER,
+        LogError::Corrupt { .. } | LogError::BrokenImport { .. } | LogError::BadForkPoint { .. } => {
+            INTEGRITY
+        }
+        _ => INTERNAL,
+    }
+}
+
+/// The exit code of a prompt that cannot be rebuilt: the log is damaged, unless the log
+/// itself failed.
+fn prompt_code(err: &PromptError) -> u8 {
+    match err {
+        PromptError::Log(log) => log_code(log),
+        _ => INTEGRITY,
+    }
+}
+
+/// The exit code of an error that stopped a drive: a prompt or a fold that fails is the same
+/// integrity failure whichever command met it.
+fn drive_code(err: &DriveError) -> u8 {
+    match err {
+        DriveError::Log(log) => log_code(log),
+        DriveError::Prompt { source, .. } => prompt_code(source),
+        DriveError::Fold { .. } => INTEGRITY,
+        // A folded state the machine cannot act on: castlog broke its own invariant.
+        DriveError::Inconsistent(_) => INTERNAL,
+        // A refused input, an unknown cast or point, a script line of the wrong kind: the
+        // user's input, not a fault of castlog.
+        _ => USER,
+    }
+}
+
+/// The exit code of an export or import error.
+fn codec_code(err: &CodecError) -> u8 {
+    match err {
+        CodecError::Log(log) => log_code(log),
+        CodecError::Tampered { .. } | CodecError::BlobMismatch { .. } => INTEGRITY,
+        _ => USER,
+    }
+}
+
 impl From<LogError> for CliError {
     fn from(err: LogError) -> Self {
-        if let LogError::Conflict { cast, .. } = &err {
+        let code = log_code(&err);
+        let message = match &err {
             // Another process appended to the cast meanwhile: nothing of this batch was
             // written, and the log (not this process's view of it) is where to go on from.
-            return CliError::user(format!(
+            LogError::Conflict { cast, .. } => format!(
                 "{err}: another castlog process wrote to cast {cast} meanwhile, and nothing of this step was recorded; `castlog state {cast}` shows where it is, `castlog resume {cast} --agent SPEC` drives it on from there"
-            ));
-        }
-        if let LogError::NoDatabase { .. } = &err {
-            return CliError::user(format!(
-                "{err}; run a cast first, or point --db (or CASTLOG_DB) at one"
-            ));
-        }
-        let code = match &err {
-            LogError::Open { .. }
-            | LogError::ReadOnly { .. }
-            | LogError::SchemaTooNew { .. }
-            | LogError::UnknownCast { .. }
-            | LogError::CastExists { .. }
-            | LogError::EmptyAppend { .. } => USER,
-            LogError::Corrupt { .. }
-            | LogError::BrokenImport { .. }
-            | LogError::BadForkPoint { .. } => INTEGRITY,
-            _ => INTERNAL,
+            ),
+            LogError::NoDatabase { .. } => {
+                format!("{err}; run a cast first, or point --db (or CASTLOG_DB) at one")
+            }
+            _ => err.to_string(),
         };
-        Self {
-            code,
-            message: err.to_string(),
-        }
+        Self { code, message }
     }
 }
 
@@ -126,25 +164,26 @@ impl From<CodecError> for CliError {
     fn from(err: CodecError) -> Self {
         match err {
             CodecError::Log(log) => log.into(),
-            CodecError::Tampered { .. } | CodecError::BlobMismatch { .. } => {
-                CliError::integrity(err.to_string())
-            }
-            _ => CliError::user(err.to_string()),
+            other => Self {
+                code: codec_code(&other),
+                message: other.to_string(),
+            },
         }
     }
 }
 
-impl From<castlog_replay::driver::DriveError> for CliError {
-    fn from(err: castlog_replay::driver::DriveError) -> Self {
-        use castlog_replay::driver::DriveError;
+impl From<DriveError> for CliError {
+    fn from(err: DriveError) -> Self {
         match err {
             DriveError::Log(log) => log.into(),
-            DriveError::Fold { .. } => CliError::integrity(err.to_string()),
-            // A script line of the wrong kind is the user's input, not a fault of castlog.
-            DriveError::WrongAnswer { .. } => CliError::user(err.to_string()),
-            // A folded state the machine cannot act on: castlog broke its own invariant.
-            DriveError::Inconsistent(_) => CliError::internal(err.to_string()),
-            _ => CliError::user(err.to_string()),
+            DriveError::Prompt {
+                source: PromptError::Log(log),
+                ..
+            } => log.into(),
+            other => Self {
+                code: drive_code(&other),
+                message: other.to_string(),
+            },
         }
     }
 }
@@ -155,11 +194,14 @@ impl From<castlog_core::loadout::LoadError> for CliError {
     }
 }
 
-impl From<castlog_projections::prompt::PromptError> for CliError {
-    fn from(err: castlog_projections::prompt::PromptError) -> Self {
+impl From<PromptError> for CliError {
+    fn from(err: PromptError) -> Self {
         match err {
-            castlog_projections::prompt::PromptError::Log(log) => log.into(),
-            other => CliError::integrity(other.to_string()),
+            PromptError::Log(log) => log.into(),
+            other => Self {
+                code: prompt_code(&other),
+                message: other.to_string(),
+            },
         }
     }
 }

@@ -18,19 +18,34 @@ use crate::loadout::Socket;
 /// The keys an agent may always emit.
 pub const CANONICAL_KEYS: [&str; 4] = ["workItems", "satisfied", "context", "text"];
 
+/// Why an output holds no JSON value. Its words are recorded in `output_rejected` (and
+/// re-decided by `verify`), so they are frozen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LenientError {
+    /// Neither `{` nor `[` occurs in the output.
+    #[error("the output contains no JSON object")]
+    NoObject,
+    /// The text from the first `{` or `[` on is not JSON.
+    #[error("the output is not valid JSON: {0}")]
+    Invalid(#[source] serde_json::Error),
+    /// The text from the first `{` or `[` on ends before a value does.
+    #[error("the output contains no JSON value")]
+    NoValue,
+}
+
 /// Parses an output leniently into one JSON value.
-pub fn parse_lenient(text: &str) -> Result<Value, String> {
+pub fn parse_lenient(text: &str) -> Result<Value, LenientError> {
     let candidate = fenced_block(text).unwrap_or(text);
     let start = candidate
         .find(['{', '['])
-        .ok_or_else(|| "the output contains no JSON object".to_owned())?;
+        .ok_or(LenientError::NoObject)?;
     let body = &candidate[start..];
     let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
     match values.next() {
         Some(Ok(value)) => Ok(value),
-        // Recorded in `output_rejected` (and re-decided by `verify`), so its wording is frozen.
-        Some(Err(err)) => Err(format!("the output is not valid JSON: {err}")),
-        None => Err("the output contains no JSON value".to_owned()),
+        Some(Err(err)) => Err(LenientError::Invalid(err)),
+        None => Err(LenientError::NoValue),
     }
 }
 
@@ -337,8 +352,8 @@ mod tests {
         fn a_damaged_reply_parses_or_fails_in_words(
             bytes in crate::hostile::damaged(reply().as_bytes())
         ) {
-            if let Err(message) = parse_lenient(&String::from_utf8_lossy(&bytes)) {
-                plain(&message)?;
+            if let Err(err) = parse_lenient(&String::from_utf8_lossy(&bytes)) {
+                plain(&err.to_string())?;
             }
         }
 

@@ -45,7 +45,7 @@ use crate::verify::first_problem;
 mod compact;
 
 use compact::{BinEvent, BinExport, BinHead};
-pub use compact::{from_compact, is_compact_of, to_compact};
+pub use compact::{CompactError, from_compact, is_compact_of, to_compact};
 
 /// The version written in export headers.
 pub const EXPORT_VERSION: u32 = 1;
@@ -82,11 +82,12 @@ pub enum CodecError {
     },
     /// A bincode export does not decode.
     #[error(
-        "malformed bincode export: {message}; the file is damaged or was not written by castlog export"
+        "malformed bincode export: {source}; the file is damaged or was not written by castlog export"
     )]
     Undecodable {
-        /// What is wrong, in words.
-        message: String,
+        /// What is wrong.
+        #[source]
+        source: CompactError,
     },
     /// The content does not verify.
     #[error("refusing to import cast {cast}: seq {seq}: {message}")]
@@ -439,7 +440,7 @@ fn json_line(value: &impl Serialize) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<CastExport, CodecError> {
     if let Some(rest) = bytes.strip_prefix(BIN_MAGIC.as_slice()) {
         let bin: BinExport =
-            from_compact(rest).map_err(|message| CodecError::Undecodable { message })?;
+            from_compact(rest).map_err(|source| CodecError::Undecodable { source })?;
         return bin.into_export();
     }
     let text = std::str::from_utf8(bytes).map_err(|_| CodecError::NotAnExport {

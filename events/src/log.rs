@@ -81,7 +81,7 @@ pub enum StoredRow {
 }
 
 /// Everything that can go wrong at the log seam.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
     /// Optimistic concurrency: another writer appended first.
@@ -135,12 +135,13 @@ pub enum LogError {
         cast: CastId,
     },
     /// The database file could not be opened or is not a castlog database.
-    #[error("cannot open castlog database {path}: {message}")]
+    #[error("cannot open castlog database {path}: {source}")]
     Open {
         /// The file.
         path: String,
-        /// Why.
-        message: String,
+        /// Why: the file system's or SQLite's error, or the log's words for what it found.
+        #[source]
+        source: Cause,
     },
     /// A command that needs a log finds none: nothing is at the path, or an empty file, or a
     /// SQLite file without castlog's schema (which such a command never writes into it).
@@ -183,21 +184,68 @@ pub enum LogError {
         message: String,
     },
     /// The storage engine failed.
-    #[error("storage error while {context}: {message}")]
+    #[error("storage error while {context}: {source}")]
     Storage {
         /// What the log was doing.
         context: String,
-        /// The engine's message.
-        message: String,
+        /// What failed: the engine's (or the file system's) error, or the log's own words
+        /// when a thread of it failed and there is no error below.
+        #[source]
+        source: Cause,
     },
 }
 
+/// The error below a [`LogError::Storage`] or [`LogError::Open`], kept as it was (a
+/// `rusqlite::Error`, an `io::Error`, an earlier `LogError`) so a caller can walk to it and
+/// downcast it; shared, so an error that fails a whole group of appends reaches each of them.
+///
+/// It is deliberately not an `Error` itself: it derefs to the error it holds, so that error
+/// (not a wrapper around it) is what `source()` returns.
+#[derive(Debug, Clone)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// The error (or the log's words, when nothing failed below).
+    pub fn new(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Cause(std::sync::Arc::from(err.into()))
+    }
+}
+
+impl std::ops::Deref for Cause {
+    type Target = dyn std::error::Error + Send + Sync;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl LogError {
-    /// Wraps a storage engine error with what the log was doing.
-    pub fn storage(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+    /// The error opening the database at `path`: why, as an error (or the log's words).
+    pub fn open(
+        path: impl Into<String>,
+        err: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        LogError::Open {
+            path: path.into(),
+            source: Cause::new(err),
+        }
+    }
+
+    /// Wraps a storage engine error (or, when nothing failed below, the log's own words)
+    /// with what the log was doing.
+    pub fn storage(
+        context: impl Into<String>,
+        err: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         LogError::Storage {
             context: context.into(),
-            message: err.to_string(),
+            source: Cause::new(err),
         }
     }
 }
@@ -511,5 +559,46 @@ pub trait EventLog: Send + Sync {
             ControlFlow::Continue(())
         })?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::LogError;
+
+    #[test]
+    fn a_storage_error_keeps_the_engine_error_as_its_source() {
+        let engine = rusqlite::Error::InvalidQuery;
+        let shown = engine.to_string();
+        let err = LogError::storage("appending an event", engine);
+        assert_eq!(
+            err.to_string(),
+            format!("storage error while appending an event: {shown}")
+        );
+        let source = err.source().expect("the engine error is the source");
+        assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{source:?}");
+    }
+
+    #[test]
+    fn an_error_that_fails_a_group_is_shared_by_each_append() {
+        let first = LogError::storage("writing", "the transaction was rolled back");
+        let copy = LogError::storage("committing", first.clone());
+        assert_eq!(
+            copy.to_string(),
+            "storage error while committing: storage error while writing: the transaction was rolled back"
+        );
+        let below = copy.source().and_then(|s| s.downcast_ref::<LogError>());
+        assert!(matches!(below, Some(LogError::Storage { .. })), "{below:?}");
+    }
+
+    #[test]
+    fn an_open_error_keeps_the_file_system_error() {
+        let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let err = LogError::open("castlog.db", io);
+        assert!(err.to_string().starts_with("cannot open castlog database castlog.db: "));
+        let source = err.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(source.map(|e| e.kind()), Some(std::io::ErrorKind::PermissionDenied));
     }
 }

@@ -69,14 +69,15 @@ pub enum DriveError {
         cast: CastId,
     },
     /// The log cannot be folded into a cast.
-    #[error("cast {cast} cannot be replayed at seq {seq}: {message}")]
+    #[error("cast {cast} cannot be replayed at seq {seq}: {cause}")]
     Fold {
         /// The cast.
         cast: CastId,
         /// The event.
         seq: Seq,
         /// Why.
-        message: String,
+        #[source]
+        cause: FoldError,
     },
     /// The cast is a record of another kind (an engage run, a destination's claim ledger),
     /// which the cast machine does not fold.
@@ -91,9 +92,21 @@ pub enum DriveError {
         /// Where to look instead.
         hint: &'static str,
     },
-    /// The agent answered something that does not fit.
-    #[error("{0}")]
-    Agent(String),
+    /// The prompt in flight cannot be rebuilt from the log to be sent (again) to the agent:
+    /// an entry blob is missing or damaged, or the entries no longer assemble to the recorded
+    /// prompt.
+    #[error("the prompt in flight: {source}")]
+    Prompt {
+        /// The cast.
+        cast: CastId,
+        /// What is wrong with it.
+        #[source]
+        source: castlog_projections::prompt::PromptError,
+    },
+    /// A point of a cast to recast from (or an input to keep) does not name what a recast
+    /// needs.
+    #[error(transparent)]
+    Point(#[from] crate::recast::PointError),
     /// The agent gave an answer of the wrong kind: a script line with a person's message where
     /// an agent reply is due, or a reply where a person's refinement or continue is.
     #[error(
@@ -113,6 +126,24 @@ pub enum DriveError {
     /// The folded state asks for nothing the driver can do (see [`Inconsistent`]).
     #[error(transparent)]
     Inconsistent(#[from] Inconsistent),
+}
+
+/// Why an event of a cast does not fold.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FoldError {
+    /// The stored event does not decode.
+    #[error(transparent)]
+    Decode(#[from] castlog_core::event::DecodeError),
+    /// The first event gives no state (its loadout does not decode).
+    #[error(transparent)]
+    Start(#[from] castlog_core::machine::StartError),
+    /// The first event is not one a cast starts with.
+    #[error("the first event is {kind}, not cast_started or cast_forked")]
+    NotAStart {
+        /// Its kind.
+        kind: String,
+    },
 }
 
 /// What a socket waits for, when an agent answered something else.

@@ -101,10 +101,10 @@ pub fn take_day(
             Err(e) => return Err(e),
         }
     }
-    Err(LogError::Storage {
-        context: format!("taking {} on {}", claim.day, claim.destination),
-        message: format!("lost the append race {ATTEMPTS} times in a row"),
-    })
+    Err(LogError::storage(
+        format!("taking {} on {}", claim.day, claim.destination),
+        format!("lost the append race {ATTEMPTS} times in a row"),
+    ))
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ pub fn decision_ends(
         let event = record.event().map_err(|e| DriveError::Fold {
             cast: cast.clone(),
             seq: record.seq,
-            message: e.to_string(),
+            cause: e.into(),
         })?;
         if starts_decision(&state, &event, &previous_kind) {
             ends.push(Seq(record.seq.get() - 1));
@@ -138,34 +138,116 @@ pub fn decision_ends(
     Ok(ends)
 }
 
-/// `seq` if it is one of `ends`, or an error naming the nearest boundaries (`what` says where
-/// the seq came from, e.g. a waypoint).
+/// `seq` if it is one of `ends`, or an error naming the nearest boundaries (`waypoint` names
+/// the waypoint the seq came from).
 fn boundary(
     ends: &[Seq],
     cast: &CastId,
     seq: Seq,
     len: u64,
-    what: &str,
-) -> Result<Seq, DriveError> {
+    waypoint: Option<&str>,
+) -> Result<Seq, PointError> {
     if ends.contains(&seq) {
         return Ok(seq);
     }
     let before = ends.iter().rev().find(|s| **s < seq);
     let after = ends.iter().find(|s| **s > seq);
-    Err(DriveError::Agent(format!(
-        "{what}seq {seq} is not a decision boundary of cast {cast}{}; pick one of the nearest: {}",
-        if seq.get() > len {
-            " (past its end)"
-        } else {
-            ""
-        },
-        [before, after]
-            .iter()
-            .flatten()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .join(" or ")
-    )))
+    Err(PointError::NotABoundary {
+        cast: cast.clone(),
+        seq,
+        waypoint: waypoint.map(str::to_owned),
+        past_end: seq.get() > len,
+        nearest: [before, after].into_iter().flatten().copied().collect(),
+    })
+}
+
+/// Why a point named for a recast (or for reading a cast at) does not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PointError {
+    /// A seq (given, or named by a waypoint) that does not end a decision.
+    #[error(
+        "{}seq {seq} is not a decision boundary of cast {cast}{}; pick one of the nearest: {}",
+        .waypoint.as_ref().map(|w| format!("waypoint {w:?} names {seq}, but ")).unwrap_or_default(),
+        if *.past_end { " (past its end)" } else { "" },
+        .nearest.iter().map(ToString::to_string).collect::<Vec<_>>().join(" or ")
+    )]
+    NotABoundary {
+        /// The cast.
+        cast: CastId,
+        /// The seq.
+        seq: Seq,
+        /// The waypoint that named it, if one did.
+        waypoint: Option<String>,
+        /// Whether it lies past the cast's last event.
+        past_end: bool,
+        /// The nearest boundaries before and after it.
+        nearest: Vec<Seq>,
+    },
+    /// A visit of the prefix a recast was forked from, asked of the recast.
+    #[error(
+        "cast {cast} has no visit {visit} of {socket} of its own; it was forked from {parent} at seq {parent_seq}, so a visit before that is read there: `--at` it on cast {parent}"
+    )]
+    VisitOfParent {
+        /// The recast.
+        cast: CastId,
+        /// The socket.
+        socket: String,
+        /// The visit.
+        visit: u32,
+        /// Its parent.
+        parent: CastId,
+        /// The fork seq.
+        parent_seq: Seq,
+    },
+    /// A visit the cast never made.
+    #[error("cast {cast} has no visit {visit} of {socket}")]
+    NoVisit {
+        /// The cast.
+        cast: CastId,
+        /// The socket.
+        socket: String,
+        /// The visit.
+        visit: u32,
+    },
+    /// A visit whose decision never ended.
+    #[error("no decision boundary after {socket}:{visit}")]
+    NoBoundaryAfter {
+        /// The socket.
+        socket: String,
+        /// The visit.
+        visit: u32,
+    },
+    /// Neither a seq, nor `SOCKET:VISIT`, nor a waypoint of the cast.
+    #[error(
+        "{at:?} is not a seq, SOCKET:VISIT or a waypoint of cast {cast} (see `castlog show {cast}`)"
+    )]
+    Unknown {
+        /// The cast.
+        cast: CastId,
+        /// What was given.
+        at: String,
+    },
+    /// A fork seq past the parent's end.
+    #[error("cast {cast} has no seq {seq}")]
+    NoSeq {
+        /// The cast.
+        cast: CastId,
+        /// The seq.
+        seq: Seq,
+    },
+    /// `--keep-inputs` names an event that is not a person's input after the fork point.
+    #[error(
+        "--keep-inputs {seq}: not a refinement, continue or steering note of {parent} after the fork seq {at}"
+    )]
+    NotAnInput {
+        /// The seq named.
+        seq: Seq,
+        /// The parent cast.
+        parent: CastId,
+        /// The fork seq.
+        at: Seq,
+    },
 }
 
 /// `at` as a seq number: ASCII digits only (`+7` is a name, as a waypoint may be called).
@@ -208,9 +290,8 @@ fn resolve(
         return Err(DriveError::UnknownCast { cast: cast.clone() });
     }
     let ends = decision_ends(log, cast)?;
-    let bad = |message: String| DriveError::Agent(message);
     if let Some(n) = seq_number(at) {
-        return boundary(&ends, cast, Seq(n), own.len() as u64, "");
+        return Ok(boundary(&ends, cast, Seq(n), own.len() as u64, None)?);
     }
     if let Some((socket, visit)) = at.split_once(':')
         && let Ok(visit) = visit.parse::<u32>()
@@ -227,33 +308,41 @@ fn resolve(
             // A recast's seqs are its own: a visit of the prefix it was forked from is read on
             // the cast that made it.
             if let Ok(Event::CastForked(forked)) = own[0].event() {
-                return Err(bad(format!(
-                    "cast {cast} has no visit {visit} of {socket} of its own; it was forked from {} at seq {}, so a visit before that is read there: `--at` it on cast {}",
-                    forked.parent, forked.parent_seq, forked.parent
-                )));
+                return Err(PointError::VisitOfParent {
+                    cast: cast.clone(),
+                    socket: socket.to_owned(),
+                    visit,
+                    parent: forked.parent,
+                    parent_seq: forked.parent_seq,
+                }
+                .into());
             }
-            return Err(bad(format!("cast {cast} has no visit {visit} of {socket}")));
+            return Err(PointError::NoVisit {
+                cast: cast.clone(),
+                socket: socket.to_owned(),
+                visit,
+            }
+            .into());
         };
-        return ends
-            .iter()
-            .copied()
-            .find(|s| *s >= started)
-            .ok_or_else(|| bad(format!("no decision boundary after {socket}:{visit}")));
+        return Ok(ends.iter().copied().find(|s| *s >= started).ok_or_else(|| {
+            PointError::NoBoundaryAfter {
+                socket: socket.to_owned(),
+                visit,
+            }
+        })?);
     }
     let marked = own.iter().rev().find_map(|r| match r.event() {
         Ok(Event::WaypointMarked(w)) if w.name == at => Some(w.at),
         _ => None,
     });
-    let seq = marked.ok_or_else(|| {
-        bad(format!(
-            "{at:?} is not a seq, SOCKET:VISIT or a waypoint of cast {cast} (see `castlog show {cast}`)"
-        ))
+    let seq = marked.ok_or_else(|| PointError::Unknown {
+        cast: cast.clone(),
+        at: at.to_owned(),
     })?;
     if !waypoint_on_boundary {
         return Ok(seq);
     }
-    let what = format!("waypoint {at:?} names {seq}, but ");
-    boundary(&ends, cast, seq, own.len() as u64, &what)
+    Ok(boundary(&ends, cast, seq, own.len() as u64, Some(at))?)
 }
 
 /// What a recast changes.
@@ -280,10 +369,11 @@ pub fn recast<'a, L: EventLog + ?Sized>(
 ) -> Result<Driver<'a, L>, DriveError> {
     let at = log.read(&plan.parent, plan.at, Some(plan.at))?;
     let Some(record) = at.first() else {
-        return Err(DriveError::Agent(format!(
-            "cast {} has no seq {}",
-            plan.parent, plan.at
-        )));
+        return Err(PointError::NoSeq {
+            cast: plan.parent.clone(),
+            seq: plan.at,
+        }
+        .into());
     };
     let (parent_state, _) = fold_until(log, &plan.parent, plan.at)?;
     let loadout_hash: Option<Digest> = plan
@@ -298,10 +388,10 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         loadout_hash,
         loadout: plan.loadout.clone(),
     };
-    let state = CastState::forked(&parent_state, &forked).map_err(|message| DriveError::Fold {
+    let state = CastState::forked(&parent_state, &forked).map_err(|err| DriveError::Fold {
         cast: plan.child.clone(),
         seq: Seq::FIRST,
-        message,
+        cause: err.into(),
     })?;
     let env = Env::from_clock(clock, blob_hash);
     let point = ForkPoint {
@@ -333,10 +423,12 @@ pub fn recast<'a, L: EventLog + ?Sized>(
                 origin,
             },
             _ => {
-                return Err(DriveError::Agent(format!(
-                    "--keep-inputs {seq}: not a refinement, continue or steering note of {} after the fork seq {}",
-                    plan.parent, plan.at
-                )));
+                return Err(PointError::NotAnInput {
+                    seq: *seq,
+                    parent: plan.parent.clone(),
+                    at: plan.at,
+                }
+                .into());
             }
         };
         kept.push(input);

@@ -87,7 +87,7 @@ impl Index {
             let event = record.event().map_err(|e| DriveError::Fold {
                 cast: record.cast.clone(),
                 seq: record.seq,
-                message: e.to_string(),
+                cause: e.into(),
             })?;
             match event {
                 Event::PromptDispatched(e) => {

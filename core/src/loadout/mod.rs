@@ -11,6 +11,7 @@
 pub mod load;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -289,7 +290,22 @@ impl Loadout {
     }
 
     /// Reads a frozen loadout back from a `cast_started` event.
-    pub fn from_json(value: &Value) -> Result<Loadout, String> {
-        serde_json::from_value(value.clone()).map_err(|e| crate::syntax::json_error(&e))
+    pub fn from_json(value: &Value) -> Result<Loadout, FrozenLoadoutError> {
+        serde_json::from_value(value.clone()).map_err(|e| FrozenLoadoutError(Arc::new(e)))
     }
 }
+
+/// A frozen loadout (in `cast_started` or `cast_forked`) that does not decode: the decoder's
+/// error, in words. Shared, so that the rejections and fold errors holding it stay `Clone`;
+/// two are equal when they say the same.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", crate::syntax::json_error(.0))]
+pub struct FrozenLoadoutError(#[source] pub Arc<serde_json::Error>);
+
+impl PartialEq for FrozenLoadoutError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for FrozenLoadoutError {}

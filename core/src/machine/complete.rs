@@ -116,7 +116,7 @@ impl Decider<'_, '_> {
         let parsed = handoff::parse_lenient(&text);
         let issues = match &parsed {
             Ok(value) => handoff::validate(socket, value),
-            Err(message) => vec![message.clone()],
+            Err(err) => vec![err.to_string()],
         };
         match parsed {
             Ok(value) if issues.is_empty() => self.complete(&current.socket, &text, Some(value)),
@@ -225,10 +225,10 @@ impl Decider<'_, '_> {
         }
         let parsed = match handoff::parse_lenient(stdout) {
             Ok(value) => value,
-            Err(message) => {
+            Err(err) => {
                 self.fail(
                     format!(
-                        "utility {} ({argv}) printed invalid JSON: {message}",
+                        "utility {} ({argv}) printed invalid JSON: {err}",
                         current.socket
                     ),
                     Some(current.socket),

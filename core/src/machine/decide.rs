@@ -56,12 +56,23 @@ pub enum Rejection {
         /// What the cast waits for instead.
         reason: String,
     },
+    /// The cast names a placement policy castlog does not know.
+    #[error("cannot start the loadout: unknown placement policy {policy:?}: use recommended or legacy")]
+    UnknownPolicy {
+        /// The name given.
+        policy: String,
+    },
+    /// The cast's prompts are fenced with a version newer than this castlog's.
+    #[error("cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog")]
+    FenceTooNew {
+        /// The cast's fence version.
+        version: u32,
+        /// The newest this castlog knows.
+        supported: u32,
+    },
     /// The loadout cannot start.
     #[error("cannot start the loadout: {0}")]
-    Loadout(String),
-    /// Not supported by this version.
-    #[error("{0}")]
-    Unsupported(String),
+    Loadout(#[from] super::StartError),
     /// An illegal claim transition (names the claim's current state).
     #[error(transparent)]
     Claim(#[from] crate::claims::TransitionError),
@@ -364,18 +375,17 @@ fn phase_of(state: &CastState) -> Option<Phase> {
 /// Starts a cast: `cast_started`, then the entry socket's first visit.
 pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), Rejection> {
     if prompt::Policy::named(&started.policy).is_none() {
-        return Err(Rejection::Loadout(format!(
-            "unknown placement policy {:?}: use recommended or legacy",
-            started.policy
-        )));
+        return Err(Rejection::UnknownPolicy {
+            policy: started.policy,
+        });
     }
     if let Some(version) = started.fence.filter(|&v| v > prompt::fence::VERSION) {
-        return Err(Rejection::Loadout(format!(
-            "the cast's prompts are fenced with version {version}, newer than this castlog's {}: use a newer castlog",
-            prompt::fence::VERSION
-        )));
+        return Err(Rejection::FenceTooNew {
+            version,
+            supported: prompt::fence::VERSION,
+        });
     }
-    let mut state = CastState::started(&started).map_err(Rejection::Loadout)?;
+    let mut state = CastState::started(&started)?;
     let entry = state.loadout.entry.clone();
     let mut d = Decider::new(&mut state, env);
     d.out.events.push(Event::CastStarted(started));

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::event::{CastStarted, Event, Target, Usage};
 use crate::id::{ItemKey, Seq, SocketId, Turn};
-use crate::loadout::{EdgeTarget, ItemSource, Loadout, Socket, SocketKind};
+use crate::loadout::{EdgeTarget, FrozenLoadoutError, ItemSource, Loadout, Socket, SocketKind};
 use crate::path::{self, Scope};
 
 /// The item a socket start selects.
@@ -30,11 +30,22 @@ pub(crate) struct Selection {
     pub source: ItemSource,
 }
 
+/// Why the first event of a cast (`cast_started`, or a recast's `cast_forked`) gives no state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The loadout frozen in `cast_started` does not decode.
+    #[error("the frozen loadout does not decode: {0}")]
+    Frozen(#[source] FrozenLoadoutError),
+    /// The loadout a recast put in `cast_forked` does not decode.
+    #[error("the recast loadout does not decode: {0}")]
+    Recast(#[source] FrozenLoadoutError),
+}
+
 impl CastState {
     /// The state right after `cast_started`.
-    pub fn started(event: &CastStarted) -> Result<CastState, String> {
-        let loadout = Loadout::from_json(&event.loadout)
-            .map_err(|e| format!("the frozen loadout does not decode: {e}"))?;
+    pub fn started(event: &CastStarted) -> Result<CastState, StartError> {
+        let loadout = Loadout::from_json(&event.loadout).map_err(StartError::Frozen)?;
         Ok(CastState {
             cast: event.cast.clone(),
             loadout: Arc::new(loadout),
@@ -74,12 +85,11 @@ impl CastState {
     pub fn forked(
         parent: &CastState,
         event: &crate::event::CastForked,
-    ) -> Result<CastState, String> {
+    ) -> Result<CastState, StartError> {
         let mut state = parent.clone();
         state.cast = event.cast.clone();
         if let Some(frozen) = &event.loadout {
-            let loadout = Loadout::from_json(frozen)
-                .map_err(|e| format!("the recast loadout does not decode: {e}"))?;
+            let loadout = Loadout::from_json(frozen).map_err(StartError::Recast)?;
             state.loadout = Arc::new(loadout);
         }
         if let Some(hash) = event.loadout_hash {

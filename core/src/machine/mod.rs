@@ -28,6 +28,7 @@ use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Tu
 use crate::loadout::Loadout;
 
 pub use decide::{Decision, Rejection};
+pub use evolve::StartError;
 pub use next::{Inconsistent, Next};
 use snapshot::empty_loadout;
 

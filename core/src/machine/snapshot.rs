@@ -41,8 +41,8 @@ impl CastState {
     }
 
     /// The state (and answer count) a snapshot holds, or why it cannot be read.
-    pub fn restore(bytes: &[u8]) -> Result<(CastState, u64), String> {
-        let snapshot: In = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn restore(bytes: &[u8]) -> Result<(CastState, u64), serde_json::Error> {
+        let snapshot: In = serde_json::from_slice(bytes)?;
         let mut state = snapshot.state;
         state.loadout = std::sync::Arc::new(snapshot.loadout);
         Ok((state, snapshot.answers))

@@ -17,14 +17,25 @@ pub fn to_compact<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, bincode::config::standard()).unwrap_or_default()
 }
 
-/// Decodes a value written by [`to_compact`]; trailing bytes are an error, and so is what
-/// the error says, in words.
-pub fn from_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+/// Why bytes are not a value written by [`to_compact`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// The bytes do not decode (the decoder's error, in words).
+    #[error("{}", decode_error(.0))]
+    Decode(#[source] bincode::error::DecodeError),
+    /// A value decodes and this many bytes follow it.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+}
+
+/// Decodes a value written by [`to_compact`]; trailing bytes are an error.
+pub fn from_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CompactError> {
     let config = bincode::config::standard().with_limit::<COMPACT_LIMIT>();
     let (value, used) =
-        bincode::serde::decode_from_slice(bytes, config).map_err(|e| decode_error(&e))?;
+        bincode::serde::decode_from_slice(bytes, config).map_err(CompactError::Decode)?;
     if used != bytes.len() {
-        return Err(format!("{} trailing bytes", bytes.len() - used));
+        return Err(CompactError::Trailing(bytes.len() - used));
     }
     Ok(value)
 }

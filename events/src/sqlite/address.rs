@@ -146,7 +146,7 @@ impl SqliteLog {
     /// head names them), as `(key, first seq, events)` per key.
     pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
         self.read_with(|conn| {
-            let failed = |e: rusqlite::Error| map_err("looking for events of no cast", &e);
+            let failed = |e: rusqlite::Error| map_err("looking for events of no cast", e);
             let mut stmt = conn
                 .prepare(
                     "SELECT id >> 32 AS key, min(id & 4294967295), count(*) FROM events
@@ -181,7 +181,7 @@ impl SqliteLog {
         casts: Option<&[CastId]>,
     ) -> Result<Vec<MisplacedEvent>, LogError> {
         self.read_with(|conn| {
-            let failed = |e: rusqlite::Error| map_err("looking for misplaced events", &e);
+            let failed = |e: rusqlite::Error| map_err("looking for misplaced events", e);
             let ranges: Vec<(i64, i64)> = match casts {
                 None => vec![(i64::MIN, i64::MAX)],
                 Some(casts) => {

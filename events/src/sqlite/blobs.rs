@@ -99,7 +99,7 @@ impl BlobStore {
     /// Called at the start of every write transaction: reads the tail again if another
     /// connection has committed since this writer last looked.
     pub(crate) fn begin(&mut self, conn: &Connection) -> Result<(), LogError> {
-        let read = |e: rusqlite::Error| map_err("reading the blob index", &e);
+        let read = |e: rusqlite::Error| map_err("reading the blob index", e);
         let version: i64 = conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(read)?;
@@ -149,7 +149,7 @@ impl BlobStore {
 
     /// Stores `bytes` once and returns its address.
     pub(crate) fn put(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
-        let store = |e: rusqlite::Error| map_err("storing a blob", &e);
+        let store = |e: rusqlite::Error| map_err("storing a blob", e);
         let hash = blob_hash(bytes);
         if self.tail.get(&hash).is_some() {
             return Ok(hash);
@@ -177,7 +177,7 @@ impl BlobStore {
 
     /// Stores the chunks of `bytes` not stored yet; returns the chunk list of its blob row.
     fn put_chunks(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, LogError> {
-        let store = |e: rusqlite::Error| map_err("storing a blob", &e);
+        let store = |e: rusqlite::Error| map_err("storing a blob", e);
         let mut insert = conn
             .prepare_cached("INSERT INTO chunks (hash, bytes) VALUES (?1, ?2)")
             .map_err(store)?;
@@ -259,7 +259,7 @@ impl BlobStore {
 
 /// A blob's bytes, reassembled from its chunks when it was stored chunked.
 pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-    let read = |e: &rusqlite::Error| map_err("reading a blob", e);
+    let read = |e: rusqlite::Error| map_err("reading a blob", e);
     let row: Option<(Vec<u8>, i64)> = conn
         .prepare_cached(
             "SELECT bytes, chunked FROM blobs
@@ -273,7 +273,7 @@ pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u
             stmt.query_row([hash.0.as_slice()], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
         })
-        .map_err(|e| read(&e))?;
+        .map_err(read)?;
     let Some((bytes, chunked)) = row else {
         return Ok(None);
     };
@@ -292,7 +292,7 @@ pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u
     }
     let mut stmt = conn
         .prepare_cached("SELECT bytes FROM chunks WHERE id = ?1")
-        .map_err(|e| read(&e))?;
+        .map_err(read)?;
     let mut out = Vec::new();
     for (i, id) in bytes.chunks_exact(8).enumerate() {
         let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
@@ -303,7 +303,7 @@ pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u
                 Ok(())
             })
             .optional()
-            .map_err(|e| read(&e))?;
+            .map_err(read)?;
         if found.is_none() {
             return Err(damaged(format!("its chunk {i} (row {id}) is missing")));
         }

@@ -240,7 +240,7 @@ fn in_savepoint(
     store: &mut BlobStore,
     write: impl FnOnce(&mut BlobStore) -> Result<(), LogError>,
 ) -> Result<(), WriteError> {
-    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing held appends", &e));
+    let failed = |e: rusqlite::Error| WriteError::Failed(map_err("writing held appends", e));
     conn.execute_batch("SAVEPOINT held").map_err(failed)?;
     let mark = store.mark();
     match write(store) {

@@ -85,17 +85,17 @@ fn indexed_rows(
     let context = "reading the claim events";
     let mut stmt = conn
         .prepare_cached(&QUERY)
-        .map_err(|e| map_err(context, &e))?;
+        .map_err(|e| map_err(context, e))?;
     let mut found = stmt
         .query(params![first, last])
-        .map_err(|e| map_err(context, &e))?;
+        .map_err(|e| map_err(context, e))?;
     // Consecutive rows mostly belong to one cast: its name is decoded once.
     let mut cast: Option<CastId> = None;
-    while let Some(row) = found.next().map_err(|e| map_err(context, &e))? {
+    while let Some(row) = found.next().map_err(|e| map_err(context, e))? {
         let name = row
             .get_ref(CAST_COLUMN)
             .and_then(|v| v.as_str().map_err(Into::into))
-            .map_err(|e| map_err(context, &e))?;
+            .map_err(|e| map_err(context, e))?;
         let current = match cast.take() {
             Some(c) if c.as_str() == name => c,
             _ => CastId::new(name),

@@ -148,32 +148,28 @@ impl SqliteLog {
     /// `existing`: refuse a file without castlog's schema instead of writing it there.
     fn open_as(path: PathBuf, durability: Durability, existing: bool) -> Result<Self, LogError> {
         let shown = path.display().to_string();
-        let open_err = |message: String| LogError::Open {
-            path: shown.clone(),
-            message,
-        };
         // Before anything opens it: opening a FIFO blocks until someone writes to it.
-        open::regular_file(&path).map_err(&open_err)?;
-        check_magic(&path).map_err(&open_err)?;
+        open::regular_file(&path).map_err(|e| LogError::open(&shown, e))?;
+        check_magic(&path).map_err(|e| LogError::open(&shown, e))?;
         let flags = if existing {
             OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE
         } else {
             OpenFlags::default()
         };
         let mut writer_conn =
-            Connection::open_with_flags(&path, flags).map_err(|e| open::failed(&shown, &e))?;
+            Connection::open_with_flags(&path, flags).map_err(|e| open::failed(&shown, e))?;
         // Look before touching: a foreign file is refused before WAL mode (a persistent change)
         // is switched on.
         let version = schema_version(&writer_conn, &shown)?;
         if existing && version == 0 {
             return Err(open::no_schema(&path));
         }
-        configure(&writer_conn, durability).map_err(|e| open::failed(&shown, &e))?;
+        configure(&writer_conn, durability).map_err(|e| open::failed(&shown, e))?;
         // Versions only grow, so a file seen at the current one needs no lock to stay there.
         if version < SCHEMA_VERSION {
             migrate(&mut writer_conn, &shown)?;
         }
-        let reader = open_reader(&path, false).map_err(|e| open_err(e.to_string()))?;
+        let reader = open_reader(&path, false).map_err(|e| LogError::open(&shown, e))?;
         // The file SQLite opened (it resolves a symlinked path; the path given may name
         // another directory's `-wal`). A name SQLite reports is UTF-8 or not reported: then
         // the path is resolved here the same way.
@@ -211,9 +207,14 @@ impl SqliteLog {
     /// file is read as immutable: without the index and without locks.
     fn open_read_only(path: PathBuf) -> Result<Self, LogError> {
         let shown = path.display().to_string();
-        let unreadable = |e: rusqlite::Error| LogError::Open {
-            path: shown.clone(),
-            message: format!("it cannot be written, nor read: {e}"),
+        let unreadable = |e: rusqlite::Error| {
+            LogError::open(
+                &shown,
+                open::Sql {
+                    doing: "it cannot be written, nor read".into(),
+                    source: e,
+                },
+            )
         };
         let probe = |immutable: bool| {
             let conn = open_reader(&path, immutable)?;
@@ -234,12 +235,12 @@ impl SqliteLog {
             return Err(open::no_schema(&path));
         }
         if version < open::READS_WITHOUT_UPGRADE {
-            return Err(LogError::Open {
-                path: shown,
-                message: format!(
+            return Err(LogError::open(
+                shown,
+                format!(
                     "it has schema version {version}, which this castlog reads only after upgrading it to {SCHEMA_VERSION}, and it is read-only; make it writable once"
                 ),
-            });
+            ));
         }
         let reader = open_reader(&path, immutable).map_err(unreadable)?;
         Ok(Self {
@@ -302,7 +303,7 @@ impl SqliteLog {
         let conn = match idle {
             Some(conn) => conn,
             None => open_reader(&self.path, self.immutable)
-                .map_err(|e| map_err("opening a reader", &e))?,
+                .map_err(|e| map_err("opening a reader", e))?,
         };
         let result = read(&conn);
         let mut pool = self.pool();
@@ -316,7 +317,7 @@ impl SqliteLog {
         let key = conn
             .prepare_cached("SELECT id FROM casts WHERE cast_id = ?1")
             .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)).optional())
-            .map_err(|e| map_err("looking up a cast", &e))?;
+            .map_err(|e| map_err("looking up a cast", e))?;
         if key.is_none() {
             unindexed(conn, cast)?;
         }
@@ -334,7 +335,7 @@ impl SqliteLog {
                 stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(7)?)))
                     .optional()
             })
-            .map_err(|e| map_err("reading a cast head", &e))?;
+            .map_err(|e| map_err("reading a cast head", e))?;
         match row {
             Some((row, key)) => Ok(Some((head_from_row(row)?, key))),
             None => unindexed(conn, cast).map(|()| None),
@@ -424,13 +425,13 @@ fn without_sql(err: &rusqlite::Error) -> String {
 /// finding the file corrupt, a column holding a value of another type than castlog writes
 /// (text where a digest belongs, bytes that are not UTF-8, ...), or a table castlog created
 /// being gone.
-pub(crate) fn map_err(context: &str, err: &rusqlite::Error) -> LogError {
+pub(crate) fn map_err(context: &str, err: rusqlite::Error) -> LogError {
     if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
         LogError::ReadOnly {
             context: context.to_owned(),
             message: err.to_string(),
         }
-    } else if is_damage(err) {
+    } else if is_damage(&err) {
         LogError::Corrupt {
             context: context.to_owned(),
             message: err.to_string(),
@@ -467,7 +468,7 @@ fn unindexed(conn: &Connection, cast: &CastId) -> Result<(), LogError> {
     let listed: bool = conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM casts NOT INDEXED WHERE cast_id = ?1)")
         .and_then(|mut stmt| stmt.query_row([cast.as_str()], |r| r.get(0)))
-        .map_err(|e| map_err("looking up a cast without the index of cast names", &e))?;
+        .map_err(|e| map_err("looking up a cast without the index of cast names", e))?;
     if listed {
         return Err(LogError::Corrupt {
             context: format!("looking up cast {cast}"),
@@ -572,7 +573,7 @@ impl EventLog for SqliteLog {
         self.read_with(|conn| {
             let tx = conn
                 .unchecked_transaction()
-                .map_err(|e| map_err("starting a read", &e))?;
+                .map_err(|e| map_err("starting a read", e))?;
             let Some((head, key)) = Self::head_and_key(&tx, cast)? else {
                 return Ok(None);
             };
@@ -678,7 +679,7 @@ fn checkpoint_row(
             })
             .optional()
         })
-        .map_err(|e| map_err(context, &e))?;
+        .map_err(|e| map_err(context, e))?;
     Ok(row.and_then(|(version, seq, hash, bytes)| {
         Some(Snapshot {
             version: u32::try_from(version).ok()?,
@@ -699,14 +700,14 @@ fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {
             "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
                  FROM casts ORDER BY id",
         )
-        .map_err(|e| map_err("listing casts", &e))?;
+        .map_err(|e| map_err("listing casts", e))?;
     let rows = stmt
         .query_map([], head_row)
-        .map_err(|e| map_err("listing casts", &e))?;
+        .map_err(|e| map_err("listing casts", e))?;
     let mut out = Vec::new();
     for row in rows {
         out.push(head_from_row(
-            row.map_err(|e| map_err("listing casts", &e))?,
+            row.map_err(|e| map_err("listing casts", e))?,
         )?);
     }
     Ok(out)
@@ -783,11 +784,11 @@ fn scan_rows(
             "SELECT {} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             rows::EVENT_COLUMNS
         ))
-        .map_err(|e| map_err("reading events", &e))?;
+        .map_err(|e| map_err("reading events", e))?;
     let mut rows = stmt
         .query(params![first, last])
-        .map_err(|e| map_err("reading events", &e))?;
-    while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
+        .map_err(|e| map_err("reading events", e))?;
+    while let Some(row) = rows.next().map_err(|e| map_err("reading events", e))? {
         let record = rows::event(row, cast).map_err(|bad| bad.into_error(cast))?;
         if visit(record).is_break() {
             break;

@@ -34,11 +34,11 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// Refuses what is at `path` unless it is a regular file (or nothing, for a log to create):
 /// a FIFO would block the first read until someone writes to it, and a device, socket or
 /// directory is no castlog database either. A symlink is judged by what it points to.
-pub(super) fn regular_file(path: &Path) -> Result<(), String> {
+pub(super) fn regular_file(path: &Path) -> Result<(), Refused> {
     let kind = match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() => return Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(err.to_string()),
+        Err(err) => return Err(Refused::Unreadable(err)),
         Ok(meta) if meta.is_dir() => "a directory",
         Ok(meta) => {
             use std::os::unix::fs::FileTypeExt;
@@ -54,9 +54,34 @@ pub(super) fn regular_file(path: &Path) -> Result<(), String> {
             }
         }
     };
-    Err(format!(
-        "it is {kind}, not a database file; point --db at a castlog database or a new path"
-    ))
+    Err(Refused::NotAFile(kind))
+}
+
+/// Why a path is refused before SQLite opens it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    /// What is there cannot be looked at or read.
+    #[error(transparent)]
+    Unreadable(std::io::Error),
+    /// What is there is not a regular file (a directory, a FIFO, ...).
+    #[error("it is {0}, not a database file; point --db at a castlog database or a new path")]
+    NotAFile(&'static str),
+    /// The file does not start with SQLite's header.
+    #[error(
+        "not a SQLite database (bad file header); point --db at a castlog database or a new path"
+    )]
+    NotSqlite,
+}
+
+/// A SQLite error met while doing something, shown without the SQL it may quote.
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}: {}", without_sql(.source))]
+pub(super) struct Sql {
+    /// What was being done.
+    pub doing: String,
+    /// SQLite's error.
+    #[source]
+    pub source: rusqlite::Error,
 }
 
 /// The error for a file an opener that needs a log finds without castlog's schema.
@@ -74,7 +99,7 @@ pub(super) fn no_schema(path: &Path) -> LogError {
 
 /// An error opening the file: [`LogError::ReadOnly`] when the file or its directory cannot
 /// be written (SQLite then cannot open it for writing, or cannot make its `-shm` index).
-pub(super) fn failed(shown: &str, err: &rusqlite::Error) -> LogError {
+pub(super) fn failed(shown: &str, err: rusqlite::Error) -> LogError {
     use rusqlite::ErrorCode as C;
     match err.sqlite_error_code() {
         Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) if Path::new(shown).exists() => {
@@ -83,10 +108,7 @@ pub(super) fn failed(shown: &str, err: &rusqlite::Error) -> LogError {
                 message: err.to_string(),
             }
         }
-        _ => LogError::Open {
-            path: shown.to_owned(),
-            message: err.to_string(),
-        },
+        _ => LogError::open(shown, err),
     }
 }
 
@@ -107,11 +129,11 @@ pub(super) fn immutable_uri(path: &Path) -> Option<String> {
     Some(uri)
 }
 
-pub(super) fn check_magic(path: &Path) -> Result<(), String> {
+pub(super) fn check_magic(path: &Path) -> Result<(), Refused> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(err.to_string()),
+        Err(err) => return Err(Refused::Unreadable(err)),
     };
     let mut header = [0u8; 16];
     let mut read = 0;
@@ -119,13 +141,13 @@ pub(super) fn check_magic(path: &Path) -> Result<(), String> {
         match file.read(&mut header[read..]) {
             Ok(0) => break,
             Ok(n) => read += n,
-            Err(err) => return Err(err.to_string()),
+            Err(err) => return Err(Refused::Unreadable(err)),
         }
     }
     if read == 0 || &header == SQLITE_MAGIC {
         Ok(())
     } else {
-        Err("not a SQLite database (bad file header); point --db at a castlog database or a new path".into())
+        Err(Refused::NotSqlite)
     }
 }
 
@@ -163,12 +185,8 @@ fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The file's schema version, refusing files that are not (or not yet) castlog databases.
 pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogError> {
-    let open_err = |message: String| LogError::Open {
-        path: shown.to_owned(),
-        message,
-    };
     conn.busy_timeout(BUSY_TIMEOUT)
-        .map_err(|e| open_err(e.to_string()))?;
+        .map_err(|e| LogError::open(shown, e))?;
     // One statement, so the version and the table count come from one snapshot: read apart,
     // another opener's schema could commit between them and look like a foreign file.
     let (version, tables): (i64, i64) = conn
@@ -178,7 +196,7 @@ pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogE
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .map_err(|e| failed(shown, &e))?;
+        .map_err(|e| failed(shown, e))?;
     if version > SCHEMA_VERSION {
         return Err(LogError::SchemaTooNew {
             path: shown.to_owned(),
@@ -187,8 +205,9 @@ pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogE
         });
     }
     if version == 0 && tables > 0 {
-        return Err(open_err(
-            "this SQLite file has tables but no castlog schema version; it is not a castlog database".into(),
+        return Err(LogError::open(
+            shown,
+            "this SQLite file has tables but no castlog schema version; it is not a castlog database",
         ));
     }
     Ok(version)
@@ -203,18 +222,12 @@ pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogE
 /// together, so no opener ever sees tables without their version; a failed script rolls the
 /// whole upgrade back when the transaction drops.
 pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
-    let open_err = |message: String| LogError::Open {
-        path: shown.to_owned(),
-        message,
+    let open_err = |doing: String, source: rusqlite::Error| {
+        LogError::open(shown, Sql { doing, source })
     };
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| {
-            open_err(format!(
-                "taking the write lock to apply the schema: {}",
-                without_sql(&e)
-            ))
-        })?;
+        .map_err(|e| open_err("taking the write lock to apply the schema".into(), e))?;
     let version = schema_version(&tx, shown)?;
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
@@ -236,10 +249,7 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             } else if is_damage(&e) || refused {
                 damaged(without_sql(&e))
             } else {
-                open_err(format!(
-                    "applying schema version {next}: {}",
-                    without_sql(&e)
-                ))
+                open_err(format!("applying schema version {next}"), e)
             }
         };
         let stopped = |e: address::GuardError| match e {
@@ -258,5 +268,5 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
         }
     }
     tx.commit()
-        .map_err(|e| open_err(format!("committing the schema: {}", without_sql(&e))))
+        .map_err(|e| open_err("committing the schema".into(), e))
 }

@@ -177,7 +177,7 @@ pub(super) fn scan_chain_rows(
         .prepare_cached(&format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id"
         ))
-        .map_err(|e| map_err("reading events", &e))?;
+        .map_err(|e| map_err("reading events", e))?;
     // Seqs hidden by a damaged page so far: (first, last, SQLite's message).
     let mut hidden: Option<Hidden> = None;
     let mut from = first;
@@ -185,7 +185,7 @@ pub(super) fn scan_chain_rows(
     'query: while from <= end {
         let mut rows = stmt
             .query(params![from, end])
-            .map_err(|e| map_err("reading events", &e))?;
+            .map_err(|e| map_err("reading events", e))?;
         loop {
             match rows.next() {
                 Ok(Some(row)) => {
@@ -224,7 +224,7 @@ pub(super) fn scan_chain_rows(
                     from += 1;
                     continue 'query;
                 }
-                Err(e) => return Err(map_err("reading events", &e)),
+                Err(e) => return Err(map_err("reading events", e)),
             }
         }
     }
@@ -327,7 +327,7 @@ impl SqliteLog {
     /// whole or not at all. Only a failure that is not damage is an error.
     pub fn audit_casts(&self) -> Result<CastsAudit, LogError> {
         self.read_with(|conn| {
-            let failed = |e: rusqlite::Error| map_err("checking the casts table", &e);
+            let failed = |e: rusqlite::Error| map_err("checking the casts table", e);
             let tx = conn.unchecked_transaction().map_err(failed)?;
             let mut audit = CastsAudit::default();
             let table = |message: String| DamagedCast {

@@ -46,7 +46,7 @@ struct State {
     /// Every commit up to this number is durable.
     synced: u64,
     /// Why a sync failed, if one did.
-    failed: Option<String>,
+    failed: Option<crate::log::Cause>,
     /// Set when the log closes: the thread syncs what is asked and ends.
     stopping: bool,
     /// The thread runs (if not, a waiter syncs on its own thread).
@@ -133,7 +133,10 @@ impl Syncer {
         self.ask(&mut state, commit);
         loop {
             if let Some(failed) = &state.failed {
-                return Err(LogError::storage("making the WAL durable (fsync)", failed));
+                return Err(LogError::Storage {
+                    context: "making the WAL durable (fsync)".into(),
+                    source: failed.clone(),
+                });
             }
             if state.synced >= commit {
                 return Ok(());
@@ -245,9 +248,12 @@ impl Syncer {
         if file.is_none() {
             *file = File::open(&self.wal).ok();
         }
-        let result = match &*file {
-            Some(f) => f.sync_data().map_err(|e| e.to_string()),
-            None => Err(format!("{} cannot be opened", self.wal.display())),
+        let result: Result<(), crate::log::Cause> = match &*file {
+            Some(f) => f.sync_data().map_err(crate::log::Cause::new),
+            None => Err(crate::log::Cause::new(format!(
+                "{} cannot be opened",
+                self.wal.display()
+            ))),
         };
         drop(file);
         let mut state = self.state();

@@ -142,7 +142,7 @@ impl Done {
     }
 
     fn fail(self, err: &LogError) -> Done {
-        let copy = || LogError::storage("committing", err);
+        let copy = || LogError::storage("committing", err.clone());
         match self {
             Done::Records(reply, Ok(_)) => Done::Records(reply, Err(copy())),
             Done::Numbered(reply, Ok(_)) => Done::Numbered(reply, Err(copy())),
@@ -445,7 +445,7 @@ impl Writer {
         leader
             .conn
             .execute_batch(&format!("PRAGMA synchronous = {mode}"))
-            .map_err(|e| map_err("setting the durability of a commit", &e))?;
+            .map_err(|e| map_err("setting the durability of a commit", e))?;
         leader.deferring = deferred;
         Ok(())
     }
@@ -668,7 +668,7 @@ fn run_group(
 /// Begins a write transaction (`BEGIN IMMEDIATE`) and the blob store's part of it.
 pub(crate) fn begin(conn: &Connection, blobs: &mut BlobStore) -> Result<(), LogError> {
     conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(|e| map_err("starting a write transaction", &e))?;
+        .map_err(|e| map_err("starting a write transaction", e))?;
     if let Err(err) = blobs.begin(conn) {
         rollback(conn, blobs);
         return Err(err);
@@ -688,7 +688,7 @@ pub(crate) fn commit(conn: &Connection, blobs: &mut BlobStore) -> Result<(), Log
         }
         Err(err) => {
             rollback(conn, blobs);
-            Err(map_err("committing", &err))
+            Err(map_err("committing", err))
         }
     }
 }
@@ -702,7 +702,7 @@ pub(crate) fn rollback(conn: &Connection, blobs: &mut BlobStore) {
 }
 
 fn refuse(command: Command, err: &LogError) -> Done {
-    let copy = || LogError::storage("starting a write transaction", err);
+    let copy = || LogError::storage("starting a write transaction", err.clone());
     match command {
         Command::Append { reply, .. } | Command::Fork { reply, .. } => {
             Done::Records(reply, Err(copy()))
@@ -719,7 +719,7 @@ fn run_one(conn: &mut Connection, blobs: &mut BlobStore, command: Command) -> Do
     // Each command runs in a savepoint: on error its partial writes are undone, the others stay.
     let savepoint = match conn.savepoint() {
         Ok(sp) => sp,
-        Err(err) => return refuse(command, &map_err("opening a savepoint", &err)),
+        Err(err) => return refuse(command, &map_err("opening a savepoint", err)),
     };
     let mark = blobs.mark();
     let done = execute(&savepoint, blobs, command);
@@ -734,7 +734,7 @@ fn run_one(conn: &mut Connection, blobs: &mut BlobStore, command: Command) -> Do
         Ok(()) => done,
         Err(err) => {
             blobs.forget_since(mark);
-            done.fail(&map_err("closing a savepoint", &err))
+            done.fail(&map_err("closing a savepoint", err))
         }
     }
 }

@@ -27,7 +27,7 @@ pub(crate) fn head_of(
             })
             .optional()
         })
-        .map_err(|e| map_err("reading a cast head", &e))?;
+        .map_err(|e| map_err("reading a cast head", e))?;
     match row {
         None => Ok(None),
         Some((key, seq, hash)) => {
@@ -102,7 +102,7 @@ fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError>
     let stored: Option<Vec<u8>> = conn
         .prepare_cached("SELECT hash FROM events WHERE id = ?1")
         .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
-        .map_err(|e| map_err("reading a fork point", &e))?;
+        .map_err(|e| map_err("reading a fork point", e))?;
     match stored {
         None => Err(bad("no such event in the log".into())),
         Some(bytes) if bytes.as_slice() == from.hash.0.as_slice() => Ok(()),
@@ -175,7 +175,7 @@ fn insert_cast(
             created_ms as i64,
         ])
     })
-    .map_err(|e| map_err("creating a cast", &e))?;
+    .map_err(|e| map_err("creating a cast", e))?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -185,7 +185,7 @@ fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<()
             "INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
-        .map_err(|e| map_err("preparing an append", &e))?;
+        .map_err(|e| map_err("preparing an append", e))?;
     for r in records {
         let Some(id) = event_row_id(key, r.seq) else {
             let message = if r.seq.get() > MAX_SEQ {
@@ -218,7 +218,7 @@ fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<()
                 expected: r.seq,
                 found: r.seq.next(),
             },
-            _ => map_err("appending an event", &e),
+            _ => map_err("appending an event", e),
         })?;
     }
     Ok(())
@@ -230,7 +230,7 @@ fn move_head(conn: &Connection, key: i64, last: Option<&Recorded>) -> Result<(),
         .and_then(|mut stmt| {
             stmt.execute(params![key, last.seq.get() as i64, last.hash.0.as_slice()])
         })
-        .map_err(|e| map_err("moving a cast head", &e))?;
+        .map_err(|e| map_err("moving a cast head", e))?;
     Ok(())
 }
 
@@ -287,6 +287,6 @@ pub(crate) fn put_checkpoint(
             bytes
         ])
     })
-    .map_err(|e| map_err("storing a checkpoint", &e))?;
+    .map_err(|e| map_err("storing a checkpoint", e))?;
     Ok(())
 }

@@ -232,7 +232,7 @@ fn every_truncation_of_a_bincode_export_is_undecodable() {
         longer.push(0);
         let err = codec::decode(&longer).unwrap_err();
         assert!(
-            matches!(&err, CodecError::Undecodable { message } if message.contains("trailing")),
+            matches!(&err, CodecError::Undecodable { source } if source.to_string().contains("trailing")),
             "{err:?}"
         );
     }

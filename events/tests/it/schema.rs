@@ -80,9 +80,10 @@ fn a_new_file_opened_by_many_at_once_gets_the_schema_once() {
 #[test]
 fn a_failing_schema_script_is_named_without_its_sql() {
     let (_dir, path, err) = refused_after("CREATE TABLE checkpoints (x); PRAGMA user_version = 1;");
-    let LogError::Open { message, .. } = &err else {
+    let LogError::Open { source, .. } = &err else {
         panic!("expected an open error, got {err:?}");
     };
+    let message = source.to_string();
     assert!(
         message.starts_with("applying schema version 2: table checkpoints already exists"),
         "{message}"
@@ -146,8 +147,9 @@ fn a_text_file_is_refused_as_an_open_error() {
     match &err {
         LogError::Open {
             path: shown,
-            message,
+            source,
         } => {
+            let message = source.to_string();
             assert_eq!(shown, &path.display().to_string());
             assert!(message.contains("not a SQLite database"), "{message}");
         }
@@ -175,8 +177,9 @@ fn a_foreign_sqlite_file_is_refused_as_an_open_error() {
     match &err {
         LogError::Open {
             path: shown,
-            message,
+            source,
         } => {
+            let message = source.to_string();
             assert_eq!(shown, &path.display().to_string());
             assert!(message.contains("not a castlog database"), "{message}");
         }

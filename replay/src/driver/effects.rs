@@ -62,7 +62,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
         let policy = castlog_core::prompt::Policy::named(&self.state.policy)
             .unwrap_or(&castlog_core::prompt::policy::RECOMMENDED);
         castlog_projections::prompt::messages(self.log, policy, &hash, placements)
-            .map_err(|e| DriveError::Agent(format!("the prompt of {}: {e}", self.state.cast)))
+            .map_err(|source| DriveError::Prompt {
+                cast: self.state.cast.clone(),
+                source,
+            })
     }
 
     /// Runs a utility socket's program and records what it did; a program's output cannot be

@@ -9,7 +9,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::machine::CastState;
 use castlog_events::{EventLog, LogError};
 
-use super::DriveError;
+use super::{DriveError, FoldError};
 use super::snapshot::restored;
 
 /// Folds a cast's events into its state.
@@ -69,7 +69,7 @@ pub(super) fn fold_with(
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),
                     seq: record.seq,
-                    message: err.to_string(),
+                    cause: err.into(),
                 });
                 return ControlFlow::Break(());
             }
@@ -78,11 +78,11 @@ pub(super) fn fold_with(
         match (&mut state, &event) {
             (None, Event::CastStarted(started)) => match CastState::started(started) {
                 Ok(s) => state = Some(s),
-                Err(message) => {
+                Err(err) => {
                     failure = Some(DriveError::Fold {
                         cast: cast.clone(),
                         seq: record.seq,
-                        message,
+                        cause: err.into(),
                     });
                     return ControlFlow::Break(());
                 }
@@ -98,10 +98,10 @@ pub(super) fn fold_with(
                     &mut |_, _| {},
                 )
                 .and_then(|(parent, _)| {
-                    CastState::forked(&parent, forked).map_err(|message| DriveError::Fold {
+                    CastState::forked(&parent, forked).map_err(|err| DriveError::Fold {
                         cast: cast.clone(),
                         seq: record.seq,
-                        message,
+                        cause: err.into(),
                     })
                 });
                 match parent {
@@ -128,10 +128,9 @@ pub(super) fn fold_with(
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),
                     seq: record.seq,
-                    message: format!(
-                        "the first event is {}, not cast_started or cast_forked",
-                        record.kind
-                    ),
+                    cause: FoldError::NotAStart {
+                        kind: record.kind.clone(),
+                    },
                 });
                 return ControlFlow::Break(());
             }

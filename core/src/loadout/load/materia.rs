@@ -51,11 +51,21 @@ pub(super) enum Body {
     Post(PostSpec),
 }
 
+/// What a utility materia runs: a program castlog can start, or a pi-materia shipped utility
+/// castlog does not provide (which fails only the loadouts that place it).
+#[derive(Debug)]
+pub(super) enum Program {
+    /// What runs.
+    Runs(Exec),
+    /// The name of a shipped utility castlog does not provide.
+    NotProvided(String),
+}
+
 /// A utility materia's effective settings.
 #[derive(Debug)]
 pub(super) struct UtilityDef {
-    /// What runs, or `Err(name)` for a pi-materia shipped utility castlog does not provide.
-    pub exec: Result<Exec, String>,
+    /// What runs.
+    pub exec: Program,
     /// `params` (an empty object when absent).
     pub params: Value,
     /// `timeoutMs`.
@@ -319,22 +329,22 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
     let script = read_script(obj, path)?;
 
     let exec = if let Some(argv) = command {
-        Ok(Exec::Command { argv })
+        Program::Runs(Exec::Command { argv })
     } else if let Some(output) = output {
-        Ok(Exec::Output {
+        Program::Runs(Exec::Output {
             output: output.to_value(),
         })
     } else if let Some(alias) = alias {
-        Err(alias.to_owned())
+        Program::NotProvided(alias.to_owned())
     } else if let Some(name) = script {
         match name {
-            "ensure-ignored.mjs" => Ok(Exec::Builtin {
+            "ensure-ignored.mjs" => Program::Runs(Exec::Builtin {
                 name: "ensure-ignored".into(),
             }),
-            "detect-vcs.mjs" => Ok(Exec::Builtin {
+            "detect-vcs.mjs" => Program::Runs(Exec::Builtin {
                 name: "detect-vcs".into(),
             }),
-            other => Err(other.to_owned()),
+            other => Program::NotProvided(other.to_owned()),
         }
     } else {
         return Err(err(

@@ -7,7 +7,7 @@ use super::json::{
     Json, Obj, as_object, err, get, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
     reject_keys, req_nonempty_str, req_str, string_map,
 };
-use super::materia::{Body, MateriaDef, add_work_items_assign, positive_u32};
+use super::materia::{Body, MateriaDef, Program, add_work_items_assign, positive_u32};
 use super::{cycles, loops};
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
@@ -140,12 +140,12 @@ pub(super) fn build_loadout(
             Body::Agent(spec) => SocketKind::Agent(spec.clone()),
             Body::Post(spec) => SocketKind::Post(spec.clone()),
             Body::Utility(u) => match &u.exec {
-                Ok(exec) => SocketKind::Utility(UtilitySpec {
+                Program::Runs(exec) => SocketKind::Utility(UtilitySpec {
                     exec: exec.clone(),
                     params: u.params.clone(),
                     timeout_ms: u.timeout_ms,
                 }),
-                Err(shipped) => {
+                Program::NotProvided(shipped) => {
                     return Ok(Err(err(
                         &d.path,
                         format!(

@@ -221,3 +221,68 @@ impl From<std::io::Error> for CliError {
         CliError::user(err.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use castlog_core::id::{CastId, Seq};
+    use castlog_replay::recast::PointError;
+
+    use super::*;
+
+    fn drift() -> PromptError {
+        PromptError::Drift {
+            recorded: "47a04bc0a884".into(),
+            rebuilt: "99c127d9ca30".into(),
+        }
+    }
+
+    #[test]
+    fn a_prompt_that_does_not_rebuild_has_one_code_driven_or_shown() {
+        let shown = CliError::from(drift());
+        let driven = CliError::from(DriveError::Prompt {
+            cast: CastId::new("demo"),
+            source: drift(),
+        });
+        assert_eq!((shown.code, driven.code), (INTEGRITY, INTEGRITY));
+        assert_eq!(
+            driven.message,
+            "the prompt in flight: the entries assemble to 99c127d9ca30, not the recorded prompt 47a04bc0a884"
+        );
+    }
+
+    #[test]
+    fn a_log_error_has_its_code_wherever_it_is_wrapped() {
+        let corrupt = || LogError::Corrupt {
+            context: "reading".into(),
+            message: "a column holds text".into(),
+        };
+        let codes = [
+            CliError::from(corrupt()).code,
+            CliError::from(DriveError::Log(corrupt())).code,
+            CliError::from(PromptError::Log(corrupt())).code,
+            CliError::from(CodecError::Log(corrupt())).code,
+            CliError::from(DriveError::Prompt {
+                cast: CastId::new("demo"),
+                source: PromptError::Log(corrupt()),
+            })
+            .code,
+        ];
+        assert_eq!(codes, [INTEGRITY; 5]);
+        let storage = LogError::storage("appending an event", "the disk is full");
+        assert_eq!(CliError::from(storage).code, INTERNAL);
+        let unknown = LogError::UnknownCast {
+            cast: CastId::new("nope"),
+        };
+        assert_eq!(CliError::from(DriveError::Log(unknown)).code, USER);
+    }
+
+    #[test]
+    fn a_recast_point_that_does_not_do_is_a_user_error() {
+        let err = CliError::from(DriveError::from(PointError::NoSeq {
+            cast: CastId::new("demo"),
+            seq: Seq(40),
+        }));
+        assert_eq!((err.code, kind_of(err.code)), (USER, "user"));
+        assert_eq!(err.message, "cast demo has no seq 40");
+    }
+}

@@ -395,3 +395,49 @@ fn a_prompt_blob_stored_by_an_older_castlog_is_checked() {
         refused.stderr
     );
 }
+
+/// A prompt that no longer rebuilds from its entry blobs is an integrity failure, whichever
+/// command meets it: `run` (re-sending the prompt after a transient agent failure) and
+/// `prompt` give the same exit code and kind.
+#[test]
+fn a_prompt_that_does_not_rebuild_exits_3_from_run_and_from_prompt() {
+    let sandbox = Sandbox::new();
+    let empty = sandbox.write("empty.jsonl", "");
+    let first = sandbox.finish(&mut sandbox.build_loop("first", &format!("scripted:{empty}")));
+    assert_eq!(first.json()["status"], "awaiting_agent", "{}", first.stderr);
+    let prompt = sandbox
+        .run(&["prompt", "first", "Socket-2", "--json"])
+        .json();
+    // Damage an entry body; the next cast's dispatch stores the same address and keeps the
+    // damaged row (blobs are written once per address).
+    let body = prompt["placements"][0]["body"].as_str().unwrap().to_owned();
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE blobs SET bytes = CAST('tampered' AS BLOB) WHERE hex(hash) = upper(?1)",
+            [&body],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    // A transient failure first: the prompt is sent again, rebuilt from the log.
+    let mut lines = vec![r#"{"error": "transient", "message": "rate limited"}"#.to_owned()];
+    lines.extend(crate::common::fixture_lines("scripts/build-loop.jsonl"));
+    let script = sandbox.write("transient.jsonl", &(lines.join("\n") + "\n"));
+    let run = sandbox.finish(&mut sandbox.build_loop("second", &format!("scripted:{script}")));
+    run.assert_failure_stdout();
+    let shown = sandbox.run(&["prompt", "second", "Socket-2", "--json"]);
+    shown.assert_failure_stdout();
+    for (what, refused) in [("run", &run), ("prompt", &shown)] {
+        assert_eq!(refused.code, 3, "{what}: {}", refused.stderr);
+        let error = &refused.json()["error"];
+        assert_eq!(error["kind"], "integrity", "{what}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("not the recorded prompt"),
+            "{what}: {error}"
+        );
+    }
+}

@@ -244,15 +244,25 @@ mod tests {
     #[test]
     fn lenient_parse_finds_the_json() {
         assert_eq!(
-            parse_lenient("sure:\n```json\n{\"a\":1}\n```\nbye"),
-            Ok(json!({"a": 1}))
+            parse_lenient("sure:\n```json\n{\"a\":1}\n```\nbye").ok(),
+            Some(json!({"a": 1}))
         );
         assert_eq!(
-            parse_lenient("result {\"a\":[1]} trailing {"),
-            Ok(json!({"a": [1]}))
+            parse_lenient("result {\"a\":[1]} trailing {").ok(),
+            Some(json!({"a": [1]}))
         );
-        assert!(parse_lenient("no json here").is_err());
-        assert!(parse_lenient("{\"a\": }").is_err());
+        assert!(matches!(
+            parse_lenient("no json here"),
+            Err(LenientError::NoObject)
+        ));
+        let invalid = parse_lenient("{\"a\": }").unwrap_err();
+        assert!(matches!(invalid, LenientError::Invalid(_)), "{invalid:?}");
+        assert!(
+            invalid
+                .to_string()
+                .starts_with("the output is not valid JSON: expected value"),
+            "{invalid}"
+        );
     }
 
     #[test]

@@ -206,6 +206,18 @@ impl From<PromptError> for CliError {
     }
 }
 
+impl From<castlog_projections::claims::FindError> for CliError {
+    fn from(err: castlog_projections::claims::FindError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
+impl From<castlog_replay::sender::SenderError> for CliError {
+    fn from(err: castlog_replay::sender::SenderError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
 impl From<castlog_projections::otlp::OtlpError> for CliError {
     fn from(err: castlog_projections::otlp::OtlpError) -> Self {
         match err {

@@ -45,12 +45,13 @@ impl Projection for ClaimsLedger {
         let Ok(event) = record.event() else {
             return;
         };
-        let problem = |message: String| format!("{} seq {}: {message}", record.cast, record.seq);
+        let problem =
+            |what: &dyn std::fmt::Display| format!("{} seq {}: {what}", record.cast, record.seq);
         match &event {
             Event::PostClaimed(e) => {
                 if self.claims.contains_key(&e.claim) {
-                    self.problems
-                        .push(problem(format!("claim {} is claimed twice", e.claim)));
+                    let twice = Misstep::ClaimedTwice(e.claim.clone());
+                    self.problems.push(problem(&twice));
                     return;
                 }
                 self.insert(Claim::claimed(&record.cast, record.at_ms, e));
@@ -59,14 +60,14 @@ impl Projection for ClaimsLedger {
                 let step = self.step(&e.claim, Transition::Staged);
                 match step {
                     Ok(c) => c.message_id = Some(e.message_id.clone()),
-                    Err(m) => self.problems.push(problem(m)),
+                    Err(m) => self.problems.push(problem(&m)),
                 }
             }
             Event::PostRefused(e) => {
                 if self.claims.contains_key(&e.claim) {
                     match self.step(&e.claim, Transition::Refused) {
                         Ok(c) => c.reason = Some(e.reason.clone()),
-                        Err(m) => self.problems.push(problem(m)),
+                        Err(m) => self.problems.push(problem(&m)),
                     }
                 } else {
                     // Refused before it was claimed (its day was held): listed, holds nothing.
@@ -75,7 +76,7 @@ impl Projection for ClaimsLedger {
             }
             Event::PostOutcomeUnknown(e) => match self.claim_mut(&e.claim) {
                 Ok(c) => c.reason = Some(e.reason.clone()),
-                Err(m) => self.problems.push(problem(m)),
+                Err(m) => self.problems.push(problem(&m)),
             },
             Event::PostResolved(e) => match self.step(&e.claim, Transition::of(&e.resolution)) {
                 Ok(c) => {
@@ -85,21 +86,62 @@ impl Projection for ClaimsLedger {
                         c.message_id = Some(message_id.clone());
                     }
                 }
-                Err(m) => self.problems.push(problem(m)),
+                Err(m) => self.problems.push(problem(&m)),
             },
             Event::PostResponseRecorded(e) => {
                 let checked = self.claim_mut(&e.claim).and_then(|c| {
-                    claims::check_response(&c.claim, c.status).map_err(|err| err.to_string())?;
+                    claims::check_response(&c.claim, c.status)?;
                     c.response = Some(e.response);
                     Ok(())
                 });
                 if let Err(m) = checked {
-                    self.problems.push(problem(m));
+                    self.problems.push(problem(&m));
                 }
             }
             _ => {}
         }
     }
+}
+
+/// Why a claim event does not apply to the ledger (kept as one of its problems).
+#[derive(Debug, thiserror::Error)]
+enum Misstep {
+    /// A claim event names a claim no `post_claimed` made.
+    #[error("claim {0} was never claimed")]
+    NeverClaimed(ClaimId),
+    /// A second `post_claimed` of one claim.
+    #[error("claim {0} is claimed twice")]
+    ClaimedTwice(ClaimId),
+    /// A step the claim's status does not allow.
+    #[error(transparent)]
+    Transition(#[from] claims::TransitionError),
+    /// A response to a claim that did not go out.
+    #[error(transparent)]
+    Response(#[from] claims::ResponseError),
+}
+
+/// Why [`ClaimsLedger::find`] names no one claim.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FindError {
+    /// No claim has this id or id prefix.
+    #[error("no claim {text:?} in this database (see `castlog claims`)")]
+    NoClaim {
+        /// What was given.
+        text: String,
+    },
+    /// More than one claim starts with this prefix.
+    #[error(
+        "{text:?} names {} claims ({}); give more of the id",
+        .claims.len(),
+        .claims.iter().map(ClaimId::as_str).collect::<Vec<_>>().join(", ")
+    )]
+    Ambiguous {
+        /// What was given.
+        text: String,
+        /// The claims it names.
+        claims: Vec<ClaimId>,
+    },
 }
 
 impl ClaimsLedger {
@@ -136,15 +178,15 @@ impl ClaimsLedger {
     }
 
     /// The claim `claim`, or why an event naming it does not apply.
-    fn claim_mut(&mut self, claim: &ClaimId) -> Result<&mut Claim, String> {
+    fn claim_mut(&mut self, claim: &ClaimId) -> Result<&mut Claim, Misstep> {
         self.claims
             .get_mut(claim)
-            .ok_or_else(|| format!("claim {claim} was never claimed"))
+            .ok_or_else(|| Misstep::NeverClaimed(claim.clone()))
     }
 
-    fn step(&mut self, claim: &ClaimId, step: Transition) -> Result<&mut Claim, String> {
+    fn step(&mut self, claim: &ClaimId, step: Transition) -> Result<&mut Claim, Misstep> {
         let c = self.claim_mut(claim)?;
-        c.advance(step).map_err(|e| e.to_string())?;
+        c.advance(step)?;
         Ok(c)
     }
 
@@ -164,7 +206,7 @@ impl ClaimsLedger {
     }
 
     /// One claim by id or unique id prefix (`clm-3f2a`).
-    pub fn find(&self, text: &str) -> Result<&Claim, String> {
+    pub fn find(&self, text: &str) -> Result<&Claim, FindError> {
         if let Some(c) = self.claims.get(&ClaimId::new(text)) {
             return Ok(c);
         }
@@ -174,17 +216,13 @@ impl ClaimsLedger {
             .collect();
         match matches.as_slice() {
             [one] => Ok(one),
-            [] => Err(format!(
-                "no claim {text:?} in this database (see `castlog claims`)"
-            )),
-            many => Err(format!(
-                "{text:?} names {} claims ({}); give more of the id",
-                many.len(),
-                many.iter()
-                    .map(|c| c.claim.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            [] => Err(FindError::NoClaim {
+                text: text.to_owned(),
+            }),
+            many => Err(FindError::Ambiguous {
+                text: text.to_owned(),
+                claims: many.iter().map(|c| c.claim.clone()).collect(),
+            }),
         }
     }
 
@@ -290,7 +328,9 @@ mod tests {
             "{:?}",
             ledger.problems
         );
-        assert!(ledger.find("c").unwrap_err().contains("names 4 claims"));
+        let many = ledger.find("c").unwrap_err();
+        assert!(matches!(&many, FindError::Ambiguous { claims, .. } if claims.len() == 4));
+        assert!(many.to_string().contains("names 4 claims"), "{many}");
         assert_eq!(ledger.find("c3").unwrap().claim.as_str(), "c3");
 
         // One cast's claims, as its own log says: c1 was never claimed in b.

@@ -407,9 +407,9 @@ impl Agent for CommandAgent {
             self.timeout,
             self.cancel.as_deref(),
         ) {
-            Err(message) => AgentTurn::Failed {
+            Err(err) => AgentTurn::Failed {
                 class: FailureClass::Interruption,
-                message,
+                message: err.to_string(),
             },
             Ok(done) if done.cancelled => AgentTurn::Failed {
                 class: FailureClass::Interruption,

@@ -79,7 +79,7 @@ impl Fetcher for CommandFetcher {
             input.as_bytes(),
             self.timeout,
         ) {
-            Err(message) => Fetched::Failed(message),
+            Err(err) => Fetched::Failed(err.to_string()),
             Ok(done) if done.timed_out => Fetched::Failed(format!(
                 "the fetcher did not answer within {:?} and was killed",
                 self.timeout

@@ -192,7 +192,7 @@ impl Launcher {
 /// Finds the program `run` would start for `program` in `cwd`: a name with a `/` is a path
 /// (relative to `cwd`), any other name is looked up on `PATH`. `Err` says what is missing, so
 /// a mistyped program is refused before anything is recorded.
-pub fn locate(program: &str, cwd: &Path) -> Result<std::path::PathBuf, String> {
+pub fn locate(program: &str, cwd: &Path) -> Result<std::path::PathBuf, LocateError> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |path: &Path| {
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -202,17 +202,57 @@ pub fn locate(program: &str, cwd: &Path) -> Result<std::path::PathBuf, String> {
         return if runnable(&path) {
             Ok(path)
         } else {
-            Err(format!(
-                "{program} is not an executable file (looked in {})",
-                cwd.display()
-            ))
+            Err(LocateError::NotExecutable {
+                program: program.to_owned(),
+                dir: cwd.to_path_buf(),
+            })
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| cwd.join(dir).join(program))
         .find(|candidate| runnable(candidate))
-        .ok_or_else(|| format!("{program} is not found on PATH"))
+        .ok_or_else(|| LocateError::NotOnPath {
+            program: program.to_owned(),
+        })
+}
+
+/// Why [`locate`] finds no program to start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocateError {
+    /// A path that is not an executable file.
+    #[error("{program} is not an executable file (looked in {})", .dir.display())]
+    NotExecutable {
+        /// The path given.
+        program: String,
+        /// The directory it is relative to.
+        dir: std::path::PathBuf,
+    },
+    /// A name no directory on `PATH` holds.
+    #[error("{program} is not found on PATH")]
+    NotOnPath {
+        /// The name given.
+        program: String,
+    },
+}
+
+/// Why [`run`] started nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The argv is empty.
+    #[error("the command is empty")]
+    Empty,
+    /// The program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Start {
+        /// The program.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Runs `argv` in `cwd` with `env` added to the environment and `input` on stdin, for at most
@@ -224,7 +264,7 @@ pub fn run(
     env: &[(String, String)],
     input: &[u8],
     timeout: Duration,
-) -> Result<Finished, String> {
+) -> Result<Finished, SpawnError> {
     spawn_and_wait(launcher, argv, cwd, env, input, timeout, None)
 }
 
@@ -237,7 +277,7 @@ pub fn run_cancellable(
     input: &[u8],
     timeout: Duration,
     cancel: Option<&std::sync::atomic::AtomicBool>,
-) -> Result<Finished, String> {
+) -> Result<Finished, SpawnError> {
     spawn_and_wait(launcher, argv, cwd, &[], input, timeout, cancel)
 }
 
@@ -249,10 +289,10 @@ fn spawn_and_wait(
     input: &[u8],
     timeout: Duration,
     cancel: Option<&std::sync::atomic::AtomicBool>,
-) -> Result<Finished, String> {
+) -> Result<Finished, SpawnError> {
     let (program, args) = argv
         .split_first()
-        .ok_or_else(|| "the command is empty".to_owned())?;
+        .ok_or(SpawnError::Empty)?;
     let guard = guard::Guard::start();
     if guard.is_none() {
         tracing::warn!(program = %program, "no guard could be started: the program may outlive castlog");
@@ -274,7 +314,10 @@ fn spawn_and_wait(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .map_err(|source| SpawnError::Start {
+            program: program.clone(),
+            source,
+        })?;
     // The group to kill: the guard's, or the program's own when it runs unguarded.
     let group = guard.as_ref().map_or(child.id(), guard::Guard::group);
     let record = launcher.enter(child.id(), &argv.join(" "));

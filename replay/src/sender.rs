@@ -118,10 +118,43 @@ pub trait Sender {
     fn spec(&self) -> String;
 }
 
-/// A SPEC castlog does not understand.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SenderError(pub String);
+/// A sender SPEC castlog cannot build a sender from.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SenderError {
+    /// `cmd:` without a program.
+    #[error("cmd: needs a program, e.g. --sender \"cmd:./post.sh staging\"")]
+    NoProgram,
+    /// `file:` without a directory.
+    #[error("file: needs a directory, e.g. --sender file:outbox")]
+    NoDirectory,
+    /// `webhook:` with text that is not a URL.
+    #[error(
+        "webhook: needs an http(s) URL, e.g. webhook:http://localhost:8080/post ({url:?}: {source})"
+    )]
+    NotAUrl {
+        /// The text given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: <reqwest::Url as std::str::FromStr>::Err,
+    },
+    /// `webhook:` with a URL of another scheme.
+    #[error("webhook: needs an http or https URL, not {url:?}")]
+    NotHttp {
+        /// The URL given.
+        url: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the webhook client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// No sender has this prefix.
+    #[error("unknown sender spec {spec:?}: use cmd:PROGRAM ARGS..., file:DIR or webhook:URL")]
+    UnknownSpec {
+        /// The SPEC given.
+        spec: String,
+    },
+}
 
 /// Builds the sender a SPEC names; relative `file:` directories and `cmd:` programs are
 /// resolved against `cwd`; a program is started by `launcher`, and a webhook's answers are
@@ -134,9 +167,7 @@ pub fn from_spec(
     if let Some(rest) = spec.strip_prefix("cmd:") {
         let argv: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
         if argv.is_empty() {
-            return Err(SenderError(
-                "cmd: needs a program, e.g. --sender \"cmd:./post.sh staging\"".into(),
-            ));
+            return Err(SenderError::NoProgram);
         }
         return Ok(Box::new(CommandSender {
             argv,
@@ -147,9 +178,7 @@ pub fn from_spec(
     }
     if let Some(dir) = spec.strip_prefix("file:") {
         if dir.trim().is_empty() {
-            return Err(SenderError(
-                "file: needs a directory, e.g. --sender file:outbox".into(),
-            ));
+            return Err(SenderError::NoDirectory);
         }
         return Ok(Box::new(FileSender {
             dir: cwd.join(dir.trim()),
@@ -161,9 +190,9 @@ pub fn from_spec(
                 .with_redactor(launcher.redactor().clone()),
         ));
     }
-    Err(SenderError(format!(
-        "unknown sender spec {spec:?}: use cmd:PROGRAM ARGS..., file:DIR or webhook:URL"
-    )))
+    Err(SenderError::UnknownSpec {
+        spec: spec.to_owned(),
+    })
 }
 
 /// A program per post: body on stdin, message id on stdout.
@@ -223,9 +252,9 @@ impl Sender for CommandSender {
         ) {
             Ok(done) => done,
             // Nothing ran, so nothing was sent: a definite refusal.
-            Err(message) => {
+            Err(err) => {
                 return SendOutcome::Refused {
-                    reason: format!("sender_unavailable: {message}"),
+                    reason: format!("sender_unavailable: {err}"),
                 };
             }
         };
@@ -347,20 +376,19 @@ pub struct WebhookSender {
 impl WebhookSender {
     /// A webhook sender for `url` with a per-request timeout.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, SenderError> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| {
-            SenderError(format!(
-                "webhook: needs an http(s) URL, e.g. webhook:http://localhost:8080/post ({url:?}: {e})"
-            ))
+        let parsed = reqwest::Url::parse(url).map_err(|source| SenderError::NotAUrl {
+            url: url.to_owned(),
+            source,
         })?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(SenderError(format!(
-                "webhook: needs an http or https URL, not {url:?}"
-            )));
+            return Err(SenderError::NotHttp {
+                url: url.to_owned(),
+            });
         }
         let client = reqwest::blocking::Client::builder()
             .timeout(timeout)
             .build()
-            .map_err(|e| SenderError(format!("cannot build the webhook client: {e}")))?;
+            .map_err(SenderError::Client)?;
         Ok(Self {
             url: parsed,
             client,
@@ -499,7 +527,7 @@ mod tests {
         assert!(from_spec("webhook:not a url", cwd, &Launcher::default()).is_err());
         let err = from_spec("smtp:x", cwd, &Launcher::default())
             .err()
-            .map(|e| e.0)
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("unknown sender spec"), "{err}");
         assert_eq!(

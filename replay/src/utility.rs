@@ -96,7 +96,7 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
                 Duration::from_millis(spec.timeout_ms),
             ) {
                 Ok(done) => done,
-                Err(message) => failed(message),
+                Err(err) => failed(err.to_string()),
             }
         }
         Exec::Builtin { name } => match name.as_str() {

@@ -268,9 +268,11 @@ pub(crate) fn sender(
         (None, true) => Err(CliError::user(
             "--post needs --sender SPEC: cmd:PROGRAM ARGS..., file:DIR or webhook:URL",
         )),
-        (Some(spec), true) => castlog_replay::sender::from_spec(spec, &cwd(), &globals.launcher)
-            .map(Some)
-            .map_err(|e| CliError::user(e.to_string())),
+        (Some(spec), true) => Ok(Some(castlog_replay::sender::from_spec(
+            spec,
+            &cwd(),
+            &globals.launcher,
+        )?)),
         // Without --post nothing reaches a sender, whatever --sender says: say so.
         (Some(spec), false) => {
             crate::output::to_stderr(format_args!(

@@ -178,8 +178,7 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let ledger = ClaimsLedger::load(&log)?;
     let claim = ledger
-        .find(args.claim.trim())
-        .map_err(CliError::user)?
+        .find(args.claim.trim())?
         .clone();
     let record = record_of(args);
     if let Record::Step(Resolution::Staged { message_id }) = &record

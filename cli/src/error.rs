@@ -212,6 +212,30 @@ impl From<castlog_projections::claims::FindError> for CliError {
     }
 }
 
+impl From<castlog_replay::agent::AgentError> for CliError {
+    fn from(err: castlog_replay::agent::AgentError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
+impl From<castlog_replay::openai::OpenAiError> for CliError {
+    fn from(err: castlog_replay::openai::OpenAiError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
+impl From<castlog_core::claims::TransitionError> for CliError {
+    fn from(err: castlog_core::claims::TransitionError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
+impl From<castlog_core::claims::ResponseError> for CliError {
+    fn from(err: castlog_core::claims::ResponseError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
 impl From<castlog_replay::sender::SenderError> for CliError {
     fn from(err: castlog_replay::sender::SenderError) -> Self {
         CliError::user(err.to_string())

@@ -67,9 +67,7 @@ fn agent_spec(
 ) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
         return Ok(Box::new(
-            ScriptedAgent::open(Path::new(file), used)
-                .map_err(|e| CliError::user(e.to_string()))?
-                .with_attempts(globals.retry.attempts),
+            ScriptedAgent::open(Path::new(file), used)?.with_attempts(globals.retry.attempts),
         ));
     }
     if let Some(rest) = spec.strip_prefix("cmd:") {
@@ -93,14 +91,13 @@ fn agent_spec(
         }));
     }
     if let Some(rest) = spec.strip_prefix("openai:") {
-        let (base, model) = openai::parse_spec(rest).map_err(|e| CliError::user(e.to_string()))?;
+        let (base, model) = openai::parse_spec(rest)?;
         let agent = OpenAiAgent::new(
             &base,
             &model,
             openai::api_key_from_env(),
             globals.agent_timeout_or(OPENAI_TIMEOUT),
-        )
-        .map_err(|e| CliError::user(e.to_string()))?
+        )?
         .with_redactor(globals.launcher.redactor().clone())
         .with_retries(Retrier::new(globals.retry.clone(), globals.retry_seed));
         return Ok(Box::new(agent));
@@ -203,11 +200,11 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     let text = std::fs::read_to_string(&args.config).map_err(|e| {
         CliError::user(format!("cannot read config {}: {e}", args.config.display()))
     })?;
-    let config = load_config(&text)
-        .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+    let config =
+        load_config(&text).map_err(|e| CliError::from(e).context(args.config.display()))?;
     let loadout = config
         .resolve(args.loadout.as_deref())
-        .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
+        .map_err(|e| CliError::from(e).context(args.config.display()))?;
     let sender = sender(&args.posting, globals)?;
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
@@ -249,11 +246,9 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         }
         crate::progress::watch(&mut driver, agent.as_mut(), args.json);
         // The cast exists from here on: an error names it (its id may have been generated).
-        driver.drive(agent.as_mut()).map_err(|e| {
-            let mut err = CliError::from(e);
-            err.message = format!("cast {cast}: {}", err.message);
-            err
-        })?
+        driver
+            .drive(agent.as_mut())
+            .map_err(|e| CliError::from(e).context(format!("cast {cast}")))?
     };
     report(&log, &cast, Seq::FIRST, &stop, args.json, globals)
 }

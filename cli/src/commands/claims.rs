@@ -130,12 +130,10 @@ impl Record {
     fn check(&self, claim: &Claim) -> Result<(), CliError> {
         match self {
             Record::Step(resolution) => {
-                claims::next(&claim.claim, claim.status, Transition::of(resolution))
-                    .map(|_| ())
-                    .map_err(|e| CliError::user(e.to_string()))
+                claims::next(&claim.claim, claim.status, Transition::of(resolution))?;
+                Ok(())
             }
-            Record::Response(_) => claims::check_response(&claim.claim, claim.status)
-                .map_err(|e| CliError::user(e.to_string())),
+            Record::Response(_) => Ok(claims::check_response(&claim.claim, claim.status)?),
         }
     }
 

@@ -46,12 +46,12 @@ pub fn recast(
             let text = std::fs::read_to_string(path).map_err(|e| {
                 CliError::user(format!("cannot read config {}: {e}", path.display()))
             })?;
-            let config = load_config(&text)
-                .map_err(|e| CliError::user(format!("{}: {e}", path.display())))?;
+            let config =
+                load_config(&text).map_err(|e| CliError::from(e).context(path.display()))?;
             let (state, _) = castlog_replay::driver::fold_until(&log, &parent, at)?;
             let resolved = config
                 .resolve(Some(&state.loadout.name))
-                .map_err(|e| CliError::user(format!("{}: {e}", path.display())))?;
+                .map_err(|e| CliError::from(e).context(path.display()))?;
             // The child goes on from the socket in flight at the fork point: it must exist.
             if let Some(current) = &state.current
                 && resolved.socket(&current.socket).is_none()

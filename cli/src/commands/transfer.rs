@@ -149,13 +149,8 @@ fn export_otlp(
 pub fn import(db: &Path, args: &ImportArgs) -> Result<(), CliError> {
     let bytes = std::fs::read(&args.file)
         .map_err(|e| CliError::user(format!("cannot read {}: {e}", args.file.display())))?;
-    let export = codec::decode(&bytes).map_err(|e| {
-        let err = CliError::from(e);
-        CliError {
-            message: format!("{}: {}", args.file.display(), err.message),
-            ..err
-        }
-    })?;
+    let export =
+        codec::decode(&bytes).map_err(|e| CliError::from(e).context(args.file.display()))?;
     let log = super::open_or_create(db)?;
     codec::import(&log, &export)?;
     let cast: &CastId = &export.head.cast;

@@ -64,11 +64,8 @@ pub struct AnchoredHead {
 #[non_exhaustive]
 pub enum AnchorError {
     /// Not a JSON document of the anchor's shape.
-    #[error("not a castlog anchor: {message}")]
-    Malformed {
-        /// What is wrong, with the line and column where JSON says.
-        message: String,
-    },
+    #[error("not a castlog anchor: {0}")]
+    Malformed(#[source] serde_json::Error),
     /// Written by a castlog with another format.
     #[error(
         "anchor format version {found} is not one this castlog reads (it reads version {VERSION})"
@@ -122,9 +119,7 @@ impl Anchor {
 
     /// Reads an anchor document.
     pub fn parse(bytes: &[u8]) -> Result<Anchor, AnchorError> {
-        let file: File = serde_json::from_slice(bytes).map_err(|e| AnchorError::Malformed {
-            message: e.to_string(),
-        })?;
+        let file: File = serde_json::from_slice(bytes).map_err(AnchorError::Malformed)?;
         if file.castlog_anchor != u64::from(VERSION) {
             return Err(AnchorError::Version {
                 found: file.castlog_anchor,

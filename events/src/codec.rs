@@ -71,6 +71,9 @@ pub enum CodecError {
     NotAnExport {
         /// Why.
         message: String,
+        /// The decoder's error, when a header that does not decode is why.
+        #[source]
+        source: Option<serde_json::Error>,
     },
     /// A line or field of a JSONL export is malformed.
     #[error("malformed export at line {line}: {message}")]
@@ -79,6 +82,9 @@ pub enum CodecError {
         line: usize,
         /// What is wrong.
         message: String,
+        /// The decoder's error, when a line that does not decode is what is wrong.
+        #[source]
+        source: Option<serde_json::Error>,
     },
     /// A bincode export does not decode.
     #[error(
@@ -445,6 +451,7 @@ pub fn decode(bytes: &[u8]) -> Result<CastExport, CodecError> {
     }
     let text = std::str::from_utf8(bytes).map_err(|_| CodecError::NotAnExport {
         message: "neither the bincode magic nor UTF-8 JSON lines".into(),
+        source: None,
     })?;
     decode_jsonl(text)
 }
@@ -457,6 +464,7 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
     let Some((_, first)) = lines.next() else {
         return Err(CodecError::NotAnExport {
             message: "the file is empty".into(),
+            source: None,
         });
     };
     let header: Header = serde_json::from_str(first).map_err(|e| CodecError::NotAnExport {
@@ -465,10 +473,12 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             json_error(&e),
             column(&e)
         ),
+        source: Some(e),
     })?;
     if header.castlog_export != EXPORT_VERSION {
         return Err(CodecError::NotAnExport {
             message: format!("export version {} is not supported", header.castlog_export),
+            source: None,
         });
     }
     let head = CastHead {
@@ -485,9 +495,13 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
         let malformed = |message: String| CodecError::Malformed {
             line: line_no,
             message,
+            source: None,
         };
-        let line: Line<'_> = serde_json::from_str(raw)
-            .map_err(|e| malformed(format!("{}{}", json_error(&e), column(&e))))?;
+        let line: Line<'_> = serde_json::from_str(raw).map_err(|e| CodecError::Malformed {
+            line: line_no,
+            message: format!("{}{}", json_error(&e), column(&e)),
+            source: Some(e),
+        })?;
         if let Some(hash) = line.blob {
             let bytes = match (line.text, line.hex) {
                 (Some(text), _) => text.into_bytes(),

@@ -44,12 +44,17 @@ pub enum PromptError {
         hash: String,
     },
     /// A stored rendered prompt does not decode.
-    #[error("the prompt blob {hash} does not decode: {reason}")]
+    #[error(
+        "the prompt blob {hash} does not decode: {}{}",
+        castlog_core::syntax::json_error(.source),
+        castlog_core::syntax::column(.source)
+    )]
     Undecodable {
         /// The blob.
         hash: String,
-        /// The decoder's words.
-        reason: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
     },
     /// A placement names a role castlog does not know.
     #[error(transparent)]
@@ -115,13 +120,9 @@ pub fn messages<L: EventLog + ?Sized>(
                 hash: prompt_hash.short(),
             });
         }
-        return serde_json::from_slice(&stored).map_err(|e| PromptError::Undecodable {
+        return serde_json::from_slice(&stored).map_err(|source| PromptError::Undecodable {
             hash: prompt_hash.short(),
-            reason: format!(
-                "{}{}",
-                castlog_core::syntax::json_error(&e),
-                castlog_core::syntax::column(&e)
-            ),
+            source,
         });
     }
     let mut bodies = Vec::with_capacity(placements.len());

@@ -158,6 +158,7 @@ impl BinExport {
         if self.version != EXPORT_VERSION {
             return Err(CodecError::NotAnExport {
                 message: format!("export version {} is not supported", self.version),
+                source: None,
             });
         }
         let cast = CastId::new(self.cast);

@@ -65,14 +65,15 @@ pub enum OtlpError {
     #[error(transparent)]
     Log(#[from] LogError),
     /// An event does not decode.
-    #[error("cast {cast} seq {seq}: {message} (run `castlog verify`)")]
+    #[error("cast {cast} seq {seq}: {source} (run `castlog verify`)")]
     Decode {
         /// The cast.
         cast: String,
         /// The event's seq.
         seq: u64,
         /// What the decoder said.
-        message: String,
+        #[source]
+        source: castlog_core::event::DecodeError,
     },
     /// A prompt could not be rebuilt for `--otel-content`.
     #[error("cast {cast} seq {seq}: {source}")]
@@ -603,7 +604,7 @@ pub fn trace_of<L: EventLog + ?Sized>(
                 failed = Some(OtlpError::Decode {
                     cast: cast.to_string(),
                     seq: record.seq.get(),
-                    message: err.to_string(),
+                    source: err,
                 });
                 return ControlFlow::Break(());
             }

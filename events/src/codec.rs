@@ -40,6 +40,7 @@ use serde_json::value::RawValue;
 use crate::chain::blob_hash;
 use crate::log::{CastHead, EventLog, ForkPoint, LogError};
 use crate::record::Recorded;
+use crate::stream::StreamKind;
 use crate::verify::first_problem;
 
 mod compact;
@@ -470,12 +471,14 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             message: format!("export version {} is not supported", header.castlog_export),
         });
     }
-    let head = CastHead {
+    // The export carries no stream kind: the events give it once they are read.
+    let mut head = CastHead {
         cast: header.cast,
         seq: header.head_seq,
         hash: header.head_hash,
         parent: header.parent,
         created_ms: header.created_ms,
+        kind: StreamKind::Cast,
     };
     let mut events = Vec::new();
     let mut blobs = Vec::new();
@@ -523,6 +526,7 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             hash,
         });
     }
+    head.kind = StreamKind::of_records(&events);
     Ok(CastExport {
         head,
         events,

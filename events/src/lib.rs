@@ -4,6 +4,7 @@
 //! - [`chain`]: the hash recipe (written out in prose, pinned by golden hashes).
 //! - [`record`]: the `Recorded` envelope and the `Pending` event before it is sealed.
 //! - [`log`]: the `EventLog` seam and its error enum.
+//! - [`stream`]: `StreamKind`, what a chain is (cast, claims ledger, engagement), kept as data.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
@@ -35,9 +36,11 @@ pub mod log;
 pub mod memory;
 pub mod record;
 pub mod sqlite;
+pub mod stream;
 pub mod verify;
 
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use record::{Pending, Recorded};
 pub use sqlite::{Durability, SqliteLog};
+pub use stream::StreamKind;

@@ -66,6 +66,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
+use crate::stream::StreamKind;
 pub use open::SCHEMA_VERSION;
 use open::{check_magic, configure, migrate, schema_version};
 use writer::Command;
@@ -113,6 +114,9 @@ pub struct SqliteLog {
     /// Readers open the file as immutable (a read-only log in a directory castlog cannot
     /// write, see [`SqliteLog::open_read_only`]).
     immutable: bool,
+    /// How a `casts` row's stream kind is read: its column, or for a read-only file older than
+    /// schema v8 the expression that version's upgrade fills it with ([`open::kind_column`]).
+    kind_sql: &'static str,
 }
 
 impl SqliteLog {
@@ -199,6 +203,7 @@ impl SqliteLog {
             readers: Mutex::new(vec![reader]),
             durability,
             immutable: false,
+            kind_sql: open::kind_column(SCHEMA_VERSION),
         })
     }
 
@@ -248,6 +253,7 @@ impl SqliteLog {
             readers: Mutex::new(vec![reader]),
             durability: Durability::Full,
             immutable,
+            kind_sql: open::kind_column(version),
         })
     }
 
@@ -324,14 +330,18 @@ impl SqliteLog {
     }
 
     /// The head of `cast` and its key.
-    fn head_and_key(conn: &Connection, cast: &CastId) -> Result<Option<(CastHead, i64)>, LogError> {
+    fn head_and_key(
+        &self,
+        conn: &Connection,
+        cast: &CastId,
+    ) -> Result<Option<(CastHead, i64)>, LogError> {
         let row = conn
-            .prepare_cached(
-                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms, id
-                 FROM casts WHERE cast_id = ?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT {HEAD_COLUMNS}, {}, id FROM casts WHERE cast_id = ?1",
+                self.kind_sql
+            ))
             .and_then(|mut stmt| {
-                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(7)?)))
+                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(8)?)))
                     .optional()
             })
             .map_err(|e| map_err("reading a cast head", &e))?;
@@ -543,7 +553,7 @@ impl EventLog for SqliteLog {
     }
 
     fn casts(&self) -> Result<Vec<CastHead>, LogError> {
-        self.read_with(list_casts)
+        self.read_with(|conn| list_casts(conn, self.kind_sql))
     }
 
     /// The claim kinds from their index (`schema/v7.sql`, see [`kinds`]); other kinds by
@@ -558,7 +568,7 @@ impl EventLog for SqliteLog {
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
-        self.read_with(|conn| Ok(Self::head_and_key(conn, cast)?.map(|(head, _)| head)))
+        self.read_with(|conn| Ok(self.head_and_key(conn, cast)?.map(|(head, _)| head)))
     }
 
     /// The head and the rows in one read transaction: WAL gives it one snapshot of the file
@@ -573,7 +583,7 @@ impl EventLog for SqliteLog {
             let tx = conn
                 .unchecked_transaction()
                 .map_err(|e| map_err("starting a read", &e))?;
-            let Some((head, key)) = Self::head_and_key(&tx, cast)? else {
+            let Some((head, key)) = self.head_and_key(&tx, cast)? else {
                 return Ok(None);
             };
             rows::scan_chain_rows(&tx, cast, key, head.seq, visit)?;
@@ -693,12 +703,15 @@ fn snapshot_name(seq: Seq) -> String {
     format!("state@{:020}", seq.get())
 }
 
-fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {
+/// The columns of a head, in [`HeadRow`]'s order; the stream kind follows them.
+const HEAD_COLUMNS: &str =
+    "cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms";
+
+fn list_casts(conn: &Connection, kind_sql: &str) -> Result<Vec<CastHead>, LogError> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                 FROM casts ORDER BY id",
-        )
+        .prepare_cached(&format!(
+            "SELECT {HEAD_COLUMNS}, {kind_sql} FROM casts ORDER BY id"
+        ))
         .map_err(|e| map_err("listing casts", &e))?;
     let rows = stmt
         .query_map([], head_row)
@@ -720,6 +733,7 @@ type HeadRow = (
     Option<i64>,
     Option<Vec<u8>>,
     i64,
+    String,
 );
 
 fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
@@ -731,12 +745,14 @@ fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
         row.get(4)?,
         row.get(5)?,
         row.get(6)?,
+        row.get(7)?,
     ))
 }
 
 fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
-    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created) = row;
+    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created, kind) = row;
     let cast = CastId::new(cast);
+    let kind = stream_kind_from_sql(&cast, &kind)?;
     let seq = Seq(seq.max(0) as u64);
     let hash = digest_from_sql(&cast, seq, "head_hash", &hash)?;
     let parent = match (parent_cast, parent_seq, parent_hash) {
@@ -758,6 +774,17 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
         hash,
         parent,
         created_ms: created.max(0) as u64,
+        kind,
+    })
+}
+
+/// The stream kind a `casts` row holds, or [`LogError::Corrupt`] naming the cast.
+fn stream_kind_from_sql(cast: &CastId, kind: &str) -> Result<StreamKind, LogError> {
+    StreamKind::parse(kind).ok_or_else(|| LogError::Corrupt {
+        context: format!("reading the head of {cast}"),
+        message: format!(
+            "its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"
+        ),
     })
 }
 

@@ -17,6 +17,7 @@ use super::address::{MAX_SEQ, event_row_id};
 use super::{SqliteLog, is_damage, map_err};
 use crate::log::{CastHead, ForkPoint, LogError, StoredRow};
 use crate::record::Recorded;
+use crate::stream::StreamKind;
 
 /// The columns [`event`] decodes, in its order.
 pub(super) const EVENT_COLUMNS: &str = "id, seq, at_ms, kind, v, payload, prev, hash";
@@ -283,6 +284,15 @@ fn cast_row(row: &Row<'_>) -> Result<(i64, CastHead), DamagedCast> {
     let seq = faults.int(row, 2, "head_seq");
     let hash = faults.digest(row, 3, "head_hash");
     let created = faults.int(row, 7, "created_ms");
+    let kind = faults.text(row, 8, "kind").and_then(|name| {
+        let kind = StreamKind::parse(&name);
+        if kind.is_none() {
+            faults.0.push(format!(
+                "column kind holds {name:?}, not one of cast, claims_ledger, engagement"
+            ));
+        }
+        kind
+    });
     let parent = match faults.value(row, 4, "parent_cast") {
         Some(ValueRef::Null) => None,
         Some(_) => {
@@ -300,14 +310,17 @@ fn cast_row(row: &Row<'_>) -> Result<(i64, CastHead), DamagedCast> {
         }
         None => None,
     };
-    match (key, cast.clone(), seq, hash, created) {
-        (Some(key), Some(cast), Some(seq), Some(hash), Some(created)) if faults.0.is_empty() => {
+    match (key, cast.clone(), seq, hash, created, kind) {
+        (Some(key), Some(cast), Some(seq), Some(hash), Some(created), Some(kind))
+            if faults.0.is_empty() =>
+        {
             let head = CastHead {
                 cast,
                 seq: Seq(seq.max(0) as u64),
                 hash,
                 parent,
                 created_ms: created.max(0) as u64,
+                kind,
             };
             Ok((key, head))
         }
@@ -343,11 +356,12 @@ impl SqliteLog {
                 Err(e) => return Err(failed(e)),
             }
             let mut stmt = tx
-                .prepare(
+                .prepare(&format!(
                     "SELECT id, cast_id, head_seq, head_hash, parent_cast, parent_seq,
-                            parent_hash, created_ms
+                            parent_hash, created_ms, {}
                      FROM casts ORDER BY id",
-                )
+                    self.kind_sql
+                ))
                 .map_err(failed)?;
             let mut rows = stmt.query([]).map_err(failed)?;
             loop {

@@ -8,6 +8,8 @@
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
+//! - [`seal`]: the one seal of the caches kept beside the log (state snapshots, projection
+//!   checkpoints), its recipe in prose.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
 //! - [`anchor`]: heads kept outside the database, so a truncated or rewritten log is caught.
 //! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).
@@ -35,6 +37,7 @@ pub mod codec;
 pub mod log;
 pub mod memory;
 pub mod record;
+pub mod seal;
 pub mod sqlite;
 pub mod stream;
 pub mod verify;

@@ -782,9 +782,7 @@ fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
 fn stream_kind_from_sql(cast: &CastId, kind: &str) -> Result<StreamKind, LogError> {
     StreamKind::parse(kind).ok_or_else(|| LogError::Corrupt {
         context: format!("reading the head of {cast}"),
-        message: format!(
-            "its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"
-        ),
+        message: format!("its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"),
     })
 }
 

@@ -7,9 +7,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
-use crate::stream::StreamKind;
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::{digest_from_sql, map_err};
+use crate::stream::StreamKind;
 
 /// `(key, head seq, head hash)` of a cast.
 pub(crate) fn head_of(

@@ -525,10 +525,18 @@ fn a_stream_keeps_the_kind_it_was_created_with(
     let cast = sample::cast("c");
     let sealed = log.append(&cast, Seq::FIRST, &sample::batch(0, 2)).unwrap();
     // An id that looks like a ledger's is still what its first event makes it.
-    log.append(&sample::cast("claims:lookalike"), Seq::FIRST, &sample::batch(5, 1))
-        .unwrap();
-    log.append(&sample::cast("ledger"), Seq::FIRST, &[opening("day_claimed")])
-        .unwrap();
+    log.append(
+        &sample::cast("claims:lookalike"),
+        Seq::FIRST,
+        &sample::batch(5, 1),
+    )
+    .unwrap();
+    log.append(
+        &sample::cast("ledger"),
+        Seq::FIRST,
+        &[opening("day_claimed")],
+    )
+    .unwrap();
     let begun = log
         .begin_append_with_blobs(
             &sample::cast("engaged"),
@@ -539,7 +547,8 @@ fn a_stream_keeps_the_kind_it_was_created_with(
         .unwrap();
     begun.wait().unwrap();
     // Events appended later, of any kind, change nothing.
-    log.append(&cast, Seq(3), &[opening("engagement_started")]).unwrap();
+    log.append(&cast, Seq(3), &[opening("engagement_started")])
+        .unwrap();
     let point = ForkPoint {
         cast: cast.clone(),
         seq: Seq(2),

@@ -161,7 +161,9 @@ fn refuse_other_streams(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result
     Err(DriveError::NotACast {
         cast: cast.clone(),
         stream: head.kind,
-        kind: first.first().map_or_else(|| "missing".into(), |r| r.kind.clone()),
+        kind: first
+            .first()
+            .map_or_else(|| "missing".into(), |r| r.kind.clone()),
         hint,
     })
 }

@@ -6,7 +6,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_replay::agent::ScriptedAgent;
 use castlog_replay::driver::{Driver, fold};
@@ -23,11 +23,10 @@ pub fn fixture(path: &str) -> PathBuf {
 pub fn started(config: PathBuf, loadout: Option<&str>, cast: &str) -> CastStarted {
     let text = std::fs::read_to_string(config).unwrap();
     let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
     started_event(
         CastId::new(cast),
         &loadout,
-        blob_hash(&frozen),
+        loadout_hash(&loadout.to_json()),
         "write a small tool".into(),
         "recommended".into(),
         None,

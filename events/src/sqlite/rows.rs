@@ -14,7 +14,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
 use super::address::{MAX_SEQ, event_row_id};
-use super::{SqliteLog, is_damage, map_err};
+use super::{SqliteLog, digest_from_sql, is_damage, map_err};
 use crate::log::{CastHead, ForkPoint, LogError, StoredRow};
 use crate::record::Recorded;
 use crate::stream::StreamKind;
@@ -401,4 +401,89 @@ fn integrity_lines(conn: &Connection) -> rusqlite::Result<Vec<String>> {
         .filter(|line| line != "ok")
         .map(|line| format!("the casts table or its index of cast names is damaged: {line}"))
         .collect())
+}
+
+// Heads as the log's reads take them (the audit above reads them column by column).
+
+/// The columns of a head, in [`HeadRow`]'s order; the stream kind follows them.
+pub(super) const HEAD_COLUMNS: &str =
+    "cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms";
+
+pub(super) fn list_casts(conn: &Connection, kind_sql: &str) -> Result<Vec<CastHead>, LogError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {HEAD_COLUMNS}, {kind_sql} FROM casts ORDER BY id"
+        ))
+        .map_err(|e| map_err("listing casts", &e))?;
+    let rows = stmt
+        .query_map([], head_row)
+        .map_err(|e| map_err("listing casts", &e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(head_from_row(
+            row.map_err(|e| map_err("listing casts", &e))?,
+        )?);
+    }
+    Ok(out)
+}
+
+pub(super) type HeadRow = (
+    String,
+    i64,
+    Vec<u8>,
+    Option<String>,
+    Option<i64>,
+    Option<Vec<u8>>,
+    i64,
+    String,
+);
+
+pub(super) fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+    ))
+}
+
+pub(super) fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
+    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created, kind) = row;
+    let cast = CastId::new(cast);
+    let kind = stream_kind_from_sql(&cast, &kind)?;
+    let seq = Seq(seq.max(0) as u64);
+    let hash = digest_from_sql(&cast, seq, "head_hash", &hash)?;
+    let parent = match (parent_cast, parent_seq, parent_hash) {
+        (Some(p), Some(s), Some(h)) => {
+            let parent = CastId::new(p);
+            let seq = Seq(s.max(0) as u64);
+            let hash = digest_from_sql(&parent, seq, "parent_hash", &h)?;
+            Some(ForkPoint {
+                cast: parent,
+                seq,
+                hash,
+            })
+        }
+        _ => None,
+    };
+    Ok(CastHead {
+        cast,
+        seq,
+        hash,
+        parent,
+        created_ms: created.max(0) as u64,
+        kind,
+    })
+}
+
+/// The stream kind a `casts` row holds, or [`LogError::Corrupt`] naming the cast.
+fn stream_kind_from_sql(cast: &CastId, kind: &str) -> Result<StreamKind, LogError> {
+    StreamKind::parse(kind).ok_or_else(|| LogError::Corrupt {
+        context: format!("reading the head of {cast}"),
+        message: format!("its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"),
+    })
 }

@@ -1,18 +1,24 @@
-//! Calendar days and the few time zones castlog knows, computed without a time-zone database
-//! (the core does no I/O): claim days, the engagement windows and the schedule's slots.
+//! Calendar days and the few time zones castlog knows: claim days, the engagement windows and
+//! the schedule's slots. US Eastern time comes from the IANA time-zone database bundled into the
+//! build (`jiff`'s copy, compiled in): the core reads no system file, no clock and no
+//! environment, so a day is the same on every machine.
 
 use std::fmt;
+use std::sync::LazyLock;
+
+use jiff::Timestamp;
+use jiff::tz::{Offset, TimeZone, TimeZoneDatabase};
 
 /// The zone claim days are counted in unless configured otherwise (as in the reference).
 pub const DEFAULT_ZONE: &str = "America/New_York";
 
 /// A time zone the claim day can be computed in.
 ///
-/// castlog reads no time-zone database (the core does no I/O), so it knows a small set of zones
-/// exactly: `America/New_York` (US Eastern with the US daylight-saving rule in force since 2007:
-/// UTC-4 from the second Sunday of March, 02:00 local, to the first Sunday of November, 02:00
-/// local; UTC-5 otherwise; the rule is applied to every year), `UTC`, and fixed offsets written
-/// `+HH:MM` / `-HH:MM` (or `+HH`). Any other name is a configuration error.
+/// castlog knows a small set of zones: `America/New_York` (US Eastern as the bundled IANA
+/// database has it: since 2007 UTC-4 from the second Sunday of March, 02:00 local, to the first
+/// Sunday of November, 02:00 local, and UTC-5 otherwise; earlier years by the rules then in
+/// force), `UTC`, and fixed offsets written `+HH:MM` / `-HH:MM` (or `+HH`). Any other name is a
+/// configuration error.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Zone {
     /// US Eastern time with daylight saving (the default).
@@ -36,6 +42,15 @@ pub struct ZoneError {
     /// The rejected name.
     pub name: String,
 }
+
+/// US Eastern time from the database compiled into the build, looked up once. The bundled copy
+/// always has it (a test says so); were it missing, Eastern standard time is used all year
+/// rather than failing a claim.
+static NEW_YORK: LazyLock<TimeZone> = LazyLock::new(|| {
+    TimeZoneDatabase::bundled()
+        .get(DEFAULT_ZONE)
+        .unwrap_or_else(|_| TimeZone::fixed(Offset::constant(-5)))
+});
 
 const MS_PER_MINUTE: i64 = 60_000;
 const MS_PER_DAY: i64 = 86_400_000;
@@ -94,15 +109,14 @@ impl Zone {
             Zone::Utc => 0,
             Zone::Fixed { minutes } => *minutes,
             Zone::NewYork => {
-                let (year, _, _) = civil_from_days(at_ms.div_euclid(MS_PER_DAY));
-                // 02:00 EST = 07:00 UTC; 02:00 EDT = 06:00 UTC.
-                let start = nth_sunday(year, 3, 2) * MS_PER_DAY + 7 * 3_600_000;
-                let end = nth_sunday(year, 11, 1) * MS_PER_DAY + 6 * 3_600_000;
-                if (start..end).contains(&at_ms) {
-                    -4 * 60
+                // Instants past the range the database covers (years beyond 9999) take the
+                // offset at its edge.
+                let at = Timestamp::from_millisecond(at_ms).unwrap_or(if at_ms < 0 {
+                    Timestamp::MIN
                 } else {
-                    -5 * 60
-                }
+                    Timestamp::MAX
+                });
+                NEW_YORK.to_offset(at).seconds().div_euclid(60)
             }
         }
     }
@@ -226,14 +240,6 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The day number of the `n`-th Sunday of `month` in `year`.
-fn nth_sunday(year: i64, month: u32, n: i64) -> i64 {
-    let first = days_from_civil(year, month, 1);
-    // 1970-01-01 was a Thursday: weekday 0 = Sunday.
-    let weekday = (first + 4).rem_euclid(7);
-    first + (7 - weekday) % 7 + 7 * (n - 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +274,67 @@ mod tests {
         // 2025: second Sunday of March is the 9th, first Sunday of November the 2nd.
         assert_eq!(ny.offset_minutes(utc(2025, 3, 9, 7, 0)), -240);
         assert_eq!(ny.offset_minutes(utc(2025, 11, 2, 6, 0)), -300);
+    }
+
+    /// The zone comes from the bundled database, not the fallback.
+    #[test]
+    fn new_york_is_in_the_bundled_database() {
+        assert!(TimeZoneDatabase::bundled().get(DEFAULT_ZONE).is_ok());
+        assert_eq!(Zone::NewYork.offset_minutes(utc(2026, 7, 1, 0, 0)), -240);
+    }
+
+    /// The switches of years on either side of the ones pinned above, and 2007, the first
+    /// year of the rule in force today.
+    #[rstest::rstest]
+    #[case::y2007((2007, 3, 11), (2007, 11, 4))]
+    #[case::y2024((2024, 3, 10), (2024, 11, 3))]
+    #[case::y2027((2027, 3, 14), (2027, 11, 7))]
+    #[case::y2030((2030, 3, 10), (2030, 11, 3))]
+    #[case::y2038((2038, 3, 14), (2038, 11, 7))]
+    fn new_york_switches_on_the_us_rule(
+        #[case] spring: (i64, u32, u32),
+        #[case] fall: (i64, u32, u32),
+    ) {
+        let ny = Zone::NewYork;
+        let (y, m, d) = spring;
+        assert_eq!(ny.offset_minutes(utc(y, m, d, 6, 59) + 59_999), -300);
+        assert_eq!(ny.offset_minutes(utc(y, m, d, 7, 0)), -240);
+        let (y, m, d) = fall;
+        assert_eq!(ny.offset_minutes(utc(y, m, d, 5, 59) + 59_999), -240);
+        assert_eq!(ny.offset_minutes(utc(y, m, d, 6, 0)), -300);
+    }
+
+    /// Claim days around the switches: local midnight is 05:00Z in winter and 04:00Z in summer,
+    /// and the day of the switch itself is 23 or 25 hours long.
+    #[test]
+    fn claim_days_end_at_local_midnight_across_the_switches() {
+        let ny = Zone::NewYork;
+        let day = |y, m, d, h, min| ny.day(utc(y, m, d, h, min) as u64);
+        // Spring forward on 2026-03-08: the 7th ends at 05:00Z, the 8th at 04:00Z.
+        assert_eq!(day(2026, 3, 8, 4, 59), "2026-03-07");
+        assert_eq!(day(2026, 3, 8, 5, 0), "2026-03-08");
+        assert_eq!(day(2026, 3, 9, 3, 59), "2026-03-08");
+        assert_eq!(day(2026, 3, 9, 4, 0), "2026-03-09");
+        // Fall back on 2026-11-01: the 31st ends at 04:00Z, the 1st at 05:00Z.
+        assert_eq!(day(2026, 11, 1, 3, 59), "2026-10-31");
+        assert_eq!(day(2026, 11, 1, 4, 0), "2026-11-01");
+        assert_eq!(day(2026, 11, 2, 4, 59), "2026-11-01");
+        assert_eq!(day(2026, 11, 2, 5, 0), "2026-11-02");
+        // The local clock's reading on those days.
+        let spring = Date::parse("2026-03-08").unwrap();
+        assert_eq!(ny.local(utc(2026, 3, 8, 6, 59)), (spring, 7_140_000));
+        assert_eq!(ny.local(utc(2026, 3, 8, 7, 0)), (spring, 3 * 3_600_000));
+        let fall = Date::parse("2026-11-01").unwrap();
+        assert_eq!(
+            ny.local(utc(2026, 11, 1, 5, 30)),
+            (fall, 3_600_000 + 1_800_000)
+        );
+        assert_eq!(
+            ny.local(utc(2026, 11, 1, 6, 30)),
+            (fall, 3_600_000 + 1_800_000)
+        );
+        assert_eq!(ny.instant(fall, 23 * 3_600_000), utc(2026, 11, 2, 4, 0));
+        assert_eq!(ny.instant(spring, 23 * 3_600_000), utc(2026, 3, 9, 3, 0));
     }
 
     #[test]

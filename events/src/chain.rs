@@ -89,6 +89,17 @@ pub fn blob_hash(bytes: &[u8]) -> Digest {
     blob_hash_of_parts(&[bytes])
 }
 
+/// The content hash of a frozen loadout, as `cast_started` and `cast_forked` record it
+/// (`loadout_hash`): [`blob_hash`] of the loadout's JSON bytes exactly as the event's payload
+/// stores them (`frozen` is the value the event carries, `Loadout::to_json`; inside the
+/// payload it is written compactly by the same serializer, so these are the stored bytes, a
+/// test pins that on recorded casts). The one place the hash is computed: `diff` compares the
+/// recorded hashes and never computes one again.
+pub fn loadout_hash(frozen: &serde_json::Value) -> Digest {
+    // A `Value` always renders (its map keys are strings), so nothing is dropped here.
+    blob_hash(&serde_json::to_vec(frozen).unwrap_or_default())
+}
+
 /// [`blob_hash`] of the parts' concatenation, without making it.
 pub fn blob_hash_of_parts(parts: &[&[u8]]) -> Digest {
     let mut hasher = BLOB_HASHER.clone();

@@ -40,6 +40,7 @@ use serde_json::value::RawValue;
 use crate::chain::blob_hash;
 use crate::log::{CastHead, EventLog, ForkPoint, LogError};
 use crate::record::Recorded;
+use crate::stream::StreamKind;
 use crate::verify::first_problem;
 
 mod compact;
@@ -481,12 +482,14 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             source: None,
         });
     }
-    let head = CastHead {
+    // The export carries no stream kind: the events give it once they are read.
+    let mut head = CastHead {
         cast: header.cast,
         seq: header.head_seq,
         hash: header.head_hash,
         parent: header.parent,
         created_ms: header.created_ms,
+        kind: StreamKind::Cast,
     };
     let mut events = Vec::new();
     let mut blobs = Vec::new();
@@ -538,6 +541,7 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
             hash,
         });
     }
+    head.kind = StreamKind::of_records(&events);
     Ok(CastExport {
         head,
         events,

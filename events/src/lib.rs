@@ -4,9 +4,12 @@
 //! - [`chain`]: the hash recipe (written out in prose, pinned by golden hashes).
 //! - [`record`]: the `Recorded` envelope and the `Pending` event before it is sealed.
 //! - [`log`]: the `EventLog` seam and its error enum.
+//! - [`stream`]: `StreamKind`, what a chain is (cast, claims ledger, engagement), kept as data.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
+//! - [`seal`]: the one seal of the caches kept beside the log (state snapshots, projection
+//!   checkpoints), its recipe in prose.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
 //! - [`anchor`]: heads kept outside the database, so a truncated or rewritten log is caught.
 //! - [`codec`]: export and import of a cast as JSONL (readable) or bincode (compact).
@@ -34,10 +37,13 @@ pub mod codec;
 pub mod log;
 pub mod memory;
 pub mod record;
+pub mod seal;
 pub mod sqlite;
+pub mod stream;
 pub mod verify;
 
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use record::{Pending, Recorded};
 pub use sqlite::{Durability, SqliteLog};
+pub use stream::StreamKind;

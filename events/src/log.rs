@@ -9,6 +9,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Pending, Recorded};
+use crate::stream::StreamKind;
 
 /// Where a fork (recast) attaches to its parent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,9 @@ pub struct CastHead {
     pub parent: Option<ForkPoint>,
     /// When its first event was recorded.
     pub created_ms: u64,
+    /// What the stream is, recorded when it was created (see [`crate::stream`]); not part of
+    /// the hash chain.
+    pub kind: StreamKind,
 }
 
 impl CastHead {
@@ -396,6 +400,8 @@ impl std::fmt::Debug for Appending<'_> {
 /// An append-only store of per-cast hash chains and content-addressed blobs.
 ///
 /// Invariants every implementation keeps:
+/// - a stream's kind ([`CastHead::kind`]) is recorded when the stream is created and never
+///   changes: [`StreamKind::opened_by`] the kind of its first event, or the imported head's;
 /// - a cast's seqs are 1, 2, 3, ... with no gaps; an append names the seq it expects to write
 ///   first and fails with [`LogError::Conflict`] if the log is elsewhere, writing nothing;
 /// - an append of several events is atomic: all of them or none;
@@ -422,7 +428,9 @@ pub trait EventLog: Send + Sync {
     ) -> Result<Vec<Recorded>, LogError>;
 
     /// Stores already-sealed records of a cast that does not exist yet (import). The caller has
-    /// verified the chain; the log checks the fork parent and that seqs start at 1.
+    /// verified the chain; the log checks the fork parent and that seqs start at 1. The stream
+    /// gets the kind `head.kind` says (an [`append`](Self::append) at seq 1 or a
+    /// [`fork`](Self::fork) gives it [`StreamKind::opened_by`] its first event).
     fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError>;
 
     /// Calls `visit` with each stored event of `cast` from `from` on, in seq order (rows with a

@@ -12,6 +12,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use crate::chain::blob_hash;
 use crate::log::{CastHead, EventLog, ForkPoint, LogError, StoredRow};
 use crate::record::{Pending, Recorded, seal_batch};
+use crate::stream::StreamKind;
 
 /// A log held in memory.
 #[derive(Debug, Default)]
@@ -57,6 +58,7 @@ impl State {
             cast: cast.clone(),
             seq: Seq(sealed.len() as u64),
             hash: last,
+            kind: StreamKind::opened_by(first.kind),
             parent,
             created_ms: first.at_ms,
         });

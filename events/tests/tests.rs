@@ -23,6 +23,8 @@ mod it {
     mod blobs;
     mod durability;
     mod schema;
+    // Stream kinds in a database written before they were kept (schema v7 to v8).
+    mod stream_kinds;
     // A damaged SQLite file, made in code; `verify` must name the exact cast and seq.
     mod corruption;
     // Export and import: JSONL and bincode round trips, tampering, truncation, garbage.

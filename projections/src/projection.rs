@@ -10,16 +10,16 @@
 //! ([`check_checkpoint`]).
 //!
 //! # Checkpoint bytes
-//! A stored checkpoint's bytes are a 32-byte seal followed by the projection's compact encoding.
-//! The seal is blake3 over `"castlog projection checkpoint\0"`, the cast id, a zero byte, the
-//! projection's name, a zero byte, its version (4 bytes, big-endian), the seq (8 bytes,
-//! big-endian), the chain hash at that seq (32 bytes) and the encoding. It names accidental or
-//! careless changes to a row (anyone can compute it, so `verify` compares against a fold too).
+//! A stored checkpoint's bytes are the projection's compact encoding behind the seal every
+//! cache beside the log has (`castlog_events::seal`, purpose `ProjectionCheckpoint`, named
+//! by the projection's name and version). It names accidental or careless changes to a row
+//! (anyone can compute it, so `verify` compares against a fold too).
 
 use std::ops::ControlFlow;
 
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_events::codec::{from_compact, is_compact_of, to_compact};
+use castlog_events::seal::{Purpose, Seal};
 use castlog_events::{EventLog, LogError, Recorded};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -85,33 +85,21 @@ impl CheckpointStore for MemoryCheckpoints {
     }
 }
 
-/// The seal of a checkpoint's encoding (see the module docs), hashed in parts so a large
-/// encoding is not copied.
-fn seal(
-    cast: &CastId,
-    name: &str,
-    version: u32,
-    seq: Seq,
-    hash: &Digest,
-    encoded: &[u8],
-) -> Digest {
-    castlog_events::chain::blob_hash_of_parts(&[
-        b"castlog projection checkpoint\0",
-        cast.as_str().as_bytes(),
-        &[0],
-        name.as_bytes(),
-        &[0],
-        &version.to_be_bytes(),
-        &seq.get().to_be_bytes(),
-        &hash.0,
-        encoded,
-    ])
+/// The seal of a checkpoint of `cast` (see the module docs).
+fn seal<'a>(cast: &'a CastId, name: &'a str, version: u32, seq: Seq, hash: &'a Digest) -> Seal<'a> {
+    Seal {
+        purpose: Purpose::ProjectionCheckpoint,
+        cast,
+        name,
+        version,
+        seq,
+        hash,
+    }
 }
 
 /// The encoding inside a stored checkpoint of `cast`, if its seal holds.
 fn unsealed<'c>(cast: &CastId, cp: &'c Checkpoint) -> Option<&'c [u8]> {
-    let (stored, encoded) = cp.bytes.split_at_checked(32)?;
-    (stored == seal(cast, &cp.name, cp.version, cp.seq, &cp.hash, encoded).0).then_some(encoded)
+    seal(cast, &cp.name, cp.version, cp.seq, &cp.hash).open(&cp.bytes)
 }
 
 /// What a catch-up did.
@@ -176,11 +164,7 @@ pub fn catch_up<P: Projection>(
         ControlFlow::Continue(())
     })?;
     if let Some((seq, hash)) = last {
-        // The seal, then the encoding, in one buffer: a projection's encoding may be large.
-        let mut bytes = vec![0; 32];
-        bytes.extend(to_compact(&projection));
-        let sealed = seal(cast, P::NAME, P::VERSION, seq, &hash, &bytes[32..]);
-        bytes[..32].copy_from_slice(&sealed.0);
+        let bytes = seal(cast, P::NAME, P::VERSION, seq, &hash).wrap(&to_compact(&projection));
         store.save(
             cast,
             Checkpoint {
@@ -336,10 +320,7 @@ mod tests {
         assert!(third.warning.unwrap().contains("does not match its seal"));
 
         let encoded = to_compact(&Count { n: 9 });
-        let mut forged = seal(&cast, "count", 1, kept.seq, &kept.hash, &encoded)
-            .0
-            .to_vec();
-        forged.extend_from_slice(&encoded);
+        let forged = seal(&cast, "count", 1, kept.seq, &kept.hash).wrap(&encoded);
         store.save(
             &cast,
             Checkpoint {

@@ -10,7 +10,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::decide::started_event;
 use castlog_core::prompt::Role;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::audit::PlacementAudit;
 use castlog_projections::prompt;
@@ -105,11 +105,10 @@ fn run(db: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let log = SqliteLog::open(db)?;
     let clock = SystemClock;
     let cast = CastId::new("greeting-1");
-    let frozen = serde_json::to_vec(&loadout.to_json())?;
     let started = started_event(
         cast.clone(),
         &loadout,
-        blob_hash(&frozen),
+        loadout_hash(&loadout.to_json()),
         "a new colleague".to_owned(),
         "recommended".to_owned(),
         None,

@@ -79,14 +79,16 @@ pub enum DriveError {
         #[source]
         cause: FoldError,
     },
-    /// The cast is a record of another kind (an engage run, a destination's claim ledger),
-    /// which the cast machine does not fold.
+    /// The stream is of another kind than a cast (an engage run, a destination's claim
+    /// ledger, as the log records it), which the cast machine does not fold.
     #[error(
-        "{cast} is not a workflow cast (its first event is {kind}): `castlog show {cast}` prints its events{hint}"
+        "{cast} is not a workflow cast (the log records it as {stream}; its first event is {kind}): `castlog show {cast}` prints its events{hint}"
     )]
     NotACast {
         /// The cast.
         cast: CastId,
+        /// The stream's kind.
+        stream: castlog_events::StreamKind,
         /// Its first event's kind.
         kind: String,
         /// Where to look instead.

@@ -12,7 +12,7 @@
 use castlog_core::claims::{Claim, ClaimStatus};
 use castlog_core::event::{DayClaimed, Event};
 use castlog_core::id::{CastId, ClaimId, Seq};
-use castlog_events::{EventLog, LogError, Pending};
+use castlog_events::{EventLog, LogError, Pending, StreamKind};
 use castlog_projections::claims::ClaimsLedger;
 
 /// How often a writer reads again after losing an append race before giving up.
@@ -23,8 +23,10 @@ pub fn chain_of(destination: &str) -> CastId {
     CastId::new(format!("claims:{destination}"))
 }
 
-/// Whether a cast id names a destination ledger chain (not a cast of a workflow).
-pub fn is_ledger_chain(cast: &CastId) -> bool {
+/// Whether an id is in the ledgers' namespace (`claims:…`), which a person may not choose
+/// for a cast: a cast there would stand where a destination's ledger chain is looked for. What
+/// a stream is, the log records as its kind (`StreamKind`); this says only what ids are taken.
+pub fn is_ledger_id(cast: &CastId) -> bool {
     cast.as_str().starts_with("claims:")
 }
 
@@ -61,6 +63,17 @@ pub fn take_day(
     now_ms: u64,
 ) -> Result<Taken, LogError> {
     let chain = chain_of(&claim.destination);
+    if let Some(head) = log.head(&chain)?
+        && head.kind != StreamKind::ClaimsLedger
+    {
+        return Err(LogError::Corrupt {
+            context: format!("taking {} on {}", claim.day, claim.destination),
+            message: format!(
+                "{chain} is recorded as a stream of kind {}, not a claims ledger",
+                head.kind
+            ),
+        });
+    }
     for _ in 0..ATTEMPTS {
         let records = match log.read(&chain, Seq::FIRST, None) {
             Ok(records) => records,
@@ -167,12 +180,34 @@ mod tests {
         log.append(&a.cast, Seq(2), &[Pending::new(4, &refused)])
             .unwrap();
         assert_eq!(take_day(&log, &b, 5).unwrap(), Taken::Won);
-        assert!(is_ledger_chain(&chain_of("staging")));
+        assert!(is_ledger_id(&chain_of("staging")));
         assert_eq!(
             log.read(&chain_of("staging"), Seq::FIRST, None)
                 .unwrap()
                 .len(),
             2
+        );
+        let head = log.head(&chain_of("staging")).unwrap().unwrap();
+        assert_eq!(head.kind, StreamKind::ClaimsLedger);
+    }
+
+    /// A stream of another kind at a ledger's id (a cast imported there) is not taken for
+    /// the ledger: nothing is appended to it.
+    #[test]
+    fn a_stream_of_another_kind_at_the_ledger_id_is_refused() {
+        let log = InMemoryLog::new();
+        let a = claim("a", "cast-a");
+        record_claim(&log, &a);
+        let other = Event::from(PostRefused::of_claim(ClaimId::new("x"), "no".into()));
+        log.append(&chain_of("staging"), Seq::FIRST, &[Pending::new(0, &other)])
+            .unwrap();
+        let err = take_day(&log, &a, 1).unwrap_err();
+        assert!(err.to_string().contains("not a claims ledger"), "{err}");
+        assert_eq!(
+            log.read(&chain_of("staging"), Seq::FIRST, None)
+                .unwrap()
+                .len(),
+            1
         );
     }
 

@@ -35,7 +35,7 @@
 //! use castlog_core::loadout::load_config;
 //! use castlog_core::machine::decide::started_event;
 //! use castlog_events::InMemoryLog;
-//! use castlog_events::chain::blob_hash;
+//! use castlog_events::chain::loadout_hash;
 //! use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 //! use castlog_replay::clock::SystemClock;
 //! use castlog_replay::driver::{Driver, fold};
@@ -53,7 +53,7 @@
 //! let loadout = config.resolve(None)?;
 //! let log = InMemoryLog::new();
 //! let cast = CastId::new("demo");
-//! let hash = blob_hash(&serde_json::to_vec(&loadout.to_json())?);
+//! let hash = loadout_hash(&loadout.to_json());
 //! let started = started_event(cast.clone(), &loadout, hash, "the team".into(), "recommended".into(), None);
 //! let stop = Driver::start(&log, &SystemClock, started, std::path::Path::new("."))?.drive(&mut Echo)?;
 //! assert_eq!(stop.status.as_str(), "completed");

@@ -15,7 +15,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::input::Input;
 use castlog_core::machine::decide::input_of;
 use castlog_core::machine::{CastState, Phase};
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::{blob_hash, loadout_hash};
 use castlog_events::log::with_events;
 use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
 use serde_json::Value;
@@ -376,10 +376,7 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         .into());
     };
     let (parent_state, _) = fold_until(log, &plan.parent, plan.at)?;
-    let loadout_hash: Option<Digest> = plan
-        .loadout
-        .as_ref()
-        .map(|l| blob_hash(&serde_json::to_vec(l).unwrap_or_default()));
+    let loadout_hash: Option<Digest> = plan.loadout.as_ref().map(loadout_hash);
     let forked = CastForked {
         cast: plan.child.clone(),
         parent: plan.parent.clone(),

@@ -17,7 +17,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, Pending, SqliteLog};
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
@@ -210,7 +210,7 @@ fn run_size(path: &Path, casts: u64, args: &BenchPostsArgs) -> Result<(PostsRun,
     let loadout = config
         .resolve(None)
         .map_err(|e| CliError::internal(format!("the post loadout: {e}")))?;
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
+    let frozen = loadout_hash(&loadout.to_json());
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -221,7 +221,7 @@ fn run_size(path: &Path, casts: u64, args: &BenchPostsArgs) -> Result<(PostsRun,
         let started = started_event(
             cast,
             &loadout,
-            blob_hash(&frozen),
+            frozen,
             "release 1.2".into(),
             "recommended".into(),
             None,

@@ -17,7 +17,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{Durability, EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
@@ -393,7 +393,7 @@ pub(super) fn run_synth(
     let loadout = config
         .resolve(None)
         .map_err(|e| CliError::internal(format!("the synthetic loadout: {e}")))?;
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
+    let frozen = loadout_hash(&loadout.to_json());
     let cast = CastId::new(format!(
         "bench-synth-w{items}-r{rework}-s{output_bytes}-{}",
         now_nanos()
@@ -402,7 +402,7 @@ pub(super) fn run_synth(
     let started = started_event(
         cast.clone(),
         &loadout,
-        blob_hash(&frozen),
+        frozen,
         format!("synthetic workload: {items} items, {rework} tries each"),
         "recommended".into(),
         None,

@@ -10,7 +10,7 @@ use castlog_core::input::Input;
 use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
@@ -223,7 +223,6 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         Some(id) => super::chosen_cast(&log, id)?,
         None => new_cast_id(&log, &clock)?,
     };
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
     let policy = args
         .policy
         .clone()
@@ -232,7 +231,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     let started = started_event(
         cast.clone(),
         &loadout,
-        blob_hash(&frozen),
+        loadout_hash(&loadout.to_json()),
         args.task.clone(),
         policy,
         Some(args.config.display().to_string()),

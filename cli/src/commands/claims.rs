@@ -4,9 +4,9 @@ use std::path::Path;
 
 use castlog_core::claims::{self, Claim, Transition};
 use castlog_core::event::{Event, PostResolved, PostResponseRecorded, Resolution, Response};
-use castlog_core::id::{CastId, Seq};
+use castlog_core::id::CastId;
 use castlog_core::input::Input;
-use castlog_events::{EventLog, LogError, Pending, SqliteLog};
+use castlog_events::{EventLog, LogError, Pending, SqliteLog, StreamKind};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, fold};
@@ -164,12 +164,11 @@ impl Record {
     }
 }
 
-/// Whether `cast` is run by the cast machine (its first event starts or forks a cast).
+/// Whether `cast` is run by the cast machine (a stream of kind cast, not an engage run).
 fn is_machine_cast(log: &SqliteLog, cast: &CastId) -> Result<bool, CliError> {
-    let first = log.read(cast, Seq::FIRST, Some(Seq::FIRST))?;
-    Ok(first
-        .first()
-        .is_some_and(|r| r.kind == "cast_started" || r.kind == "cast_forked"))
+    Ok(log
+        .head(cast)?
+        .is_some_and(|head| head.kind == StreamKind::Cast))
 }
 
 fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {

@@ -4,7 +4,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{CastHead, EventLog, ForkPoint, Recorded};
+use castlog_events::{CastHead, EventLog, ForkPoint, Recorded, StreamKind};
 use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
@@ -16,7 +16,8 @@ use crate::output;
 #[derive(Serialize)]
 struct CastRow {
     cast: String,
-    /// `cast`, or `claims_ledger` for a destination's ledger chain (listed with `--all`).
+    /// The stream's kind: `cast`, or (listed with `--all`) `claims_ledger` for a destination's
+    /// ledger chain, `engagement` for an engage run.
     kind: &'static str,
     head: u64,
     hash: String,
@@ -28,21 +29,12 @@ impl From<&CastHead> for CastRow {
     fn from(head: &CastHead) -> Self {
         CastRow {
             cast: head.cast.to_string(),
-            kind: stream_kind(&head.cast),
+            kind: head.kind.as_str(),
             head: head.seq.get(),
             hash: head.hash.to_hex(),
             parent: head.parent.clone(),
             created_ms: head.created_ms,
         }
-    }
-}
-
-/// What kind of stream `cast` names in `casts --json`.
-fn stream_kind(cast: &CastId) -> &'static str {
-    if castlog_replay::ledger::is_ledger_chain(cast) {
-        "claims_ledger"
-    } else {
-        "cast"
     }
 }
 
@@ -52,7 +44,7 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let mut heads = log.casts()?;
     if !args.all {
-        heads.retain(|h| stream_kind(&h.cast) == "cast");
+        heads.retain(|h| h.kind == StreamKind::Cast);
     }
     if json {
         let rows: Vec<CastRow> = heads.iter().map(CastRow::from).collect();

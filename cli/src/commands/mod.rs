@@ -43,7 +43,7 @@ pub fn chosen_cast(log: &SqliteLog, id: &str) -> Result<CastId, CliError> {
         return Err(CliError::user("--cast must not be empty"));
     }
     let cast = CastId::new(id);
-    if castlog_replay::ledger::is_ledger_chain(&cast) {
+    if castlog_replay::ledger::is_ledger_id(&cast) {
         return Err(CliError::user(format!(
             "cast ids starting with `claims:` name the destinations' claim ledgers; pick another --cast than {id:?}"
         )));

@@ -59,7 +59,7 @@ pub fn send_moved(
     };
     for head in heads {
         let moved = before.get(&head.cast) != Some(&head.seq.get());
-        if !moved || castlog_replay::ledger::is_ledger_chain(&head.cast) {
+        if !moved || head.kind == castlog_events::StreamKind::ClaimsLedger {
             continue;
         }
         let trace = match otlp::trace_of(&log, &head.cast, options) {

@@ -30,5 +30,6 @@ mod scorecard;
 mod secrets;
 mod streams;
 mod terminal;
+mod upgrade;
 mod verify_damage;
 mod watch;

@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::CastState;
 use crate::loadout::{Budget, Limits, Loadout};
 
-/// The snapshot format; bump it whenever [`CastState`] changes shape (2: sealed by the
-/// driver, see `castlog_replay::driver`; 3: the fence version).
-pub const VERSION: u32 = 3;
+/// The snapshot format; bump it whenever [`CastState`] changes shape or its seal does (2:
+/// sealed by the driver, see `castlog_replay::driver`; 3: the fence version; 4: sealed by the
+/// one seal of the log's caches, `castlog_events::seal`, which covers this version too).
+pub const VERSION: u32 = 4;
 
 #[derive(Serialize)]
 struct Out<'a> {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{COMPACT_LIMIT, CastExport, CodecError, EXPORT_VERSION};
 use crate::log::{CastHead, ForkPoint};
 use crate::record::Recorded;
+use crate::stream::StreamKind;
 
 /// Encodes any serde value compactly (bincode, standard config). Used for snapshots too.
 pub fn to_compact<T: Serialize>(value: &T) -> Vec<u8> {
@@ -162,6 +163,20 @@ impl BinExport {
             });
         }
         let cast = CastId::new(self.cast);
+        let events: Vec<Recorded> = self
+            .events
+            .into_iter()
+            .map(|e| Recorded {
+                cast: cast.clone(),
+                seq: Seq(e.seq),
+                at_ms: e.at_ms,
+                kind: e.kind.into_owned(),
+                v: e.v,
+                payload: e.payload.into_owned(),
+                prev: Digest(e.prev),
+                hash: Digest(e.hash),
+            })
+            .collect();
         Ok(CastExport {
             head: CastHead {
                 cast: cast.clone(),
@@ -173,21 +188,9 @@ impl BinExport {
                     hash: Digest(h),
                 }),
                 created_ms: self.created_ms,
+                kind: StreamKind::of_records(&events),
             },
-            events: self
-                .events
-                .into_iter()
-                .map(|e| Recorded {
-                    cast: cast.clone(),
-                    seq: Seq(e.seq),
-                    at_ms: e.at_ms,
-                    kind: e.kind.into_owned(),
-                    v: e.v,
-                    payload: e.payload.into_owned(),
-                    prev: Digest(e.prev),
-                    hash: Digest(e.hash),
-                })
-                .collect(),
+            events,
             blobs: self
                 .blobs
                 .into_iter()

@@ -55,6 +55,7 @@ mod writes;
 use address::event_row_id;
 pub use address::{MAX_SEQ, MisplacedEvent, Place};
 pub use rows::{CastsAudit, DamagedCast};
+use rows::{HEAD_COLUMNS, head_from_row, head_row, list_casts};
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,9 @@ pub struct SqliteLog {
     /// Readers open the file as immutable (a read-only log in a directory castlog cannot
     /// write, see [`SqliteLog::open_read_only`]).
     immutable: bool,
+    /// How a `casts` row's stream kind is read: its column, or for a read-only file older than
+    /// schema v8 the expression that version's upgrade fills it with ([`open::kind_column`]).
+    kind_sql: &'static str,
 }
 
 impl SqliteLog {
@@ -195,6 +199,7 @@ impl SqliteLog {
             readers: Mutex::new(vec![reader]),
             durability,
             immutable: false,
+            kind_sql: open::kind_column(SCHEMA_VERSION),
         })
     }
 
@@ -249,6 +254,7 @@ impl SqliteLog {
             readers: Mutex::new(vec![reader]),
             durability: Durability::Full,
             immutable,
+            kind_sql: open::kind_column(version),
         })
     }
 
@@ -325,14 +331,18 @@ impl SqliteLog {
     }
 
     /// The head of `cast` and its key.
-    fn head_and_key(conn: &Connection, cast: &CastId) -> Result<Option<(CastHead, i64)>, LogError> {
+    fn head_and_key(
+        &self,
+        conn: &Connection,
+        cast: &CastId,
+    ) -> Result<Option<(CastHead, i64)>, LogError> {
         let row = conn
-            .prepare_cached(
-                "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms, id
-                 FROM casts WHERE cast_id = ?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT {HEAD_COLUMNS}, {}, id FROM casts WHERE cast_id = ?1",
+                self.kind_sql
+            ))
             .and_then(|mut stmt| {
-                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(7)?)))
+                stmt.query_row([cast.as_str()], |r| Ok((head_row(r)?, r.get::<_, i64>(8)?)))
                     .optional()
             })
             .map_err(|e| map_err("reading a cast head", e))?;
@@ -544,7 +554,7 @@ impl EventLog for SqliteLog {
     }
 
     fn casts(&self) -> Result<Vec<CastHead>, LogError> {
-        self.read_with(list_casts)
+        self.read_with(|conn| list_casts(conn, self.kind_sql))
     }
 
     /// The claim kinds from their index (`schema/v7.sql`, see [`kinds`]); other kinds by
@@ -559,7 +569,7 @@ impl EventLog for SqliteLog {
     }
 
     fn head(&self, cast: &CastId) -> Result<Option<CastHead>, LogError> {
-        self.read_with(|conn| Ok(Self::head_and_key(conn, cast)?.map(|(head, _)| head)))
+        self.read_with(|conn| Ok(self.head_and_key(conn, cast)?.map(|(head, _)| head)))
     }
 
     /// The head and the rows in one read transaction: WAL gives it one snapshot of the file
@@ -574,7 +584,7 @@ impl EventLog for SqliteLog {
             let tx = conn
                 .unchecked_transaction()
                 .map_err(|e| map_err("starting a read", e))?;
-            let Some((head, key)) = Self::head_and_key(&tx, cast)? else {
+            let Some((head, key)) = self.head_and_key(&tx, cast)? else {
                 return Ok(None);
             };
             rows::scan_chain_rows(&tx, cast, key, head.seq, visit)?;
@@ -692,74 +702,6 @@ fn checkpoint_row(
 
 fn snapshot_name(seq: Seq) -> String {
     format!("state@{:020}", seq.get())
-}
-
-fn list_casts(conn: &Connection) -> Result<Vec<CastHead>, LogError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms
-                 FROM casts ORDER BY id",
-        )
-        .map_err(|e| map_err("listing casts", e))?;
-    let rows = stmt
-        .query_map([], head_row)
-        .map_err(|e| map_err("listing casts", e))?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(head_from_row(
-            row.map_err(|e| map_err("listing casts", e))?,
-        )?);
-    }
-    Ok(out)
-}
-
-type HeadRow = (
-    String,
-    i64,
-    Vec<u8>,
-    Option<String>,
-    Option<i64>,
-    Option<Vec<u8>>,
-    i64,
-);
-
-fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-    ))
-}
-
-fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
-    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created) = row;
-    let cast = CastId::new(cast);
-    let seq = Seq(seq.max(0) as u64);
-    let hash = digest_from_sql(&cast, seq, "head_hash", &hash)?;
-    let parent = match (parent_cast, parent_seq, parent_hash) {
-        (Some(p), Some(s), Some(h)) => {
-            let parent = CastId::new(p);
-            let seq = Seq(s.max(0) as u64);
-            let hash = digest_from_sql(&parent, seq, "parent_hash", &h)?;
-            Some(ForkPoint {
-                cast: parent,
-                seq,
-                hash,
-            })
-        }
-        _ => None,
-    };
-    Ok(CastHead {
-        cast,
-        seq,
-        hash,
-        parent,
-        created_ms: created.max(0) as u64,
-    })
 }
 
 /// Visits the rows of one cast from `from` on, in address order (see [`address`]), each with

@@ -19,15 +19,47 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v5.sql"),
     include_str!("schema/v6.sql"),
     include_str!("schema/v7.sql"),
+    include_str!("schema/v8.sql"),
 ];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The oldest schema version a read-only file may have: the versions after it only add an
-/// index whose queries give the same rows without it (v7's index of claim events), so such
-/// a file reads correctly as it is; an older one needs its upgrade first.
+/// index whose queries give the same rows without it (v7's index of claim events) and a
+/// column a read can compute instead (v8's `casts.kind`, see [`LEGACY_KIND`]), so such a file
+/// reads correctly as it is; an older one needs its upgrade first.
 pub(super) const READS_WITHOUT_UPGRADE: i64 = 6;
+
+/// The first version with `casts.kind`.
+const KIND_COLUMN_SINCE: i64 = 8;
+
+/// A stream's kind, as `casts.kind` holds it from v8 on, computed for a row of an older file
+/// the way `schema/v8.sql` fills the column (a test pins the two to the same kinds).
+pub(super) const LEGACY_KIND: &str = "CASE \
+    WHEN substr(casts.cast_id, 1, 7) = 'claims:' THEN 'claims_ledger' \
+    WHEN (SELECT e.kind FROM events e WHERE e.id = casts.id * 4294967296 + 1) \
+         = 'engagement_started' THEN 'engagement' \
+    ELSE 'cast' END";
+
+/// Whether `casts` has the column v8 adds.
+fn has_kind_column(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('casts') WHERE name = 'kind'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// The SQL that reads a stream's kind from a `casts` row of a file at schema `version`.
+pub(super) fn kind_column(version: i64) -> &'static str {
+    if version >= KIND_COLUMN_SINCE {
+        "casts.kind"
+    } else {
+        LEGACY_KIND
+    }
+}
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
@@ -260,6 +292,10 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             6 => Some(address::UpgradeGuard::before(&tx).map_err(stopped)?),
             _ => None,
         };
+        // A file that has the kind column already was at v8 once (its version was set back,
+        // as tests of older files do): its kinds are kept as they were written.
+        let done = next == KIND_COLUMN_SINCE && has_kind_column(&tx).map_err(failed)?;
+        let script = if done { "" } else { script };
         tx.execute_batch(script)
             .and_then(|()| tx.pragma_update(None, "user_version", next))
             .map_err(failed)?;

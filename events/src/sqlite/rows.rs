@@ -14,9 +14,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
 use super::address::{MAX_SEQ, event_row_id};
-use super::{SqliteLog, is_damage, map_err};
+use super::{SqliteLog, digest_from_sql, is_damage, map_err};
 use crate::log::{CastHead, ForkPoint, LogError, StoredRow};
 use crate::record::Recorded;
+use crate::stream::StreamKind;
 
 /// The columns [`event`] decodes, in its order.
 pub(super) const EVENT_COLUMNS: &str = "id, seq, at_ms, kind, v, payload, prev, hash";
@@ -283,6 +284,15 @@ fn cast_row(row: &Row<'_>) -> Result<(i64, CastHead), DamagedCast> {
     let seq = faults.int(row, 2, "head_seq");
     let hash = faults.digest(row, 3, "head_hash");
     let created = faults.int(row, 7, "created_ms");
+    let kind = faults.text(row, 8, "kind").and_then(|name| {
+        let kind = StreamKind::parse(&name);
+        if kind.is_none() {
+            faults.0.push(format!(
+                "column kind holds {name:?}, not one of cast, claims_ledger, engagement"
+            ));
+        }
+        kind
+    });
     let parent = match faults.value(row, 4, "parent_cast") {
         Some(ValueRef::Null) => None,
         Some(_) => {
@@ -300,14 +310,17 @@ fn cast_row(row: &Row<'_>) -> Result<(i64, CastHead), DamagedCast> {
         }
         None => None,
     };
-    match (key, cast.clone(), seq, hash, created) {
-        (Some(key), Some(cast), Some(seq), Some(hash), Some(created)) if faults.0.is_empty() => {
+    match (key, cast.clone(), seq, hash, created, kind) {
+        (Some(key), Some(cast), Some(seq), Some(hash), Some(created), Some(kind))
+            if faults.0.is_empty() =>
+        {
             let head = CastHead {
                 cast,
                 seq: Seq(seq.max(0) as u64),
                 hash,
                 parent,
                 created_ms: created.max(0) as u64,
+                kind,
             };
             Ok((key, head))
         }
@@ -343,11 +356,12 @@ impl SqliteLog {
                 Err(e) => return Err(failed(e)),
             }
             let mut stmt = tx
-                .prepare(
+                .prepare(&format!(
                     "SELECT id, cast_id, head_seq, head_hash, parent_cast, parent_seq,
-                            parent_hash, created_ms
+                            parent_hash, created_ms, {}
                      FROM casts ORDER BY id",
-                )
+                    self.kind_sql
+                ))
                 .map_err(failed)?;
             let mut rows = stmt.query([]).map_err(failed)?;
             loop {
@@ -387,4 +401,89 @@ fn integrity_lines(conn: &Connection) -> rusqlite::Result<Vec<String>> {
         .filter(|line| line != "ok")
         .map(|line| format!("the casts table or its index of cast names is damaged: {line}"))
         .collect())
+}
+
+// Heads as the log's reads take them (the audit above reads them column by column).
+
+/// The columns of a head, in [`HeadRow`]'s order; the stream kind follows them.
+pub(super) const HEAD_COLUMNS: &str =
+    "cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms";
+
+pub(super) fn list_casts(conn: &Connection, kind_sql: &str) -> Result<Vec<CastHead>, LogError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {HEAD_COLUMNS}, {kind_sql} FROM casts ORDER BY id"
+        ))
+        .map_err(|e| map_err("listing casts", e))?;
+    let rows = stmt
+        .query_map([], head_row)
+        .map_err(|e| map_err("listing casts", e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(head_from_row(
+            row.map_err(|e| map_err("listing casts", e))?,
+        )?);
+    }
+    Ok(out)
+}
+
+pub(super) type HeadRow = (
+    String,
+    i64,
+    Vec<u8>,
+    Option<String>,
+    Option<i64>,
+    Option<Vec<u8>>,
+    i64,
+    String,
+);
+
+pub(super) fn head_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<HeadRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+    ))
+}
+
+pub(super) fn head_from_row(row: HeadRow) -> Result<CastHead, LogError> {
+    let (cast, seq, hash, parent_cast, parent_seq, parent_hash, created, kind) = row;
+    let cast = CastId::new(cast);
+    let kind = stream_kind_from_sql(&cast, &kind)?;
+    let seq = Seq(seq.max(0) as u64);
+    let hash = digest_from_sql(&cast, seq, "head_hash", &hash)?;
+    let parent = match (parent_cast, parent_seq, parent_hash) {
+        (Some(p), Some(s), Some(h)) => {
+            let parent = CastId::new(p);
+            let seq = Seq(s.max(0) as u64);
+            let hash = digest_from_sql(&parent, seq, "parent_hash", &h)?;
+            Some(ForkPoint {
+                cast: parent,
+                seq,
+                hash,
+            })
+        }
+        _ => None,
+    };
+    Ok(CastHead {
+        cast,
+        seq,
+        hash,
+        parent,
+        created_ms: created.max(0) as u64,
+        kind,
+    })
+}
+
+/// The stream kind a `casts` row holds, or [`LogError::Corrupt`] naming the cast.
+fn stream_kind_from_sql(cast: &CastId, kind: &str) -> Result<StreamKind, LogError> {
+    StreamKind::parse(kind).ok_or_else(|| LogError::Corrupt {
+        context: format!("reading the head of {cast}"),
+        message: format!("its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"),
+    })
 }

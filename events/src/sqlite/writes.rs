@@ -9,6 +9,7 @@ use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::{digest_from_sql, map_err};
+use crate::stream::StreamKind;
 
 /// `(key, head seq, head hash)` of a cast.
 pub(crate) fn head_of(
@@ -126,7 +127,11 @@ pub(crate) fn append_sealed(
 ) -> Result<(), LogError> {
     let stored = head_of(conn, cast)?;
     let key = match (stored, on) {
-        (None, None) => insert_cast(conn, cast, None, records.first().map_or(0, |r| r.at_ms))?,
+        (None, None) => {
+            let first = records.first();
+            let kind = first.map_or(StreamKind::Cast, |r| StreamKind::opened_by(&r.kind));
+            insert_cast(conn, cast, None, first.map_or(0, |r| r.at_ms), kind)?
+        }
         (Some((key, seq, hash)), Some(on)) if (seq, hash) == on => key,
         (stored, _) => {
             return Err(LogError::Conflict {
@@ -149,7 +154,10 @@ fn create(
     let genesis = parent.map_or(Digest::ZERO, |p| p.hash);
     let sealed = seal_batch(cast, Seq(0), genesis, events);
     let created = events.first().map_or(0, |e| e.at_ms);
-    let key = insert_cast(conn, cast, parent, created)?;
+    let kind = events
+        .first()
+        .map_or(StreamKind::Cast, |e| StreamKind::opened_by(e.kind));
+    let key = insert_cast(conn, cast, parent, created, kind)?;
     insert_events(conn, key, &sealed)?;
     move_head(conn, key, sealed.last())?;
     Ok(sealed)
@@ -160,10 +168,11 @@ fn insert_cast(
     cast: &CastId,
     parent: Option<&ForkPoint>,
     created_ms: u64,
+    kind: StreamKind,
 ) -> Result<i64, LogError> {
     conn.prepare_cached(
-        "INSERT INTO casts (cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms)
-         VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO casts (cast_id, head_seq, head_hash, parent_cast, parent_seq, parent_hash, created_ms, kind)
+         VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -173,6 +182,7 @@ fn insert_cast(
             parent.map(|p| p.seq.get() as i64),
             parent.map(|p| p.hash.0.to_vec()),
             created_ms as i64,
+            kind.as_str(),
         ])
     })
     .map_err(|e| map_err("creating a cast", e))?;
@@ -256,7 +266,13 @@ pub(crate) fn import(
             });
         }
     }
-    let key = insert_cast(conn, &head.cast, head.parent.as_ref(), head.created_ms)?;
+    let key = insert_cast(
+        conn,
+        &head.cast,
+        head.parent.as_ref(),
+        head.created_ms,
+        head.kind,
+    )?;
     insert_events(conn, key, events)?;
     move_head(conn, key, events.last())
 }

@@ -8,7 +8,7 @@ use castlog_core::id::{Digest, Seq};
 use castlog_events::chain::blob_hash;
 use castlog_events::log::with_events;
 use castlog_events::verify::verify_cast;
-use castlog_events::{CastHead, ForkPoint, LogError, Pending};
+use castlog_events::{CastHead, ForkPoint, LogError, Pending, StreamKind};
 use rstest::rstest;
 
 use super::backend::Backend;
@@ -42,6 +42,7 @@ fn append_creates_a_cast_at_seq_one(#[values(Backend::Memory, Backend::Sqlite)] 
         hash: first.hash,
         parent: None,
         created_ms: AT,
+        kind: StreamKind::Cast,
     };
     assert_eq!(log.head(&cast).unwrap(), Some(head));
     assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), sealed);
@@ -500,4 +501,97 @@ fn scan_kinds_visits_the_kinds_asked_for_cast_by_cast(
     })
     .unwrap();
     assert_eq!(visited, 2);
+}
+
+/// A first event of kind `kind` (the log reads only its kind to tell the stream's).
+fn opening(kind: &'static str) -> Pending {
+    Pending {
+        at_ms: AT,
+        kind,
+        v: 1,
+        payload: b"{}".to_vec(),
+    }
+}
+
+/// A stream keeps the kind its first event opens, whoever appends after it, however it was
+/// created (appended, begun and held, forked, imported): the kind is data of the head, not
+/// read again from the id or the events.
+#[rstest]
+fn a_stream_keeps_the_kind_it_was_created_with(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::SqliteFull)] backend: Backend,
+) {
+    let log = backend.open();
+    let kind_of = |name: &str| log.head(&sample::cast(name)).unwrap().unwrap().kind;
+    let cast = sample::cast("c");
+    let sealed = log.append(&cast, Seq::FIRST, &sample::batch(0, 2)).unwrap();
+    // An id that looks like a ledger's is still what its first event makes it.
+    log.append(
+        &sample::cast("claims:lookalike"),
+        Seq::FIRST,
+        &sample::batch(5, 1),
+    )
+    .unwrap();
+    log.append(
+        &sample::cast("ledger"),
+        Seq::FIRST,
+        &[opening("day_claimed")],
+    )
+    .unwrap();
+    let begun = log
+        .begin_append_with_blobs(
+            &sample::cast("engaged"),
+            Seq::FIRST,
+            &[],
+            &[opening("engagement_started")],
+        )
+        .unwrap();
+    begun.wait().unwrap();
+    // Events appended later, of any kind, change nothing.
+    log.append(&cast, Seq(3), &[opening("engagement_started")])
+        .unwrap();
+    let point = ForkPoint {
+        cast: cast.clone(),
+        seq: Seq(2),
+        hash: sealed[1].hash,
+    };
+    log.fork(&sample::cast("fork"), &point, &sample::batch(9, 1))
+        .unwrap();
+    assert_eq!(kind_of("c"), StreamKind::Cast);
+    assert_eq!(kind_of("claims:lookalike"), StreamKind::Cast);
+    assert_eq!(kind_of("ledger"), StreamKind::ClaimsLedger);
+    assert_eq!(kind_of("engaged"), StreamKind::Engagement);
+    assert_eq!(kind_of("fork"), StreamKind::Cast);
+    let listed: Vec<(String, StreamKind)> = log
+        .casts()
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.cast.to_string(), h.kind))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("c".to_owned(), StreamKind::Cast),
+            ("claims:lookalike".to_owned(), StreamKind::Cast),
+            ("ledger".to_owned(), StreamKind::ClaimsLedger),
+            ("engaged".to_owned(), StreamKind::Engagement),
+            ("fork".to_owned(), StreamKind::Cast),
+        ]
+    );
+    // An import takes the head's kind as given.
+    let records = log.read(&sample::cast("ledger"), Seq::FIRST, None).unwrap();
+    let mut head = log.head(&sample::cast("ledger")).unwrap().unwrap();
+    head.cast = sample::cast("imported");
+    let records: Vec<_> = records
+        .into_iter()
+        .map(|mut r| {
+            r.cast = head.cast.clone();
+            r
+        })
+        .collect();
+    let other = backend.open();
+    other.import(&head, &records).unwrap();
+    assert_eq!(
+        other.head(&head.cast).unwrap().unwrap().kind,
+        StreamKind::ClaimsLedger
+    );
 }

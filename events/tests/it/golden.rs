@@ -227,3 +227,58 @@ fn every_record_of_the_golden_chain_and_its_fork_hashes_to_its_golden_value(
         );
     }
 }
+
+/// The loadout hash recorded by older builds is what [`chain::loadout_hash`] gives, both
+/// from the loadout the event carries and from the fixture config resolved again today, and
+/// it is the hash of the loadout's bytes exactly as the stored payload holds them. The casts
+/// are the ones a schema v7 build wrote (`fixtures/casts/v7/`) and the exported `stream`.
+#[rstest]
+#[case::build_loop("built", "loadouts/build-loop.json")]
+#[case::post("sent", "loadouts/post.json")]
+fn loadout_hashes_of_recorded_casts_are_computed_again(#[case] cast: &str, #[case] config: &str) {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("castlog.db");
+    std::fs::copy(format!("{fixtures}casts/v7/castlog.db"), &db).unwrap();
+    let log = castlog_events::SqliteLog::open_existing(&db).unwrap();
+    let first = log
+        .read(&CastId::new(cast), Seq::FIRST, Some(Seq::FIRST))
+        .unwrap()
+        .remove(0);
+    let Ok(Event::CastStarted(started)) = first.event() else {
+        panic!("{cast} starts with {}", first.kind);
+    };
+    assert_eq!(chain::loadout_hash(&started.loadout), started.loadout_hash);
+    let stored = serde_json::to_vec(&started.loadout).unwrap();
+    assert!(
+        first.payload.windows(stored.len()).any(|w| w == stored),
+        "the loadout's bytes are not the payload's"
+    );
+    let text = std::fs::read_to_string(format!("{fixtures}{config}")).unwrap();
+    let resolved = castlog_core::loadout::load_config(&text)
+        .unwrap()
+        .resolve(None)
+        .unwrap();
+    assert_eq!(
+        chain::loadout_hash(&resolved.to_json()),
+        started.loadout_hash
+    );
+}
+
+/// The exported fixture cast (written by an older build) records the hash of its loadout.
+#[test]
+fn the_exported_fixture_records_its_loadout_hash() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/exports/stream.jsonl"
+    );
+    let export = castlog_events::codec::decode(&std::fs::read(path).unwrap()).unwrap();
+    let Ok(Event::CastStarted(started)) = export.events[0].event() else {
+        panic!("the export does not start with cast_started");
+    };
+    assert_eq!(chain::loadout_hash(&started.loadout), started.loadout_hash);
+    assert_eq!(
+        started.loadout_hash.to_hex(),
+        "0a5d1b427558f443afd8c02f6aa0fb9d2d628b9ac125e7b7f39c218a884da46a"
+    );
+}

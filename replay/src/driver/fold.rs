@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::machine::CastState;
-use castlog_events::{EventLog, LogError};
+use castlog_events::{EventLog, LogError, StreamKind};
 
 use super::{DriveError, FoldError};
 use super::snapshot::restored;
@@ -46,6 +46,7 @@ pub(super) fn fold_with(
     snapshots: bool,
     visit: &mut dyn FnMut(&CastState, usize),
 ) -> Result<(CastState, usize), DriveError> {
+    refuse_other_streams(log, cast)?;
     let restored = if snapshots {
         restored(log, cast, until)
     } else {
@@ -112,18 +113,6 @@ pub(super) fn fold_with(
                     }
                 }
             }
-            (None, Event::EngagementStarted(_) | Event::DayClaimed(_)) => {
-                failure = Some(DriveError::NotACast {
-                    cast: cast.clone(),
-                    kind: record.kind.clone(),
-                    hint: if record.kind == "engagement_started" {
-                        " and its report; `castlog claims` lists its claim"
-                    } else {
-                        "; `castlog claims` lists the claims it records"
-                    },
-                });
-                return ControlFlow::Break(());
-            }
             (None, _) => {
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),
@@ -154,6 +143,28 @@ pub(super) fn fold_with(
     state
         .map(|s| (s, used))
         .ok_or_else(|| DriveError::UnknownCast { cast: cast.clone() })
+}
+
+/// [`DriveError::NotACast`] for a stream the log records as another kind than a cast (an
+/// engage run, a destination's claims ledger): the cast machine does not fold those.
+fn refuse_other_streams(log: &(impl EventLog + ?Sized), cast: &CastId) -> Result<(), DriveError> {
+    let Some(head) = log.head(cast)? else {
+        return Ok(());
+    };
+    let hint = match head.kind {
+        StreamKind::Cast => return Ok(()),
+        StreamKind::Engagement => " and its report; `castlog claims` lists its claim",
+        _ => "; `castlog claims` lists the claims it records",
+    };
+    let first = log.read(cast, Seq::FIRST, Some(Seq::FIRST))?;
+    Err(DriveError::NotACast {
+        cast: cast.clone(),
+        stream: head.kind,
+        kind: first
+            .first()
+            .map_or_else(|| "missing".into(), |r| r.kind.clone()),
+        hint,
+    })
 }
 
 /// How many agent answers an event accounts for.

@@ -1,10 +1,10 @@
 //! State snapshots: how the driver seals the ones it keeps, which one a fold may start from,
 //! and the check `verify` runs (every kept snapshot against a fold from the first event).
 
-use castlog_core::id::{CastId, Seq};
-use castlog_core::machine::CastState;
+use castlog_core::id::{CastId, Digest, Seq};
+use castlog_core::machine::{CastState, snapshot};
 use castlog_events::EventLog;
-use castlog_events::chain::blob_hash;
+use castlog_events::seal::{Purpose, Seal};
 
 use super::{DriveError, fold_with};
 
@@ -12,17 +12,18 @@ use super::{DriveError, fold_with};
 /// any seq reads at most this many events past the nearest one.
 pub const SNAPSHOT_EVERY: u64 = 2048;
 
-/// The seal of a snapshot: blake3 over a fixed tag, the cast, the seq, the chain hash there and
-/// the state's bytes, so a snapshot damaged or moved to another cast or seq is not used.
-fn seal(cast: &CastId, seq: Seq, hash: &castlog_core::id::Digest, json: &[u8]) -> [u8; 32] {
-    let mut sealed = Vec::with_capacity(json.len() + cast.as_str().len() + 64);
-    sealed.extend_from_slice(b"castlog state snapshot\0");
-    sealed.extend_from_slice(cast.as_str().as_bytes());
-    sealed.push(0);
-    sealed.extend_from_slice(&seq.get().to_be_bytes());
-    sealed.extend_from_slice(&hash.0);
-    sealed.extend_from_slice(json);
-    blob_hash(&sealed).0
+/// The seal of a snapshot of `cast` (`castlog_events::seal`, purpose `StateSnapshot`, name
+/// `state`, this build's snapshot format), so one damaged or moved to another cast or seq is
+/// not used.
+fn seal<'a>(cast: &'a CastId, seq: Seq, hash: &'a Digest) -> Seal<'a> {
+    Seal {
+        purpose: Purpose::StateSnapshot,
+        cast,
+        name: "state",
+        version: snapshot::VERSION,
+        seq,
+        hash,
+    }
 }
 
 /// The snapshot the driver keeps of `state` (after the event at `seq`, whose chain hash is
@@ -31,23 +32,21 @@ pub fn sealed_snapshot(
     state: &CastState,
     answers: usize,
     seq: Seq,
-    hash: castlog_core::id::Digest,
+    hash: Digest,
 ) -> castlog_events::Snapshot {
     let json = state.snapshot(answers as u64);
-    let mut bytes = seal(&state.cast, seq, &hash, &json).to_vec();
-    bytes.extend_from_slice(&json);
+    let bytes = seal(&state.cast, seq, &hash).wrap(&json);
     castlog_events::Snapshot {
-        version: castlog_core::machine::snapshot::VERSION,
+        version: snapshot::VERSION,
         seq,
         hash,
         bytes,
     }
 }
 
-/// A snapshot's state bytes, if its seal holds (stored as seal ++ state).
+/// A snapshot's state bytes, if its seal holds.
 fn unsealed<'s>(cast: &CastId, snapshot: &'s castlog_events::Snapshot) -> Option<&'s [u8]> {
-    let (stored, json) = snapshot.bytes.split_at_checked(32)?;
-    (stored == seal(cast, snapshot.seq, &snapshot.hash, json)).then_some(json)
+    seal(cast, snapshot.seq, &snapshot.hash).open(&snapshot.bytes)
 }
 
 /// The latest usable snapshot of `cast` at or before `until`, with the answers its events
@@ -66,7 +65,7 @@ pub(super) fn restored(
         }
     };
     let seq = snapshot.seq;
-    if snapshot.version != castlog_core::machine::snapshot::VERSION {
+    if snapshot.version != snapshot::VERSION {
         tracing::warn!(%cast, %seq, "snapshot of another format ignored");
         return None;
     }
@@ -126,7 +125,7 @@ pub fn check_snapshots(
         let Some(snapshot) = next.next_if(|s| s.seq == state.head) else {
             return;
         };
-        let wrong = if snapshot.version != castlog_core::machine::snapshot::VERSION {
+        let wrong = if snapshot.version != snapshot::VERSION {
             None // Another build's format: ignored on use, not damage.
         } else {
             match unsealed(cast, snapshot) {

@@ -6,7 +6,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
-use castlog_events::chain::blob_hash;
+use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_replay::agent::ScriptedAgent;
 use castlog_replay::driver::{Driver, fold};
@@ -23,11 +23,10 @@ pub fn fixture(path: &str) -> PathBuf {
 pub fn started(config: PathBuf, loadout: Option<&str>, cast: &str) -> CastStarted {
     let text = std::fs::read_to_string(config).unwrap();
     let loadout = load_config(&text).unwrap().resolve(loadout).unwrap();
-    let frozen = serde_json::to_vec(&loadout.to_json()).unwrap();
     started_event(
         CastId::new(cast),
         &loadout,
-        blob_hash(&frozen),
+        loadout_hash(&loadout.to_json()),
         "write a small tool".into(),
         "recommended".into(),
         None,
@@ -186,4 +185,57 @@ fn a_snapshot_that_is_not_the_fold_is_named() {
         "{problems:?}"
     );
     assert_eq!(fold_until(&log, &cast, Seq(11)).unwrap().0.head, Seq(11));
+}
+
+/// A snapshot written before the one cache seal (format 3, sealed without name and version)
+/// is of another format now: a fold never starts from it (even one that would be taken as
+/// the state), and `verify` does not call it damage.
+#[test]
+fn a_snapshot_sealed_by_the_old_recipe_is_folded_past() {
+    use castlog_events::chain::blob_hash_of_parts;
+    use castlog_replay::driver::{check_snapshots, fold_until, fold_until_fresh};
+    let dir = tempfile::tempdir().unwrap();
+    let log = castlog_events::SqliteLog::open(dir.path().join("x.db")).unwrap();
+    let status = run_with(
+        &log,
+        "loadouts/build-loop.json",
+        None,
+        "scripts/build-loop.jsonl",
+        "old",
+        None,
+    );
+    assert_eq!(status, Status::Completed);
+    let cast = CastId::new("old");
+    let at = Seq(10);
+    let hash = log.read(&cast, at, Some(at)).unwrap()[0].hash;
+    let (good, used) = fold_until_fresh(&log, &cast, at).unwrap();
+    let mut other = good.clone();
+    other.request = "from the old snapshot".into();
+    let json = other.snapshot(used as u64);
+    // The recipe of format 3: tag, cast, 0, seq, chain hash, state bytes.
+    let old_seal = blob_hash_of_parts(&[
+        b"castlog state snapshot\0",
+        cast.as_str().as_bytes(),
+        &[0],
+        &at.get().to_be_bytes(),
+        &hash.0,
+        &json,
+    ]);
+    let mut bytes = old_seal.0.to_vec();
+    bytes.extend_from_slice(&json);
+    log.put_snapshot(
+        &cast,
+        castlog_events::Snapshot {
+            version: 3,
+            seq: at,
+            hash,
+            bytes,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        fold_until(&log, &cast, Seq(12)).unwrap().0.request,
+        good.request
+    );
+    assert!(check_snapshots(&log, &cast).unwrap().is_empty());
 }

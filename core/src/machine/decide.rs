@@ -279,10 +279,7 @@ impl<'s, 'a> Decider<'s, 'a> {
             return;
         };
         let entries = self.state.entries();
-        // `start` refuses unknown policies, so the fallback only serves a hand-made state.
-        let policy =
-            prompt::Policy::named(&self.state.policy).unwrap_or(&prompt::policy::RECOMMENDED);
-        let rendered = prompt::render(&entries, policy, self.env.digest);
+        let rendered = prompt::render(&entries, self.state.placement_policy(), self.env.digest);
         // Each entry's body, once per decision; the placements already carry its digest.
         for (entry, placement) in entries.into_iter().zip(&rendered.placements) {
             if self.state.sent_bodies.contains(&placement.body) {
@@ -363,11 +360,30 @@ fn phase_of(state: &CastState) -> Option<Phase> {
 
 /// Starts a cast: `cast_started`, then the entry socket's first visit.
 pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), Rejection> {
-    if prompt::Policy::named(&started.policy).is_none() {
-        return Err(Rejection::Loadout(format!(
-            "unknown placement policy {:?}: use recommended or legacy",
-            started.policy
-        )));
+    match &started.policy_document {
+        None if prompt::Policy::named(&started.policy).is_none() => {
+            return Err(Rejection::Loadout(format!(
+                "unknown placement policy {:?}: use recommended, legacy or a policy file",
+                started.policy
+            )));
+        }
+        None => {}
+        Some(doc) => {
+            let policy = prompt::Policy::from_json(doc)
+                .map_err(|e| Rejection::Loadout(format!("the placement policy: {e}")))?;
+            if policy.name != started.policy {
+                return Err(Rejection::Loadout(format!(
+                    "the placement policy document is named {:?}, not {:?}",
+                    policy.name, started.policy
+                )));
+            }
+            if prompt::Policy::is_built_in(&policy.name) {
+                return Err(Rejection::Loadout(format!(
+                    "a placement policy file may not take the built-in name {:?}: rename it",
+                    policy.name
+                )));
+            }
+        }
     }
     if let Some(version) = started.fence.filter(|&v| v > prompt::fence::VERSION) {
         return Err(Rejection::Loadout(format!(
@@ -400,6 +416,7 @@ pub fn started_event(
         loadout_hash,
         request,
         policy,
+        policy_document: None,
         config_source,
         fence: Some(prompt::fence::VERSION),
     }

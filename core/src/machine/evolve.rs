@@ -31,16 +31,33 @@ pub(crate) struct Selection {
 }
 
 impl CastState {
+    /// The cast's placement policy: the recorded document, else the built-in one its name
+    /// names (`start` refuses any other, so the default only serves a hand-made state).
+    pub fn placement_policy(&self) -> &crate::prompt::Policy {
+        match &self.policy_document {
+            Some(policy) => policy,
+            None => crate::prompt::Policy::named(&self.policy)
+                .unwrap_or_else(crate::prompt::Policy::recommended),
+        }
+    }
+
     /// The state right after `cast_started`.
     pub fn started(event: &CastStarted) -> Result<CastState, String> {
         let loadout = Loadout::from_json(&event.loadout)
             .map_err(|e| format!("the frozen loadout does not decode: {e}"))?;
+        let policy_document = match &event.policy_document {
+            None => None,
+            Some(doc) => Some(Arc::new(crate::prompt::Policy::from_json(doc).map_err(
+                |e| format!("the recorded placement policy does not read: {e}"),
+            )?)),
+        };
         Ok(CastState {
             cast: event.cast.clone(),
             loadout: Arc::new(loadout),
             loadout_hash: event.loadout_hash,
             request: event.request.clone(),
             policy: event.policy.clone(),
+            policy_document,
             fence: event.fence.unwrap_or(0),
             status: Status::Running,
             current: None,

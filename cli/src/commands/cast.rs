@@ -209,6 +209,16 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::user(format!("{}: {e}", args.config.display())))?;
     let sender = sender(&args.posting, globals)?;
+    // A policy file is read and checked before anything is recorded.
+    let (policy, policy_document) = match &args.policy {
+        Some(arg) => super::placement::recorded_policy(arg)?,
+        None => (
+            config
+                .placement_policy
+                .unwrap_or_else(|| "recommended".into()),
+            None,
+        ),
+    };
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
         None
@@ -227,12 +237,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         None => new_cast_id(&log, &clock)?,
     };
     let frozen = serde_json::to_vec(&loadout.to_json()).unwrap_or_default();
-    let policy = args
-        .policy
-        .clone()
-        .or(config.placement_policy)
-        .unwrap_or_else(|| "recommended".into());
-    let started = started_event(
+    let mut started = started_event(
         cast.clone(),
         &loadout,
         blob_hash(&frozen),
@@ -240,6 +245,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         policy,
         Some(args.config.display().to_string()),
     );
+    started.policy_document = policy_document;
     globals.launcher.record_under(db, &cast);
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;

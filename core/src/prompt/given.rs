@@ -203,4 +203,46 @@ mod tests {
         let err = Given::parse(text).unwrap_err().to_string();
         assert!(err.starts_with(expected), "{err}");
     }
+
+    const INVENTORY: &str = include_str!("../../../fixtures/placement/inventory.json");
+    const TURNS: &str = include_str!("../../../fixtures/placement/turns.json");
+    const POLICY: &str = include_str!("../../policies/recommended.json");
+
+    fn plain(message: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        match crate::hostile::rust_formatting(message) {
+            Some(why) => Err(proptest::test_runner::TestCaseError::fail(why)),
+            None => Ok(()),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::hostile::config(256))]
+
+        #[test]
+        fn a_damaged_entries_or_policy_file_reads_or_fails_in_words(
+            bytes in proptest::prop_oneof![
+                crate::hostile::damaged(INVENTORY.as_bytes()),
+                crate::hostile::damaged(TURNS.as_bytes()),
+                crate::hostile::damaged(POLICY.as_bytes()),
+            ]
+        ) {
+            let text = String::from_utf8_lossy(&bytes);
+            if let Err(e) = Given::parse(&text) {
+                plain(&e.to_string())?;
+            }
+            if let Err(e) = crate::prompt::Policy::parse(&text) {
+                plain(&e.to_string())?;
+            }
+        }
+
+        #[test]
+        fn arbitrary_json_reads_or_fails_in_words(value in crate::hostile::json_like(INVENTORY)) {
+            if let Err(e) = Given::parse(&value.to_string()) {
+                plain(&e.to_string())?;
+            }
+            if let Err(e) = crate::prompt::Policy::from_json(&value) {
+                plain(&e.to_string())?;
+            }
+        }
+    }
 }

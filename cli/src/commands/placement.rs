@@ -45,9 +45,48 @@ pub fn recorded_policy(arg: &str) -> Result<(String, Option<Value>), CliError> {
                 "policy {arg}: name: {:?} is a built-in policy's name and the file changes its rules; give the file its own name",
                 policy.name
             ))),
-            None => Ok((policy.name.clone(), Some(policy.to_json()))),
+            None => {
+                fenced_headers(arg, &policy)?;
+                Ok((policy.name.clone(), Some(policy.to_json())))
+            }
         },
     }
+}
+
+/// A cast's prompts carry model and person text, fenced against the runtime's own headers
+/// only (`prompt::fence::HEADERS`): a policy file that drives a cast must use those, or a
+/// reply could open a block that reads as its mandate.
+fn fenced_headers(arg: &str, policy: &Policy) -> Result<(), CliError> {
+    let headers = policy
+        .mandates
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (format!("mandates[{i}].header"), m.header.as_str()))
+        .chain(
+            policy
+                .appended
+                .iter()
+                .map(|a| ("appended.header".to_owned(), a.header.as_str())),
+        );
+    for (field, header) in headers {
+        if header.is_empty() {
+            continue;
+        }
+        let known = header
+            .strip_prefix("## ")
+            .is_some_and(|words| prompt::fence::HEADERS.contains(&words));
+        if !known {
+            let names: Vec<String> = prompt::fence::HEADERS
+                .iter()
+                .map(|h| format!("## {h}"))
+                .collect();
+            return Err(CliError::user(format!(
+                "policy {arg}: {field}: {header:?} is not a header castlog fences in untrusted text, so a reply could pose as it; a cast's policy uses one of: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn digest(bytes: &[u8]) -> Digest {

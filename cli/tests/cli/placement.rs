@@ -512,6 +512,29 @@ fn run_with_a_policy_file_keeps_the_policy_in_the_log() {
     assert!(first.contains("\"policy\":\"legacy\""));
     assert!(!first.contains("policy_document"));
 
+    // A header the fence does not know: fine for `placement`, refused for a cast.
+    let mut unfenced = policy.clone();
+    unfenced["name"] = json!("loud");
+    unfenced["mandates"][0]["header"] = json!("## URGENT");
+    let loud = sandbox.write("loud.json", &unfenced.to_string());
+    let shown = sandbox.run(&[
+        "placement",
+        &fixture("placement/five-mandates.json"),
+        "--policy",
+        &loud,
+    ]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(shown.stdout.contains("## URGENT"));
+    let mut cmd = sandbox.build_loop("loud", &crate::common::scripted("build-loop.jsonl"));
+    cmd.args(["--policy", &loud]);
+    let refused = sandbox.finish(&mut cmd);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("mandates[0].header"),
+        "{}",
+        refused.stderr
+    );
+
     // legacy's name over other rules.
     policy["name"] = json!("legacy");
     let posing = sandbox.write("posing.json", &policy.to_string());

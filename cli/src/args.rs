@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
+mod placement;
 
 pub use bench::*;
+pub use placement::*;
 
 /// castlog: an event-sourced runtime for LLM agent workflows.
 ///
@@ -181,6 +183,14 @@ pub enum Command {
     ///
     /// Example: castlog audit demo --socket Socket-4 --lint --json
     Audit(AuditArgs),
+    /// Render context entries given as data (another orchestrator's) under a placement
+    /// policy, with no database: the messages and where every entry went, and why.
+    ///
+    /// With --compare A B, per entry where it lands under each policy and why, and each
+    /// policy's lint findings; for a sequence of turns, whether each turn kept the previous
+    /// turn's cached system prefix and which entry broke it.
+    /// Example: castlog placement fixtures/placement/inventory.json --compare legacy recommended
+    Placement(PlacementArgs),
     /// Measure castlog; prints figures as JSON.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -352,8 +362,9 @@ pub struct RunArgs {
     /// The cast id [default: cast-<time>].
     #[arg(long)]
     pub cast: Option<String>,
-    /// The prompt placement policy [default: the config's placementPolicy, else recommended].
-    #[arg(long, value_parser = ["recommended", "legacy"])]
+    /// The prompt placement policy: recommended, legacy or a policy file (recorded in the
+    /// cast) [default: the config's placementPolicy, else recommended].
+    #[arg(long, value_name = "NAME|FILE")]
     pub policy: Option<String>,
     /// Posting: dry run unless --post.
     #[command(flatten)]

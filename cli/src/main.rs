@@ -187,6 +187,7 @@ fn dispatch(
         Command::Mark(args) => commands::fork::mark(&existing_db(db)?, &args),
         Command::Prompt(args) => commands::prompts::prompt(&existing_db(db)?, &args),
         Command::Audit(args) => commands::prompts::audit(&existing_db(db)?, &args),
+        Command::Placement(args) => commands::placement::run(&args),
         Command::Claims(args) => commands::claims::run(&existing_db(db)?, &args),
         Command::Engage(args) => commands::engage::run(&db_path(db), &args, globals),
         Command::EngageScorecard(args) => commands::engage::scorecard(&args, globals),

@@ -289,8 +289,12 @@ pub struct CastStarted {
     pub loadout_hash: Digest,
     /// The user's request (`--task`).
     pub request: String,
-    /// The prompt placement policy (`recommended` or `legacy`).
+    /// The prompt placement policy's name (`recommended`, `legacy`, or a policy file's).
     pub policy: String,
+    /// The document of a policy from a file (`prompt::policy`), so the cast re-renders
+    /// without the file; absent when `policy` names a built-in policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_document: Option<Value>,
     /// Where the config came from (a path), for humans only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_source: Option<String>,

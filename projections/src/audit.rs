@@ -1,7 +1,10 @@
 //! `PlacementAudit`: every prompt of a cast with the placement of every entry, and the lint.
 //!
 //! A pure fold over recorded events. Entry texts live in blobs; the lint asks for them through a
-//! lookup function so the fold itself stays free of I/O.
+//! lookup function so the fold itself stays free of I/O. [`given`] audits entries given as
+//! data by another orchestrator, one prompt (or one turn) at a time.
+
+pub mod given;
 
 use std::collections::{BTreeMap, BTreeSet};
 

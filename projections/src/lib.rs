@@ -9,7 +9,8 @@
 //! - [`manifest`]: the per-visit artifact tree of a cast.
 //! - [`claims`]: `ClaimsLedger`, every claim of every cast (the claim-before-send ledger).
 //! - [`engagement`]: `EngagementReport`, an engage cast's report.
-//! - [`audit`]: every prompt with its placements, and the placement lint.
+//! - [`audit`]: every prompt with its placements, and the placement lint (also of entries given
+//!   as data, `audit::given`).
 //! - [`prompt`]: the prompt a dispatch sent, rebuilt from its entry blobs and checked.
 //! - [`timeline`]: one human line per event (`castlog show`).
 //! - [`otlp`]: a cast as OpenTelemetry traces (OTLP, GenAI semantic conventions).

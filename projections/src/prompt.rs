@@ -9,6 +9,8 @@
 //! an error naming what differs. Casts recorded before prompts were rebuilt kept the rendered
 //! prompt as a blob; it is used when present.
 
+use std::borrow::Cow;
+
 use castlog_core::event::{Destination, Event, Placement};
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::prompt::{self, Message, Policy};
@@ -83,26 +85,37 @@ pub enum PromptError {
     },
 }
 
-/// The placement policy of `cast`: the one its root `cast_started` names (recasts inherit it).
+/// The placement policy of `cast`: the one its root `cast_started` names (recasts inherit it),
+/// or the document it records for a policy from a file.
 pub fn policy_of<L: EventLog + ?Sized>(
     log: &L,
     cast: &CastId,
-) -> Result<&'static Policy, PromptError> {
+) -> Result<Cow<'static, Policy>, PromptError> {
     let root = castlog_events::log::ancestors(log, cast)?
         .pop()
         .unwrap_or_else(|| cast.clone());
     let first = log.read(&root, Seq::FIRST, Some(Seq::FIRST))?;
     let started = first.first().and_then(|r| match r.event() {
-        Ok(Event::CastStarted(s)) => Some(s.policy),
+        Ok(Event::CastStarted(s)) => Some(s),
         _ => None,
     });
-    let name = started.ok_or_else(|| PromptError::NoStart {
+    let started = started.ok_or_else(|| PromptError::NoStart {
         cast: root.to_string(),
     })?;
-    Policy::named(&name).ok_or_else(|| PromptError::UnknownPolicy {
-        cast: root.to_string(),
-        policy: name,
-    })
+    if let Some(doc) = &started.policy_document {
+        return Policy::from_json(doc)
+            .map(Cow::Owned)
+            .map_err(|e| PromptError::UnknownPolicy {
+                cast: root.to_string(),
+                policy: format!("{} (its recorded document: {e})", started.policy),
+            });
+    }
+    Policy::named(&started.policy)
+        .map(Cow::Borrowed)
+        .ok_or_else(|| PromptError::UnknownPolicy {
+            cast: root.to_string(),
+            policy: started.policy,
+        })
 }
 
 /// The messages a `prompt_dispatched` event (its `prompt_hash` and `placements`) sent,

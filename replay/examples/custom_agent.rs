@@ -150,7 +150,7 @@ fn run(db: &Path) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let policy = prompt::policy_of(&log, &cast)?;
-    let messages = prompt::messages(&log, policy, &second.hash, &second.placements)?;
+    let messages = prompt::messages(&log, &policy, &second.hash, &second.placements)?;
     let last = messages.last().ok_or("a prompt has messages")?;
     println!("last message ({:?}):\n{}", last.role, last.content);
     assert!(

@@ -206,6 +206,16 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::from(e).context(args.config.display()))?;
     let sender = sender(&args.posting, globals)?;
+    // A policy file is read and checked before anything is recorded.
+    let (policy, policy_document) = match &args.policy {
+        Some(arg) => super::placement::recorded_policy(arg)?,
+        None => (
+            config
+                .placement_policy
+                .unwrap_or_else(|| "recommended".into()),
+            None,
+        ),
+    };
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
         None
@@ -223,12 +233,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         Some(id) => super::chosen_cast(&log, id)?,
         None => new_cast_id(&log, &clock)?,
     };
-    let policy = args
-        .policy
-        .clone()
-        .or(config.placement_policy)
-        .unwrap_or_else(|| "recommended".into());
-    let started = started_event(
+    let mut started = started_event(
         cast.clone(),
         &loadout,
         loadout_hash(&loadout.to_json()),
@@ -236,6 +241,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         policy,
         Some(args.config.display().to_string()),
     );
+    started.policy_document = policy_document;
     globals.launcher.record_under(db, &cast);
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;

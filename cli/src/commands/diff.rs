@@ -248,8 +248,8 @@ fn text_diff(a: &str, b: &str) -> String {
 /// The two casts' steps and how to rebuild each side's prompt text.
 struct Sides<'a> {
     log: &'a SqliteLog,
-    a: &'static Policy,
-    b: &'static Policy,
+    a: std::borrow::Cow<'static, Policy>,
+    b: std::borrow::Cow<'static, Policy>,
 }
 
 fn compare(sides: &Sides<'_>, a: &Step, b: &Step) -> Result<Vec<Change>, CliError> {
@@ -257,8 +257,8 @@ fn compare(sides: &Sides<'_>, a: &Step, b: &Step) -> Result<Vec<Change>, CliErro
     let digests = |s: &Step| s.prompts.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>();
     if digests(a) != digests(b) {
         let (ta, tb) = (
-            prompt_text(sides.log, sides.a, a)?,
-            prompt_text(sides.log, sides.b, b)?,
+            prompt_text(sides.log, &sides.a, a)?,
+            prompt_text(sides.log, &sides.b, b)?,
         );
         changes.push(Change {
             field: "prompt",

@@ -12,6 +12,7 @@ pub mod engage;
 pub mod fork;
 pub mod inspect;
 pub mod otlp;
+pub mod placement;
 pub mod projections;
 pub mod prompts;
 pub mod transfer;

@@ -135,9 +135,10 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
                 let (hash, placements) = named(&log, &cast, *seq, &entry.path, |event| {
                     prompt_of(&entry.content, event)
                 })?;
-                let messages = prompt::messages(&log, policy, &hash, &placements).map_err(|e| {
-                    CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
-                })?;
+                let messages =
+                    prompt::messages(&log, &policy, &hash, &placements).map_err(|e| {
+                        CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
+                    })?;
                 let mut text = format!(
                     "# {} visit {} turn {}\n",
                     entry.socket,

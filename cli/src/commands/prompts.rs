@@ -29,7 +29,7 @@ fn audit_of(log: &SqliteLog, cast: &str) -> Result<PlacementAudit, CliError> {
 
 fn messages(log: &SqliteLog, cast: &str, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
     let policy = prompt::policy_of(log, &CastId::new(cast))?;
-    prompt::messages(log, policy, &record.hash, &record.placements)
+    prompt::messages(log, &policy, &record.hash, &record.placements)
         .map_err(|e| CliError::from(e).context(format!("the prompt of seq {}", record.seq)))
 }
 

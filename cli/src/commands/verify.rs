@@ -404,7 +404,7 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, LogErro
         if damaged.contains(&seq) {
             continue;
         }
-        match prompt::messages(log, policy, &hash, &placements) {
+        match prompt::messages(log, &policy, &hash, &placements) {
             Ok(_) => {}
             Err(PromptError::Log(e @ LogError::Corrupt { .. })) => {
                 problem(seq, format!("the prompt cannot be read: {e}"));

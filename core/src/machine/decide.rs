@@ -57,10 +57,24 @@ pub enum Rejection {
         reason: String,
     },
     /// The cast names a placement policy castlog does not know.
-    #[error("cannot start the loadout: unknown placement policy {policy:?}: use recommended or legacy")]
+    #[error("cannot start the loadout: unknown placement policy {policy:?}: use recommended, legacy or a policy file")]
     UnknownPolicy {
         /// The name given.
         policy: String,
+    },
+    /// A recorded placement policy document names another policy than the cast does.
+    #[error("cannot start the loadout: the placement policy document is named {document:?}, not {named:?}")]
+    PolicyNameMismatch {
+        /// The name inside the document.
+        document: String,
+        /// The name the cast gives.
+        named: String,
+    },
+    /// A policy file takes the name of a built-in policy but is not it.
+    #[error("cannot start the loadout: a placement policy file may not take the built-in name {name:?}: rename it")]
+    PolicyTakesBuiltInName {
+        /// The built-in name taken.
+        name: String,
     },
     /// The cast's prompts are fenced with a version newer than this castlog's.
     #[error("cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog")]
@@ -290,10 +304,7 @@ impl<'s, 'a> Decider<'s, 'a> {
             return;
         };
         let entries = self.state.entries();
-        // `start` refuses unknown policies, so the fallback only serves a hand-made state.
-        let policy =
-            prompt::Policy::named(&self.state.policy).unwrap_or(&prompt::policy::RECOMMENDED);
-        let rendered = prompt::render(&entries, policy, self.env.digest);
+        let rendered = prompt::render(&entries, self.state.placement_policy(), self.env.digest);
         // Each entry's body, once per decision; the placements already carry its digest.
         for (entry, placement) in entries.into_iter().zip(&rendered.placements) {
             if self.state.sent_bodies.contains(&placement.body) {
@@ -374,10 +385,26 @@ fn phase_of(state: &CastState) -> Option<Phase> {
 
 /// Starts a cast: `cast_started`, then the entry socket's first visit.
 pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), Rejection> {
-    if prompt::Policy::named(&started.policy).is_none() {
-        return Err(Rejection::UnknownPolicy {
-            policy: started.policy,
-        });
+    match &started.policy_document {
+        None if prompt::Policy::named(&started.policy).is_none() => {
+            return Err(Rejection::UnknownPolicy {
+                policy: started.policy,
+            });
+        }
+        None => {}
+        Some(doc) => {
+            let policy = prompt::Policy::from_json(doc)
+                .map_err(|e| Rejection::Loadout(super::StartError::Policy(e)))?;
+            if policy.name != started.policy {
+                return Err(Rejection::PolicyNameMismatch {
+                    document: policy.name,
+                    named: started.policy,
+                });
+            }
+            if prompt::Policy::is_built_in(&policy.name) {
+                return Err(Rejection::PolicyTakesBuiltInName { name: policy.name });
+            }
+        }
     }
     if let Some(version) = started.fence.filter(|&v| v > prompt::fence::VERSION) {
         return Err(Rejection::FenceTooNew {
@@ -410,6 +437,7 @@ pub fn started_event(
         loadout_hash,
         request,
         policy,
+        policy_document: None,
         config_source,
         fence: Some(prompt::fence::VERSION),
     }

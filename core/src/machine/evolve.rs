@@ -40,18 +40,38 @@ pub enum StartError {
     /// The loadout a recast put in `cast_forked` does not decode.
     #[error("the recast loadout does not decode: {0}")]
     Recast(#[source] FrozenLoadoutError),
+    /// The placement policy document recorded in `cast_started` does not read.
+    #[error("the recorded placement policy does not read: {0}")]
+    Policy(#[source] crate::prompt::policy::PolicyError),
 }
 
 impl CastState {
+    /// The cast's placement policy: the recorded document, else the built-in one its name
+    /// names (`start` refuses any other, so the default only serves a hand-made state).
+    pub fn placement_policy(&self) -> &crate::prompt::Policy {
+        match &self.policy_document {
+            Some(policy) => policy,
+            None => crate::prompt::Policy::named(&self.policy)
+                .unwrap_or_else(crate::prompt::Policy::recommended),
+        }
+    }
+
     /// The state right after `cast_started`.
     pub fn started(event: &CastStarted) -> Result<CastState, StartError> {
         let loadout = Loadout::from_json(&event.loadout).map_err(StartError::Frozen)?;
+        let policy_document = match &event.policy_document {
+            None => None,
+            Some(doc) => Some(Arc::new(
+                crate::prompt::Policy::from_json(doc).map_err(StartError::Policy)?,
+            )),
+        };
         Ok(CastState {
             cast: event.cast.clone(),
             loadout: Arc::new(loadout),
             loadout_hash: event.loadout_hash,
             request: event.request.clone(),
             policy: event.policy.clone(),
+            policy_document,
             fence: event.fence.unwrap_or(0),
             status: Status::Running,
             current: None,

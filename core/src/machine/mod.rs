@@ -180,8 +180,12 @@ pub struct CastState {
     pub loadout_hash: Digest,
     /// The request.
     pub request: String,
-    /// The placement policy.
+    /// The placement policy's name.
     pub policy: String,
+    /// The placement policy itself when the cast runs one from a file (`cast_started`
+    /// records its document); absent for a built-in policy, which `policy` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_document: Option<Arc<crate::prompt::Policy>>,
     /// The fence version of its prompts (`prompt::fence`; 0: unfenced, a cast recorded
     /// before fencing). A recast inherits it with the rest of the parent's state.
     #[serde(default)]

@@ -128,7 +128,7 @@ impl CastState {
             ordinal += 1;
             entries.push(ContextEntry {
                 id,
-                source_type,
+                source_type: source_type.into(),
                 layer,
                 role,
                 ordinal,

@@ -348,8 +348,8 @@ mod tests {
         let written = RECOMMENDED
             .mandates
             .iter()
-            .chain(LEGACY.mandates)
-            .map(|m| m.header)
+            .chain(LEGACY.mandates.iter())
+            .map(|m| m.header.as_str())
             .filter(|h| !h.is_empty())
             .chain(["## Remaining work"]);
         for header in written {

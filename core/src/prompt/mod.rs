@@ -8,19 +8,23 @@
 //!
 //! # Layout
 //! - [`fence`]: untrusted text placed as data (escaping what would pose as the runtime).
-//! - [`policy`]: the two policies as data (`recommended`, `legacy`).
+//! - [`fields`]: reading the placement documents, every error naming its field.
+//! - [`given`]: entries given as data by another orchestrator (`castlog placement`).
+//! - [`policy`]: policies as data (`recommended`, `legacy` and a user's own documents).
 //! - [`render`]: the renderer, one set of rules driven by a policy.
 
 use serde::{Deserialize, Serialize};
 
 pub mod fence;
+pub mod fields;
+pub mod given;
 pub mod policy;
 pub mod render;
 
 use crate::event::Placement;
 
 pub use policy::Policy;
-pub use render::{UnknownRole, assemble, render};
+pub use render::{UnknownRole, assemble, render, render_given};
 
 /// The role of an entry (and of a rendered message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -61,7 +65,7 @@ pub struct ContextEntry {
     /// Stable id within the turn (`materiaInstructions`, `rework-1`, ...).
     pub id: String,
     /// What produced it (`materiaInstructions`, `castRequest`, `retryFeedback`, ...).
-    pub source_type: &'static str,
+    pub source_type: std::borrow::Cow<'static, str>,
     /// Layer 0..=3 (0 = invariant instructions, 3 = reference material).
     pub layer: u8,
     /// Role.

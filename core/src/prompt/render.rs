@@ -1,14 +1,16 @@
 //! The renderer: one set of rules, driven by a [`Policy`].
 //!
-//! 1. Each entry takes its layer and role from the policy's overrides, else its own.
+//! 1. Each entry takes its layer and role from the policy's re-rolings (for castlog's own
+//!    entries, after the producer re-rolings), else its own.
 //! 2. The policy's *appended* source type (`remainingDelta` under `recommended`) goes to the
 //!    trailing slot, after the mandate.
-//! 3. A mandate goes to the trailing slot. With `consolidate`, only the strongest one does (by
-//!    rank, then ordinal) and the others render inline as ordinary user context, so the slot
-//!    carries ONE block under one `## ` header; without it, every mandate trails, joined.
-//! 4. Any other entry with layer 0 or role System folds into the single leading system message,
-//!    ordered by (layer, ordinal). A folded `steeringNote` is re-emitted as a user reminder just
-//!    before the trailing block.
+//! 3. A mandate goes to the trailing slot. Consolidated (`strongest`), only the strongest one
+//!    does (by rank, then ordinal) and the others render inline as ordinary user context, so
+//!    the slot carries ONE block under one `## ` header; `joined`, every mandate trails.
+//! 4. Any other entry whose layer or role the policy's fold rule lists (layer 0 or role System
+//!    for both built-in policies) folds into the single leading system message, ordered by
+//!    (layer, ordinal). A folded entry of the reminder's source type (`steeringNote`) is
+//!    re-emitted as a user reminder just before the trailing block.
 //! 5. Everything else renders inline in ordinal order (layer breaks ties only when every
 //!    ordinal is 0); consecutive inline entries of one role share a message.
 
@@ -23,42 +25,57 @@ enum Slot {
     Trailing(&'static str),
 }
 
-/// Renders `entries` under `policy`. `digest` names each entry's body blob.
+/// Renders castlog's own `entries` under `policy` (the producer re-rolings apply). `digest`
+/// names each entry's body blob.
 pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Digest) -> Rendered {
+    render_entries(entries, policy, digest, true)
+}
+
+/// Renders entries given as data (`castlog placement`): each keeps the layer and role its
+/// producer gave it, and only the policy's own re-rolings apply.
+pub fn render_given(
+    entries: &[ContextEntry],
+    policy: &Policy,
+    digest: fn(&[u8]) -> Digest,
+) -> Rendered {
+    render_entries(entries, policy, digest, false)
+}
+
+fn render_entries(
+    entries: &[ContextEntry],
+    policy: &Policy,
+    digest: fn(&[u8]) -> Digest,
+    castlog: bool,
+) -> Rendered {
     let effective: Vec<(u8, Role)> = entries
         .iter()
-        .map(|e| {
-            policy
-                .overrides
-                .iter()
-                .find(|o| o.source_type == e.source_type)
-                .map_or((e.layer, e.role), |o| (o.layer, o.role))
-        })
+        .map(|e| policy.effective(&e.source_type, e.layer, e.role, castlog))
         .collect();
     let strongest = entries
         .iter()
         .enumerate()
         .filter_map(|(i, e)| {
             policy
-                .mandate(e.source_type)
+                .mandate(&e.source_type)
                 .map(|m| (m.rank, e.ordinal, i))
         })
         .min()
         .map(|(_, _, i)| i);
+    let fold_rule = policy.fold_rule();
     let slots: Vec<Slot> = entries
         .iter()
         .enumerate()
         .map(|(i, e)| {
             let (layer, role) = effective[i];
-            if policy.appended == Some(e.source_type) {
+            if policy.appends(&e.source_type) {
                 Slot::Trailing("trailing:appended-delta")
-            } else if policy.mandate(e.source_type).is_some() {
-                if !policy.consolidate || strongest == Some(i) {
+            } else if policy.mandate(&e.source_type).is_some() {
+                if !policy.consolidates() || strongest == Some(i) {
                     Slot::Trailing("trailing:mandate")
                 } else {
                     Slot::Inline("inline:lower-mandate")
                 }
-            } else if layer == 0 || role == Role::System {
+            } else if policy.folds(layer, role) {
                 Slot::Fold
             } else {
                 Slot::Inline("inline:ordinal")
@@ -68,7 +85,7 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
 
     let place = |i: usize, destination, position: usize, rule: &str| Placement {
         entry: entries[i].id.clone(),
-        source_type: entries[i].source_type.to_owned(),
+        source_type: entries[i].source_type.to_string(),
         layer: effective[i].0,
         role: effective[i].1.as_str().to_owned(),
         destination,
@@ -84,12 +101,7 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
     let mut folded = of(|s| matches!(s, Slot::Fold));
     folded.sort_by_key(|&i| (effective[i].0, entries[i].ordinal, i));
     for (position, &i) in folded.iter().enumerate() {
-        placements[i] = Some(place(
-            i,
-            Destination::SystemFold,
-            position,
-            "fold:l0-or-system",
-        ));
+        placements[i] = Some(place(i, Destination::SystemFold, position, &fold_rule));
     }
     let mut inline = of(|s| matches!(s, Slot::Inline(_)));
     if inline.iter().all(|&i| entries[i].ordinal == 0) {
@@ -107,7 +119,7 @@ pub fn render(entries: &[ContextEntry], policy: &Policy, digest: fn(&[u8]) -> Di
     let mut trailing = of(|s| matches!(s, Slot::Trailing(_)));
     trailing.sort_by_key(|&i| {
         let rank = policy
-            .mandate(entries[i].source_type)
+            .mandate(&entries[i].source_type)
             .map_or(u8::MAX, |m| m.rank);
         (rank, entries[i].ordinal, i)
     });
@@ -151,9 +163,11 @@ pub struct UnknownRole {
 /// - the system fold: its entries by position, joined by a blank line;
 /// - inline entries by position, consecutive entries of one (non-system) role sharing a
 ///   message; a lower mandate moved inline speaks as the user;
-/// - a folded `steeringNote` re-emitted as a user reminder, in fold order;
+/// - a folded entry of the reminder's source type (`steeringNote`) re-emitted as a user
+///   reminder, in fold order;
 /// - the trailing block: its entries by position, each under its mandate header when the
-///   policy consolidates (a block with no mandate gets `## Remaining work`).
+///   policy consolidates (a block with no mandate gets the appended signal's header,
+///   `## Remaining work`).
 pub fn assemble(
     placements: &[Placement],
     texts: &[&str],
@@ -202,10 +216,10 @@ pub fn assemble(
         }
     }
     for &i in &folded {
-        if placements[i].source_type == "steeringNote" {
+        if let Some(prefix) = policy.reminder_for(&placements[i].source_type) {
             messages.push(Message {
                 role: Role::User,
-                content: format!("Reminder from the operator:\n{}", text(i)),
+                content: format!("{prefix}{}", text(i)),
             });
         }
     }
@@ -214,7 +228,7 @@ pub fn assemble(
         let mut parts: Vec<String> = trailing
             .iter()
             .map(|&i| match policy.mandate(&placements[i].source_type) {
-                Some(m) if policy.consolidate && !m.header.is_empty() => {
+                Some(m) if policy.consolidates() && !m.header.is_empty() => {
                     format!("{}\n{}", m.header, text(i))
                 }
                 _ => text(i).to_owned(),
@@ -223,9 +237,13 @@ pub fn assemble(
         let no_mandate = trailing
             .iter()
             .all(|&i| policy.mandate(&placements[i].source_type).is_none());
-        if policy.consolidate && no_mandate {
+        if let Some(appended) = &policy.appended
+            && policy.consolidates()
+            && no_mandate
+            && !appended.header.is_empty()
+        {
             // Only the appended delta: it still gets the block's single header.
-            parts.insert(0, "## Remaining work".into());
+            parts.insert(0, appended.header.clone());
         }
         messages.push(Message {
             role: Role::User,
@@ -244,7 +262,7 @@ mod tests {
     fn entry(source_type: &'static str, layer: u8, role: Role, ordinal: u32) -> ContextEntry {
         ContextEntry {
             id: source_type.into(),
-            source_type,
+            source_type: source_type.into(),
             layer,
             role,
             ordinal,
@@ -341,7 +359,7 @@ mod tests {
             entry("initialIntentAnchor", 1, Role::User, 1),
             entry(source_type, layer, role, 2),
         ];
-        for (policy, rule) in [(&LEGACY, legacy), (&RECOMMENDED, recommended)] {
+        for (policy, rule) in [(&*LEGACY, legacy), (&*RECOMMENDED, recommended)] {
             let r = render(&entries, policy, zero);
             assert_eq!(
                 r.placements[1].rule, rule,

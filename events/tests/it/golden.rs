@@ -58,6 +58,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         loadout_hash: blob_hash(b"loadout"),
         request: "summarize the log".into(),
         policy: "recommended".into(),
+        policy_document: None,
         config_source: None,
         fence: None,
     });

@@ -609,7 +609,7 @@ pub fn trace_of<L: EventLog + ?Sized>(
                 return ControlFlow::Break(());
             }
         };
-        let messages = match (&event, policy) {
+        let messages = match (&event, policy.as_deref()) {
             (Event::PromptDispatched(p), Some(policy)) => {
                 match prompt::messages(log, policy, &p.prompt_hash, &p.placements) {
                     Ok(messages) => Some(messages),
@@ -678,6 +678,7 @@ mod tests {
                 loadout_hash: Digest::default(),
                 request: "secret task".into(),
                 policy: "recommended".into(),
+                policy_document: None,
                 config_source: None,
                 fence: None,
             }),

@@ -59,8 +59,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             .as_ref()
             .map(|c| c.placements.as_slice())
             .unwrap_or_default();
-        let policy = castlog_core::prompt::Policy::named(&self.state.policy)
-            .unwrap_or(&castlog_core::prompt::policy::RECOMMENDED);
+        let policy = self.state.placement_policy();
         castlog_projections::prompt::messages(self.log, policy, &hash, placements)
             .map_err(|source| DriveError::Prompt {
                 cast: self.state.cast.clone(),

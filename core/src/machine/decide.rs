@@ -57,13 +57,17 @@ pub enum Rejection {
         reason: String,
     },
     /// The cast names a placement policy castlog does not know.
-    #[error("cannot start the loadout: unknown placement policy {policy:?}: use recommended or legacy")]
+    #[error(
+        "cannot start the loadout: unknown placement policy {policy:?}: use recommended or legacy"
+    )]
     UnknownPolicy {
         /// The name given.
         policy: String,
     },
     /// The cast's prompts are fenced with a version newer than this castlog's.
-    #[error("cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog")]
+    #[error(
+        "cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog"
+    )]
     FenceTooNew {
         /// The cast's fence version.
         version: u32,

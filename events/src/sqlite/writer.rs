@@ -492,7 +492,10 @@ impl Writer {
             }
             Ok(Err(WriteFailure::NotStarted(err))) => {
                 // Nothing was written and nothing numbered: they stay held.
-                return Err(LogError::storage("writing begun appends", NotWrittenYet(err)));
+                return Err(LogError::storage(
+                    "writing begun appends",
+                    NotWrittenYet(err),
+                ));
             }
             Ok(Err(WriteFailure::Lost(err))) => err.to_string(),
             Err(_) => {

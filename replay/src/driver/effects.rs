@@ -61,11 +61,12 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             .unwrap_or_default();
         let policy = castlog_core::prompt::Policy::named(&self.state.policy)
             .unwrap_or(&castlog_core::prompt::policy::RECOMMENDED);
-        castlog_projections::prompt::messages(self.log, policy, &hash, placements)
-            .map_err(|source| DriveError::Prompt {
+        castlog_projections::prompt::messages(self.log, policy, &hash, placements).map_err(
+            |source| DriveError::Prompt {
                 cast: self.state.cast.clone(),
                 source,
-            })
+            },
+        )
     }
 
     /// Runs a utility socket's program and records what it did; a program's output cannot be

@@ -102,9 +102,9 @@ fn log_code(err: &LogError) -> u8 {
         | LogError::UnknownCast { .. }
         | LogError::CastExists { .. }
         | LogError::EmptyAppend { .. } => USER,
-        LogError::Corrupt { .. } | LogError::BrokenImport { .. } | LogError::BadForkPoint { .. } => {
-            INTEGRITY
-        }
+        LogError::Corrupt { .. }
+        | LogError::BrokenImport { .. }
+        | LogError::BadForkPoint { .. } => INTEGRITY,
         _ => INTERNAL,
     }
 }

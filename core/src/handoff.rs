@@ -37,9 +37,7 @@ pub enum LenientError {
 /// Parses an output leniently into one JSON value.
 pub fn parse_lenient(text: &str) -> Result<Value, LenientError> {
     let candidate = fenced_block(text).unwrap_or(text);
-    let start = candidate
-        .find(['{', '['])
-        .ok_or(LenientError::NoObject)?;
+    let start = candidate.find(['{', '[']).ok_or(LenientError::NoObject)?;
     let body = &candidate[start..];
     let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
     match values.next() {

@@ -586,27 +586,43 @@ mod tests {
             format!("storage error while appending an event: {shown}")
         );
         let source = err.source().expect("the engine error is the source");
-        assert!(source.downcast_ref::<rusqlite::Error>().is_some(), "{source:?}");
+        assert!(
+            source.downcast_ref::<rusqlite::Error>().is_some(),
+            "{source:?}"
+        );
     }
 
     #[test]
     fn an_error_that_fails_a_group_is_shared_by_each_append() {
         let first = LogError::storage("writing", "the transaction was rolled back");
-        let copy = LogError::storage("committing", first.clone());
-        assert_eq!(
-            copy.to_string(),
-            "storage error while committing: storage error while writing: the transaction was rolled back"
-        );
-        let below = copy.source().and_then(|s| s.downcast_ref::<LogError>());
-        assert!(matches!(below, Some(LogError::Storage { .. })), "{below:?}");
+        // As the writer does for every command of a failed group.
+        let copies: Vec<LogError> = (0..2)
+            .map(|_| LogError::storage("committing", first.clone()))
+            .collect();
+        for copy in &copies {
+            assert_eq!(
+                copy.to_string(),
+                "storage error while committing: storage error while writing: the transaction was rolled back"
+            );
+            let below = copy.source().and_then(|s| s.downcast_ref::<LogError>());
+            assert!(matches!(below, Some(LogError::Storage { .. })), "{below:?}");
+        }
     }
 
     #[test]
     fn an_open_error_keeps_the_file_system_error() {
         let io = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
         let err = LogError::open("castlog.db", io);
-        assert!(err.to_string().starts_with("cannot open castlog database castlog.db: "));
-        let source = err.source().and_then(|s| s.downcast_ref::<std::io::Error>());
-        assert_eq!(source.map(|e| e.kind()), Some(std::io::ErrorKind::PermissionDenied));
+        assert!(
+            err.to_string()
+                .starts_with("cannot open castlog database castlog.db: ")
+        );
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            source.map(|e| e.kind()),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
     }
 }

@@ -290,9 +290,7 @@ fn spawn_and_wait(
     timeout: Duration,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Finished, SpawnError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or(SpawnError::Empty)?;
+    let (program, args) = argv.split_first().ok_or(SpawnError::Empty)?;
     let guard = guard::Guard::start();
     if guard.is_none() {
         tracing::warn!(program = %program, "no guard could be started: the program may outlive castlog");

@@ -324,12 +324,14 @@ fn resolve(
             }
             .into());
         };
-        return Ok(ends.iter().copied().find(|s| *s >= started).ok_or_else(|| {
-            PointError::NoBoundaryAfter {
+        return Ok(ends
+            .iter()
+            .copied()
+            .find(|s| *s >= started)
+            .ok_or_else(|| PointError::NoBoundaryAfter {
                 socket: socket.to_owned(),
                 visit,
-            }
-        })?);
+            })?);
     }
     let marked = own.iter().rev().find_map(|r| match r.event() {
         Ok(Event::WaypointMarked(w)) if w.name == at => Some(w.at),

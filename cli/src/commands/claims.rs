@@ -174,9 +174,7 @@ fn is_machine_cast(log: &SqliteLog, cast: &CastId) -> Result<bool, CliError> {
 fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let ledger = ClaimsLedger::load(&log)?;
-    let claim = ledger
-        .find(args.claim.trim())?
-        .clone();
+    let claim = ledger.find(args.claim.trim())?.clone();
     let record = record_of(args);
     if let Record::Step(Resolution::Staged { message_id }) = &record
         && message_id.is_empty()

@@ -57,13 +57,17 @@ pub enum Rejection {
         reason: String,
     },
     /// The cast names a placement policy castlog does not know.
-    #[error("cannot start the loadout: unknown placement policy {policy:?}: use recommended, legacy or a policy file")]
+    #[error(
+        "cannot start the loadout: unknown placement policy {policy:?}: use recommended, legacy or a policy file"
+    )]
     UnknownPolicy {
         /// The name given.
         policy: String,
     },
     /// A recorded placement policy document names another policy than the cast does.
-    #[error("cannot start the loadout: the placement policy document is named {document:?}, not {named:?}")]
+    #[error(
+        "cannot start the loadout: the placement policy document is named {document:?}, not {named:?}"
+    )]
     PolicyNameMismatch {
         /// The name inside the document.
         document: String,
@@ -71,13 +75,17 @@ pub enum Rejection {
         named: String,
     },
     /// A policy file takes the name of a built-in policy but is not it.
-    #[error("cannot start the loadout: a placement policy file may not take the built-in name {name:?}: rename it")]
+    #[error(
+        "cannot start the loadout: a placement policy file may not take the built-in name {name:?}: rename it"
+    )]
     PolicyTakesBuiltInName {
         /// The built-in name taken.
         name: String,
     },
     /// The cast's prompts are fenced with a version newer than this castlog's.
-    #[error("cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog")]
+    #[error(
+        "cannot start the loadout: the cast's prompts are fenced with version {version}, newer than this castlog's {supported}: use a newer castlog"
+    )]
     FenceTooNew {
         /// The cast's fence version.
         version: u32,

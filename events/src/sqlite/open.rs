@@ -254,9 +254,8 @@ pub(super) fn schema_version(conn: &Connection, shown: &str) -> Result<i64, LogE
 /// together, so no opener ever sees tables without their version; a failed script rolls the
 /// whole upgrade back when the transaction drops.
 pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError> {
-    let open_err = |doing: String, source: rusqlite::Error| {
-        LogError::open(shown, Sql { doing, source })
-    };
+    let open_err =
+        |doing: String, source: rusqlite::Error| LogError::open(shown, Sql { doing, source });
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| open_err("taking the write lock to apply the schema".into(), e))?;

@@ -494,7 +494,7 @@ impl Writer {
                 // Nothing was written and nothing numbered: they stay held.
                 return Err(LogError::storage(
                     "writing begun appends",
-                    format!("the held steps could not be written yet: {err}"),
+                    NotWrittenYet(err),
                 ));
             }
             Ok(Err(WriteFailure::Lost(err))) => err.to_string(),
@@ -607,6 +607,11 @@ impl Writer {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// Held steps whose transaction could not begin: nothing of them is written, they stay held.
+#[derive(Debug, thiserror::Error)]
+#[error("the held steps could not be written yet: {0}")]
+struct NotWrittenYet(#[source] LogError);
 
 impl Lost {
     fn error(&self) -> LogError {

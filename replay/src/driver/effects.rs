@@ -60,11 +60,12 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             .map(|c| c.placements.as_slice())
             .unwrap_or_default();
         let policy = self.state.placement_policy();
-        castlog_projections::prompt::messages(self.log, policy, &hash, placements)
-            .map_err(|source| DriveError::Prompt {
+        castlog_projections::prompt::messages(self.log, policy, &hash, placements).map_err(
+            |source| DriveError::Prompt {
                 cast: self.state.cast.clone(),
                 source,
-            })
+            },
+        )
     }
 
     /// Runs a utility socket's program and records what it did; a program's output cannot be

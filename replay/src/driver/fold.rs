@@ -9,8 +9,8 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::machine::CastState;
 use castlog_events::{EventLog, LogError, StreamKind};
 
-use super::{DriveError, FoldError};
 use super::snapshot::restored;
+use super::{DriveError, FoldError};
 
 /// Folds a cast's events into its state.
 pub fn fold(
@@ -117,9 +117,7 @@ pub(super) fn fold_with(
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),
                     seq: record.seq,
-                    cause: FoldError::NotAStart {
-                        kind: record.kind.clone(),
-                    },
+                    cause: FoldError::NotAStart { kind: record.kind },
                 });
                 return ControlFlow::Break(());
             }

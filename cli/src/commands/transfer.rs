@@ -157,7 +157,7 @@ pub fn import(db: &Path, args: &ImportArgs) -> Result<(), CliError> {
         }
     })?;
     let log = super::open_or_create(db)?;
-    codec::import(&log, &export)?;
+    codec::import_in(&log, &export, super::CONTEXTS)?;
     let cast: &CastId = &export.head.cast;
     if args.json {
         output::json(&json!({

@@ -63,6 +63,15 @@ pub(super) fn fold_with(
         if record.seq > until {
             return ControlFlow::Break(());
         }
+        if state.is_none() && !Event::KINDS.iter().any(|(kind, _)| *kind == record.kind) {
+            // A stream of another context (an engage run): its events are not the machine's.
+            failure = Some(DriveError::NotACast {
+                cast: cast.clone(),
+                kind: record.kind.clone(),
+                hint: "; `castlog claims` lists the claims it made",
+            });
+            return ControlFlow::Break(());
+        }
         let event = match record.event() {
             Ok(event) => event,
             Err(err) => {
@@ -112,15 +121,11 @@ pub(super) fn fold_with(
                     }
                 }
             }
-            (None, Event::EngagementStarted(_) | Event::DayClaimed(_)) => {
+            (None, Event::DayClaimed(_)) => {
                 failure = Some(DriveError::NotACast {
                     cast: cast.clone(),
                     kind: record.kind.clone(),
-                    hint: if record.kind == "engagement_started" {
-                        " and its report; `castlog claims` lists its claim"
-                    } else {
-                        "; `castlog claims` lists the claims it records"
-                    },
+                    hint: "; `castlog claims` lists the claims it records",
                 });
                 return ControlFlow::Break(());
             }

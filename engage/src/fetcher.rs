@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use castlog_core::engage::live::{Fetched, read_fetch_output};
+use castlog_replay::process::{self, Launcher};
 use serde_json::{Value, json};
 
-use crate::process::{self, Launcher};
+use crate::pipeline::live::{Fetched, read_fetch_output};
 
 /// Something that fetches a source message again.
 pub trait Fetcher {

@@ -8,7 +8,7 @@
 //! its first event change together). `castlog verify` re-decides an engage cast with them
 //! (`crate::redecide`): every decision must produce the recorded events byte for byte. What
 //! the machine works out itself, and so what a re-decision checks beyond the order of the
-//! run: the end of a run (its outcome from the selected candidate's qualification, `refused`
+//! run: the ranking (scored again from the candidates' records), the end of a run (its outcome from the selected candidate's qualification, `refused`
 //! from the claim and the send, a skip's dominant stage and sentence from every rejection
 //! recorded), the skip that ends a run outside its schedule, and that a draft is accepted only
 //! after a faithful verdict, selected only once accepted, and claimed only once selected.
@@ -22,9 +22,9 @@ use crate::event::{
     CandidateId, EngageEvent, EngageRecord, EngagementCandidateQualified,
     EngagementCandidateRejected, EngagementDraftAttempted, EngagementDraftSelected,
     EngagementFidelityJudged, EngagementFinished, EngagementRanked, EngagementScheduleChecked,
-    EngagementSourceChecked, EngagementStarted,
+    EngagementSourceChecked, EngagementStarted, RankedCandidate,
 };
-use crate::pipeline::{Rejection, select};
+use crate::pipeline::{Candidate, Rejection, rank, select};
 
 /// One thing the runner found out, to be decided on.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,8 +44,11 @@ pub enum Step {
     },
     /// A candidate passed qualification.
     Qualify(EngagementCandidateQualified),
-    /// The pool after the history gates, ranked.
-    Rank(EngagementRanked),
+    /// Rank the pool left after the history gates (the machine scores it).
+    Rank {
+        /// The candidates in the pool.
+        pool: Vec<CandidateId>,
+    },
     /// The fetcher's answer for a ranked candidate, checked.
     CheckSource(EngagementSourceChecked),
     /// The judge's verdict on a draft.
@@ -101,7 +104,7 @@ pub struct EngageState {
     pub post: bool,
     /// `engagement_finished` was recorded.
     pub finished: bool,
-    seen: BTreeSet<String>,
+    seen: BTreeMap<String, Option<Candidate>>,
     qualified: BTreeMap<String, String>,
     ranked: BTreeSet<String>,
     rejections: Vec<Rejection>,
@@ -140,7 +143,8 @@ impl EngageState {
                 self.post = e.post;
             }
             EngageEvent::CandidateSeen(e) => {
-                self.seen.insert(e.candidate.to_string());
+                let candidate = serde_json::from_value::<Candidate>(e.source.clone()).ok();
+                self.seen.insert(e.candidate.to_string(), candidate);
             }
             EngageEvent::CandidateRejected(e) => self.rejections.push(Rejection::new(
                 e.candidate.as_str(),
@@ -213,7 +217,7 @@ impl EngageState {
                 .into(),
             ),
             Step::Qualify(e) => {
-                if !self.seen.contains(e.candidate.as_str()) {
+                if !self.seen.contains_key(e.candidate.as_str()) {
                     return refuse(kind, format!("candidate {} was never seen", e.candidate));
                 }
                 if !matches!(e.question_type.as_str(), "timed" | "personal") {
@@ -224,18 +228,25 @@ impl EngageState {
                 }
                 one(e.clone().into())
             }
-            Step::Rank(e) => {
-                if let Some(c) = e
-                    .order
-                    .iter()
-                    .find(|r| !self.qualified.contains_key(r.candidate.as_str()))
-                {
-                    return refuse(kind, format!("candidate {} is not qualified", c.candidate));
+            Step::Rank { pool } => {
+                let mut candidates = Vec::with_capacity(pool.len());
+                for id in pool {
+                    if !self.qualified.contains_key(id.as_str()) {
+                        return refuse(kind, format!("candidate {id} is not qualified"));
+                    }
+                    match self.seen.get(id.as_str()) {
+                        Some(Some(candidate)) => candidates.push(candidate.clone()),
+                        _ => return refuse(kind, format!("candidate {id} has no readable record")),
+                    }
                 }
-                if e.order.windows(2).any(|w| w[0].score < w[1].score) {
-                    return refuse(kind, "the order is not best first");
-                }
-                one(e.clone().into())
+                let order = rank::rank(candidates)
+                    .into_iter()
+                    .map(|(c, score)| RankedCandidate {
+                        candidate: CandidateId::new(c.turn_id),
+                        score,
+                    })
+                    .collect();
+                one(EngagementRanked { order }.into())
             }
             Step::CheckSource(e) => {
                 if !self.ranked.contains(e.candidate.as_str()) {
@@ -377,7 +388,7 @@ fn kind_of(step: &Step) -> &'static str {
         Step::Reject(_) => "engagement_candidate_rejected",
         Step::See { .. } => "engagement_candidate_seen",
         Step::Qualify(_) => "engagement_candidate_qualified",
-        Step::Rank(_) => "engagement_ranked",
+        Step::Rank { .. } => "engagement_ranked",
         Step::CheckSource(_) => "engagement_source_checked",
         Step::Judge(_) => "engagement_fidelity_judged",
         Step::Attempt(_) => "engagement_draft_attempted",
@@ -400,7 +411,9 @@ pub fn input_of(first: &EngageRecord) -> Option<Step> {
                 source: e.source.clone(),
             },
             EngageEvent::CandidateQualified(e) => Step::Qualify(e.clone()),
-            EngageEvent::Ranked(e) => Step::Rank(e.clone()),
+            EngageEvent::Ranked(e) => Step::Rank {
+                pool: e.order.iter().map(|r| r.candidate.clone()).collect(),
+            },
             EngageEvent::SourceChecked(e) => Step::CheckSource(e.clone()),
             EngageEvent::FidelityJudged(e) => Step::Judge(e.clone()),
             EngageEvent::DraftAttempted(e) => Step::Attempt(e.clone()),

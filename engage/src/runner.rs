@@ -37,8 +37,7 @@ use serde_json::{Value, json};
 use crate::event::{
     CandidateId, EngagementCandidateQualified, EngagementCandidateRejected,
     EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked, EngagementStarted,
-    RankedCandidate,
+    EngagementScheduleChecked, EngagementSourceChecked, EngagementStarted,
 };
 use crate::fetcher::Fetcher;
 use crate::machine::{EngageState, Refusal, Step};
@@ -356,15 +355,13 @@ fn pipeline<L: EventLog + ?Sized>(
         pool.push(c);
     }
     let ranked = rank::rank(pool);
-    rec.step(Step::Rank(EngagementRanked {
-        order: ranked
+    // The machine scores the pool again from the candidates it saw, to the same order.
+    rec.step(Step::Rank {
+        pool: ranked
             .iter()
-            .map(|(c, score)| RankedCandidate {
-                candidate: CandidateId::new(c.turn_id.as_str()),
-                score: *score,
-            })
+            .map(|(c, _)| CandidateId::new(c.turn_id.as_str()))
             .collect(),
-    }))?;
+    })?;
 
     // Attempts: live walk, draft, filters, fidelity, selection.
     let mut remaining: Vec<Candidate> = ranked.into_iter().map(|(c, _)| c).collect();

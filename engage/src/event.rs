@@ -462,3 +462,64 @@ pub struct EngagementDraftSelected {
     /// The draft.
     pub draft: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kinds and versions an older castlog wrote as core's `Event` variants: renaming one
+    /// would leave every engage cast in a database undecodable.
+    #[test]
+    fn the_kinds_are_the_ones_old_databases_hold() {
+        let mut kinds: Vec<&str> = EngageEvent::KINDS.iter().map(|(k, _)| *k).collect();
+        kinds.sort_unstable();
+        assert_eq!(
+            kinds,
+            [
+                "engagement_candidate_qualified",
+                "engagement_candidate_rejected",
+                "engagement_candidate_seen",
+                "engagement_draft_attempted",
+                "engagement_draft_selected",
+                "engagement_fidelity_judged",
+                "engagement_finished",
+                "engagement_ranked",
+                "engagement_schedule_checked",
+                "engagement_source_checked",
+                "engagement_started",
+            ]
+        );
+        assert!(EngageEvent::KINDS.iter().all(|(_, v)| *v == 1));
+        assert!(
+            EngageEvent::KINDS
+                .iter()
+                .all(|(k, _)| !Event::KINDS.iter().any(|(m, _)| m == k))
+        );
+    }
+
+    #[test]
+    fn stored_bytes_decode_and_are_described() {
+        let bytes = br#"{"candidate":"t1","attempt":1,"faithful":false}"#;
+        let event = EngageEvent::decode("engagement_fidelity_judged", 1, bytes).unwrap();
+        assert_eq!(event.encode(), bytes);
+        assert_eq!(describe(&event), "candidate t1 draft 1 unfaithful");
+        assert!(matches!(
+            EngageEvent::decode("engagement_finished", 2, b"{}"),
+            Err(DecodeError::FutureVersion { max: 1, .. })
+        ));
+        assert!(VOCABULARY.describe("engagement_ranked", 1, b"[]").is_err());
+        let record = Recorded {
+            cast: castlog_core::id::CastId::new("e"),
+            seq: castlog_core::id::Seq::FIRST,
+            at_ms: 0,
+            kind: "post_staged".into(),
+            v: 1,
+            payload: br#"{"claim":"c","message_id":"m"}"#.to_vec(),
+            prev: castlog_core::id::Digest::ZERO,
+            hash: castlog_core::id::Digest::ZERO,
+        };
+        let decoded = EngageRecord::decode(&record).unwrap();
+        assert_eq!(decoded.kind(), "post_staged");
+        assert_eq!(describe_record(&decoded), "claim c staged as m");
+    }
+}

@@ -434,3 +434,6 @@ pub fn input_of(first: &EngageRecord) -> Option<Step> {
     })
 }
 
+
+#[cfg(test)]
+mod tests;

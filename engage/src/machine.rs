@@ -209,13 +209,11 @@ impl EngageState {
                 Ok(events)
             }
             Step::Reject(e) => one(e.clone().into()),
-            Step::See { candidate, source } => one(
-                crate::event::EngagementCandidateSeen {
-                    candidate: candidate.clone(),
-                    source: source.clone(),
-                }
-                .into(),
-            ),
+            Step::See { candidate, source } => one(crate::event::EngagementCandidateSeen {
+                candidate: candidate.clone(),
+                source: source.clone(),
+            }
+            .into()),
             Step::Qualify(e) => {
                 if !self.seen.contains_key(e.candidate.as_str()) {
                     return refuse(kind, format!("candidate {} was never seen", e.candidate));
@@ -303,7 +301,10 @@ impl EngageState {
         match (event, &self.claim) {
             (Event::PostClaimed(e), None) => {
                 if e.dry_run == self.post {
-                    return refuse(kind, "a claim is a dry run exactly when the run may not post");
+                    return refuse(
+                        kind,
+                        "a claim is a dry run exactly when the run may not post",
+                    );
                 }
             }
             (Event::PostClaimed(_), Some(_)) => return refuse(kind, "the post is claimed"),
@@ -433,7 +434,6 @@ pub fn input_of(first: &EngageRecord) -> Option<Step> {
         EngageRecord::Post(_) => return None,
     })
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,9 @@ pub fn begins_engage_cast(first: &Recorded) -> bool {
 /// Re-decides an engage cast; `Ok(None)` when every decision reproduces the log exactly, and
 /// for a stream that is not an engage cast (it is not this context's to check).
 pub fn redecide(log: &dyn EventLog, cast: &CastId) -> Result<Option<Divergence>, LogError> {
-    with_events(log, cast, Seq::FIRST, |records| redecide_records(cast, records))?
+    with_events(log, cast, Seq::FIRST, |records| {
+        redecide_records(cast, records)
+    })?
 }
 
 fn render_recorded(record: &Recorded) -> String {

@@ -6,7 +6,6 @@ use castlog_replay::agent::{Agent, ask};
 use crate::pipeline::draft::{judge_prompt, read_verdict};
 use crate::pipeline::scorecard::{Fixture, FixtureScore, Scorecard};
 
-
 /// Asks `judge` about every fixture, in order, and scores its verdicts.
 pub fn score(judge: &mut dyn Agent, fixtures: &[Fixture]) -> Scorecard {
     let results = fixtures

@@ -150,10 +150,7 @@ impl ChainChecker {
                 "stored hash {stored} but the stored bytes hash to {bytes}: the event was altered"
             );
             self.report(seq, ProblemKind::HashMismatch, message);
-        } else if let Err(err) = self
-            .contexts
-            .check(&record.kind, record.v, &record.payload)
-        {
+        } else if let Err(err) = self.contexts.check(&record.kind, record.v, &record.payload) {
             self.report(seq, ProblemKind::Undecodable, err.to_string());
         }
         self.prev = Some(record.hash);
@@ -367,7 +364,8 @@ pub fn first_problem_in(
     records: &[Recorded],
     contexts: Contexts,
 ) -> Option<Problem> {
-    let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev()).in_contexts(contexts);
+    let mut checker =
+        ChainChecker::new(head.cast.clone(), head.genesis_prev()).in_contexts(contexts);
     for record in records {
         checker.check(record);
     }

@@ -38,7 +38,10 @@ fn an_engage_database_written_by_an_older_build_verifies_shows_and_exports_the_s
         assert_eq!(std::fs::read(&out).unwrap(), pinned, "{cast}");
         let replay = sandbox.run(&["replay", cast, "--json"]);
         assert_eq!(replay.code, 0, "{}", replay.stderr);
-        assert_eq!(replay.json()["events"], if cast == "engage-dry" { 17 } else { 18 });
+        assert_eq!(
+            replay.json()["events"],
+            if cast == "engage-dry" { 17 } else { 18 }
+        );
     }
     // The claims ledger still reads the runs' claims.
     let claims = sandbox.run(&["claims", "--json"]);
@@ -113,7 +116,11 @@ fn verify_rewritten(seq: u64, edit: (&str, &str)) -> Value {
     let lines = fixture_lines("casts/engage-dry.jsonl");
     let path = sandbox.write("rewritten.jsonl", &rewritten(&lines, seq, edit));
     let import = sandbox.run(&["import", &path]);
-    assert_eq!(import.code, 0, "the rewritten chain is consistent: {}", import.stderr);
+    assert_eq!(
+        import.code, 0,
+        "the rewritten chain is consistent: {}",
+        import.stderr
+    );
     let verify = sandbox.run(&["verify", "--json"]);
     assert_eq!(verify.code, 3, "{}", verify.stdout);
     let problems = verify.json()["problems"].as_array().unwrap().clone();
@@ -157,10 +164,7 @@ fn verify_refuses_an_acceptance_without_a_faithful_verdict() {
     assert_eq!(problem["seq"], 14);
     assert_eq!(problem["kind"], "divergence");
     let message = problem["message"].as_str().unwrap();
-    assert!(
-        message.contains("was not judged faithful"),
-        "{message}"
-    );
+    assert!(message.contains("was not judged faithful"), "{message}");
 }
 
 /// The ranking is scored again from the candidates' records: a rewritten score diverges.

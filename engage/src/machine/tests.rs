@@ -116,7 +116,11 @@ fn given(steps: &[Step]) -> (EngageState, Vec<EngageRecord>) {
 }
 
 fn finished(state: &EngageState) -> EngagementFinished {
-    match state.decide(&Step::Finish { error: None }).unwrap().as_slice() {
+    match state
+        .decide(&Step::Finish { error: None })
+        .unwrap()
+        .as_slice()
+    {
         [EngageRecord::Engage(EngageEvent::Finished(e))] => e.clone(),
         other => panic!("{other:?}"),
     }
@@ -133,7 +137,11 @@ fn a_run_that_selects_nothing_ends_as_a_skip_named_by_its_most_frequent_rejectio
     ]);
     let end = finished(&state);
     assert_eq!(
-        (end.outcome.as_str(), end.refused.as_str(), end.skip_stage.as_str()),
+        (
+            end.outcome.as_str(),
+            end.refused.as_str(),
+            end.skip_stage.as_str()
+        ),
         ("skip", "no_verified_candidate", "collect")
     );
     assert!(!end.skip_reason.is_empty());
@@ -144,7 +152,10 @@ fn the_ranking_is_scored_by_the_machine_best_first() {
     let (_, log) = given(&[
         started(false),
         seen("t1", "short"),
-        seen("t2", "Adding 5mg of ss31 for 4 weeks, will report back on sleep."),
+        seen(
+            "t2",
+            "Adding 5mg of ss31 for 4 weeks, will report back on sleep.",
+        ),
         qualified("t1", "timed"),
         qualified("t2", "personal"),
         Step::Rank {
@@ -164,7 +175,10 @@ fn a_candidate_not_qualified_is_never_ranked() {
     let refused = state.decide(&Step::Rank {
         pool: vec![CandidateId::new("t1")],
     });
-    assert!(matches!(refused, Err(Refusal::OutOfOrder { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Refusal::OutOfOrder { .. })),
+        "{refused:?}"
+    );
 }
 
 #[test]
@@ -174,7 +188,10 @@ fn a_draft_is_accepted_only_after_a_faithful_verdict_and_selected_only_once_acce
     assert!(state.decide(&selected()).is_err());
     let (state, _) = given(&[base.to_vec(), vec![judged(false)]].concat());
     let refused = state.decide(&attempted("accepted")).unwrap_err();
-    assert!(refused.to_string().contains("not judged faithful"), "{refused}");
+    assert!(
+        refused.to_string().contains("not judged faithful"),
+        "{refused}"
+    );
     let (state, _) = given(&[base.to_vec(), vec![judged(true), attempted("accepted")]].concat());
     assert_eq!(state.decide(&selected()).unwrap().len(), 1);
 }
@@ -189,9 +206,15 @@ fn a_dry_run_claims_without_sending_and_ends_as_dry_run() {
         attempted("accepted"),
     ];
     let (state, _) = given(&run);
-    assert!(state.decide(&claimed(true)).is_err(), "claimed before a selection");
+    assert!(
+        state.decide(&claimed(true)).is_err(),
+        "claimed before a selection"
+    );
     let (state, _) = given(&[run.to_vec(), vec![selected()]].concat());
-    assert!(state.decide(&claimed(false)).is_err(), "a dry run's claim may send");
+    assert!(
+        state.decide(&claimed(false)).is_err(),
+        "a dry run's claim may send"
+    );
     let (state, _) = given(&[run.to_vec(), vec![selected(), claimed(true)]].concat());
     let staged = Step::Post(Event::from(PostStaged {
         claim: ClaimId::new("clm-1"),
@@ -199,7 +222,10 @@ fn a_dry_run_claims_without_sending_and_ends_as_dry_run() {
     }));
     assert!(state.decide(&staged).is_err(), "a dry run sent");
     let end = finished(&state);
-    assert_eq!((end.outcome.as_str(), end.refused.as_str()), ("timed", "dry_run"));
+    assert_eq!(
+        (end.outcome.as_str(), end.refused.as_str()),
+        ("timed", "dry_run")
+    );
 }
 
 #[test]
@@ -268,9 +294,15 @@ fn an_error_ends_the_run_with_its_sentence() {
         [EngageRecord::Engage(EngageEvent::Finished(e))] => e.clone(),
         other => panic!("{other:?}"),
     };
-    assert_eq!((end.refused.as_str(), end.error.as_str()), ("error", "the disk is full"));
+    assert_eq!(
+        (end.refused.as_str(), end.error.as_str()),
+        ("error", "the disk is full")
+    );
     let state = EngageState::new();
-    assert!(state.decide(&seen("t1", "text")).is_err(), "before the start");
+    assert!(
+        state.decide(&seen("t1", "text")).is_err(),
+        "before the start"
+    );
     let event = EngagementCandidateSeen {
         candidate: CandidateId::new("t1"),
         source: Value::Null,

@@ -291,7 +291,9 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
     }
     let conversation: String = field(&root, "conversation_id")?.unwrap_or_default();
     if settings.guild_id.is_empty() {
-        settings.guild_id = conversation_guild(&conversation).unwrap_or_default().to_owned();
+        settings.guild_id = conversation_guild(&conversation)
+            .unwrap_or_default()
+            .to_owned();
     } else if settings.guild_id.trim().is_empty() {
         return Err(bad(
             "settings.guild_id",
@@ -443,7 +445,10 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
         if part.len() != 2 || !part.bytes().all(|c| c.is_ascii_digit()) {
             return Err(err());
         }
-        part.parse::<i64>().ok().filter(|n| *n <= max).ok_or_else(err)
+        part.parse::<i64>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(err)
     };
     if rest.get(2..3) != Some(":") || rest.get(5..6) != Some(":") {
         return Err(err());
@@ -456,7 +461,11 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
         if digits == 0 {
             return Err(err());
         }
-        let padded: String = frac[..digits].chars().chain("000".chars()).take(3).collect();
+        let padded: String = frac[..digits]
+            .chars()
+            .chain("000".chars())
+            .take(3)
+            .collect();
         millis = padded.parse::<i64>().map_err(|_| err())?;
         zone = &frac[digits..];
     }

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use castlog_core::calendar::Zone;
 use castlog_core::claims::{Claim, ClaimStatus};
+use castlog_core::event::Response;
+use castlog_core::id::{CastId, ClaimId};
 use castlog_engage::pipeline::collect::{self, DISCORD_EPOCH_MS, decode_snowflake};
 use castlog_engage::pipeline::draft::{self, Draft, asks_for_a_repaste, read_verdict};
 use castlog_engage::pipeline::history::{self, Probe};
@@ -16,8 +18,6 @@ use castlog_engage::pipeline::{
     Candidate, QuestionType, Rejection, SourceRecord, days, fingerprint, hours, rank, select,
     verify,
 };
-use castlog_core::event::Response;
-use castlog_core::id::{CastId, ClaimId};
 use rstest::rstest;
 use serde_json::json;
 

@@ -6,18 +6,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use castlog_core::claims::ClaimStatus;
+use castlog_core::id::{CastId, Seq};
+use castlog_core::input::SendOutcome;
+use castlog_engage::fetcher::Fetcher;
 use castlog_engage::pipeline::collect::DISCORD_EPOCH_MS;
 use castlog_engage::pipeline::fingerprint::fingerprint;
 use castlog_engage::pipeline::input::{self, EngageInput};
 use castlog_engage::pipeline::live::Fetched;
-use castlog_core::id::{CastId, Seq};
-use castlog_core::input::SendOutcome;
+use castlog_engage::report::EngagementReport;
+use castlog_engage::runner::{Roles, engage};
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_projections::claims::ClaimsLedger;
-use castlog_engage::report::EngagementReport;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
-use castlog_engage::runner::{Roles, engage};
-use castlog_engage::fetcher::Fetcher;
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
 

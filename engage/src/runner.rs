@@ -102,10 +102,10 @@ struct Recorder<'l, L: EventLog + ?Sized> {
 }
 
 impl<L: EventLog + ?Sized> Recorder<'_, L> {
-    fn step(&mut self, step: Step) -> Result<(), EngageError> {
+    fn step(&mut self, step: &Step) -> Result<(), EngageError> {
         let events = self
             .state
-            .decide(&step)
+            .decide(step)
             .map_err(|source| EngageError::Refused {
                 cast: self.cast.clone(),
                 source,
@@ -120,11 +120,11 @@ impl<L: EventLog + ?Sized> Recorder<'_, L> {
     }
 
     fn post(&mut self, event: impl Into<Event>) -> Result<(), EngageError> {
-        self.step(Step::Post(event.into()))
+        self.step(&Step::Post(event.into()))
     }
 
     fn reject(&mut self, r: &Rejection) -> Result<(), EngageError> {
-        self.step(Step::Reject(EngagementCandidateRejected {
+        self.step(&Step::Reject(EngagementCandidateRejected {
             candidate: CandidateId::new(r.candidate.as_str()),
             stage: r.stage.clone(),
             reason: r.reason.clone(),
@@ -159,7 +159,7 @@ pub fn engage(
         now_ms,
         state: EngageState::new(),
     };
-    rec.step(Step::Start(EngagementStarted {
+    rec.step(&Step::Start(EngagementStarted {
         conversation: input.conversation.clone(),
         settings: serde_json::to_value(&input.settings).unwrap_or(Value::Null),
         results: u32::try_from(input.results.len()).unwrap_or(u32::MAX),
@@ -168,7 +168,7 @@ pub fn engage(
     }))?;
     if let Err(e) = pipeline(&mut rec, input, roles, schedule) {
         // The log failed mid-run: record that if it still takes an event.
-        let _ = rec.step(Step::Finish {
+        let _ = rec.step(&Step::Finish {
             error: Some(e.to_string()),
         });
     }
@@ -212,7 +212,7 @@ fn on_schedule<L: EventLog + ?Sized>(
         Err(skip) => (skip.reason().to_owned(), skip.sentence(&plan, now)),
     };
     // A check that fails also ends the run: the machine decides that skip.
-    rec.step(Step::Schedule(EngagementScheduleChecked {
+    rec.step(&Step::Schedule(EngagementScheduleChecked {
         key: plan.key(),
         slot: plan.slot(),
         slot_ms: plan.at_ms,
@@ -259,7 +259,7 @@ fn pipeline<L: EventLog + ?Sized>(
         note(rec, r, &mut rejections)?;
     }
     for c in &rows {
-        rec.step(Step::See {
+        rec.step(&Step::See {
             candidate: CandidateId::new(c.turn_id.as_str()),
             source: serde_json::to_value(c).unwrap_or(Value::Null),
         })?;
@@ -320,7 +320,7 @@ fn pipeline<L: EventLog + ?Sized>(
             continue;
         }
         c.stance = thread.stance.to_owned();
-        rec.step(Step::Qualify(EngagementCandidateQualified {
+        rec.step(&Step::Qualify(EngagementCandidateQualified {
             candidate: CandidateId::new(c.turn_id.as_str()),
             question_type: c.question_type.map_or("", |t| t.as_str()).to_owned(),
             hook_kind: c.hook_kind.clone(),
@@ -356,7 +356,7 @@ fn pipeline<L: EventLog + ?Sized>(
     }
     let ranked = rank::rank(pool);
     // The machine scores the pool again from the candidates it saw, to the same order.
-    rec.step(Step::Rank {
+    rec.step(&Step::Rank {
         pool: ranked
             .iter()
             .map(|(c, _)| CandidateId::new(c.turn_id.as_str()))
@@ -381,7 +381,7 @@ fn pipeline<L: EventLog + ?Sized>(
             }
             let got = fetcher.fetch(&c.channel_id, &c.source_message_id);
             let check = live::check(c, &got);
-            rec.step(Step::CheckSource(EngagementSourceChecked {
+            rec.step(&Step::CheckSource(EngagementSourceChecked {
                 candidate: CandidateId::new(c.turn_id.as_str()),
                 attempt,
                 ok: check.ok,
@@ -450,7 +450,7 @@ fn pipeline<L: EventLog + ?Sized>(
                 ),
                 &mut rejections,
             )?;
-            rec.step(attempted("asks_for_a_repaste"))?;
+            rec.step(&attempted("asks_for_a_repaste"))?;
             continue;
         }
         if draft.usable() {
@@ -468,7 +468,7 @@ fn pipeline<L: EventLog + ?Sized>(
                     Rejection::new(candidate.turn_id.clone(), "history", reason, detail),
                     &mut rejections,
                 )?;
-                rec.step(attempted(reason))?;
+                rec.step(&attempted(reason))?;
                 continue;
             }
         }
@@ -481,7 +481,7 @@ fn pipeline<L: EventLog + ?Sized>(
                 draft::judge_prompt(&candidate.text, draft.sent_text()),
             );
             let (faithful, reason) = draft::read_verdict(reply.as_deref().map_err(String::as_str));
-            rec.step(Step::Judge(EngagementFidelityJudged {
+            rec.step(&Step::Judge(EngagementFidelityJudged {
                 candidate: id.clone(),
                 attempt,
                 faithful,
@@ -493,8 +493,8 @@ fn pipeline<L: EventLog + ?Sized>(
         };
         match select::accept(&candidate, &draft, faithful, &verdict) {
             Ok(_) => {
-                rec.step(attempted("accepted"))?;
-                rec.step(Step::Select(EngagementDraftSelected {
+                rec.step(&attempted("accepted"))?;
+                rec.step(&Step::Select(EngagementDraftSelected {
                     candidate: id.clone(),
                     attempt,
                     draft: draft.text.clone(),
@@ -508,7 +508,7 @@ fn pipeline<L: EventLog + ?Sized>(
                     Rejection::new(candidate.turn_id.clone(), "draft", reason, detail),
                     &mut rejections,
                 )?;
-                rec.step(attempted(reason))?;
+                rec.step(&attempted(reason))?;
             }
         }
     }
@@ -518,7 +518,7 @@ fn pipeline<L: EventLog + ?Sized>(
     if let Some((candidate, draft)) = chosen {
         post(rec, input, &ledger, &candidate, &draft, zone, sender)?;
     }
-    rec.step(Step::Finish { error: None })
+    rec.step(&Step::Finish { error: None })
 }
 
 /// The poster: checks, claims, and (with a sender) takes the day and sends once.

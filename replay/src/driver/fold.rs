@@ -67,7 +67,7 @@ pub(super) fn fold_with(
             // A stream of another context (an engage run): its events are not the machine's.
             failure = Some(DriveError::NotACast {
                 cast: cast.clone(),
-                kind: record.kind.clone(),
+                kind: record.kind,
                 hint: "; `castlog claims` lists the claims it made",
             });
             return ControlFlow::Break(());
@@ -124,7 +124,7 @@ pub(super) fn fold_with(
             (None, Event::DayClaimed(_)) => {
                 failure = Some(DriveError::NotACast {
                     cast: cast.clone(),
-                    kind: record.kind.clone(),
+                    kind: record.kind,
                     hint: "; `castlog claims` lists the claims it records",
                 });
                 return ControlFlow::Break(());

@@ -65,7 +65,7 @@ pub fn run(
         Duration::from_millis(input.settings.fetch_timeout_ms),
         &globals.launcher,
     )
-    .map_err(CliError::user)?;
+    .map_err(|e| CliError::user(e.to_string()))?;
     let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, globals)?;
     let mut drafter = super::cast::agent(drafter_spec, 0, None, None, globals)?;
     let mut judge = super::cast::agent(judge_spec, 0, None, None, globals)?;

@@ -178,44 +178,16 @@ events! {
     PostResponseRecorded(PostResponseRecorded) = "post_response_recorded", v 1;
     /// A recast adopted the resolution of a pending claim it inherited.
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
-    // ----- engagement runner -----
-    /// A candidate was considered by the engagement runner.
-    EngagementCandidateSeen(EngagementCandidateSeen) = "engagement_candidate_seen", v 1;
-    /// A candidate was dropped, with the reference's reason string.
-    EngagementCandidateRejected(EngagementCandidateRejected) = "engagement_candidate_rejected", v 1;
-    /// A draft attempt for a candidate ended.
-    EngagementDraftAttempted(EngagementDraftAttempted) = "engagement_draft_attempted", v 1;
-    /// A draft was selected for posting.
-    EngagementDraftSelected(EngagementDraftSelected) = "engagement_draft_selected", v 1;
-    /// An engagement run began (the first event of an engage cast).
-    EngagementStarted(EngagementStarted) = "engagement_started", v 1;
-    /// A candidate passed qualification.
-    EngagementCandidateQualified(EngagementCandidateQualified) = "engagement_candidate_qualified", v 1;
-    /// The qualified pool was ranked.
-    EngagementRanked(EngagementRanked) = "engagement_ranked", v 1;
-    /// A candidate's source message was fetched again and checked.
-    EngagementSourceChecked(EngagementSourceChecked) = "engagement_source_checked", v 1;
-    /// The runtime asked the judge about one draft.
-    EngagementFidelityJudged(EngagementFidelityJudged) = "engagement_fidelity_judged", v 1;
-    /// An engagement run ended.
-    EngagementFinished(EngagementFinished) = "engagement_finished", v 1;
-    /// A scheduled engagement run checked its day's slot.
-    EngagementScheduleChecked(EngagementScheduleChecked) = "engagement_schedule_checked", v 1;
 }
 
-mod engagement;
 mod posting;
+mod vocabulary;
 
-pub use engagement::{
-    EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
-    EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementFinished, EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked,
-    EngagementStarted, RankedCandidate,
-};
 pub use posting::{
     DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
+pub use vocabulary::{Contexts, Vocabulary};
 
 impl Event {
     /// The blobs this event refers to (prompt texts, entry bodies, post bodies), so an export

@@ -66,10 +66,6 @@ string_id!(
     /// The key that makes a deferred dispatch idempotent.
     DispatchKey
 );
-string_id!(
-    /// A candidate considered by the engagement runner.
-    CandidateId
-);
 
 macro_rules! counter {
     ($(#[$doc:meta])* $name:ident($inner:ty)) => {

@@ -12,7 +12,6 @@
 //! - [`calendar`]: calendar dates and the time zones castlog knows (New York with DST, UTC,
 //!   fixed offsets).
 //! - [`claims`]: the claims ledger's rules (claim ids, claim days, transitions).
-//! - [`engage`]: the engagement runner's pure pipeline rules, one module per stage.
 //! - [`syntax`]: serde_json's errors in words, for messages that say where in a file.
 //! - `hostile` (tests only, feature `hostile`): damaged real files as proptest strategies, and
 //!   the check that a user-facing message has no Rust debug formatting.
@@ -31,7 +30,6 @@
 
 pub mod calendar;
 pub mod claims;
-pub mod engage;
 pub mod env;
 pub mod event;
 pub mod handoff;

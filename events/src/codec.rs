@@ -32,6 +32,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::ops::ControlFlow;
 
+use castlog_core::event::Contexts;
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::syntax::{column, json_error};
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ use crate::chain::blob_hash;
 use crate::log::{CastHead, EventLog, ForkPoint, LogError};
 use crate::record::Recorded;
 use crate::stream::StreamKind;
-use crate::verify::first_problem;
+use crate::verify::first_problem_in;
 
 mod compact;
 
@@ -551,7 +552,16 @@ fn decode_jsonl(text: &str) -> Result<CastExport, CodecError> {
 
 /// Verifies an export completely, then stores it. Nothing is stored if anything is wrong.
 pub fn import(log: &dyn EventLog, export: &CastExport) -> Result<(), CodecError> {
-    if let Some(problem) = first_problem(&export.head, &export.events) {
+    import_in(log, export, Contexts::MACHINE)
+}
+
+/// [`import`] of a cast whose events may be of other `contexts` than the machine's.
+pub fn import_in(
+    log: &dyn EventLog,
+    export: &CastExport,
+    contexts: Contexts,
+) -> Result<(), CodecError> {
+    if let Some(problem) = first_problem_in(&export.head, &export.events, contexts) {
         return Err(CodecError::Tampered {
             cast: problem.cast,
             seq: problem.seq,

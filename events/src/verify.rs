@@ -8,6 +8,7 @@
 
 use std::ops::ControlFlow;
 
+use castlog_core::event::Contexts;
 use castlog_core::id::{CastId, Digest, Seq};
 use serde::Serialize;
 
@@ -78,6 +79,8 @@ pub struct ChainChecker {
     last: Seq,
     problems: Vec<Problem>,
     events: u64,
+    /// The vocabularies a payload may decode in (the machine's, and other contexts').
+    contexts: Contexts,
 }
 
 impl ChainChecker {
@@ -89,7 +92,14 @@ impl ChainChecker {
             last: Seq(0),
             problems: Vec::new(),
             events: 0,
+            contexts: Contexts::MACHINE,
         }
+    }
+
+    /// The same checker, decoding events of `contexts` besides the machine's.
+    pub fn in_contexts(mut self, contexts: Contexts) -> Self {
+        self.contexts = contexts;
+        self
     }
 
     fn report(&mut self, seq: Seq, kind: ProblemKind, message: String) {
@@ -140,7 +150,7 @@ impl ChainChecker {
                 "stored hash {stored} but the stored bytes hash to {bytes}: the event was altered"
             );
             self.report(seq, ProblemKind::HashMismatch, message);
-        } else if let Err(err) = record.event() {
+        } else if let Err(err) = self.contexts.check(&record.kind, record.v, &record.payload) {
             self.report(seq, ProblemKind::Undecodable, err.to_string());
         }
         self.prev = Some(record.hash);
@@ -231,7 +241,18 @@ pub struct Verified {
 /// append made while this runs is never taken for damage; `head` names the cast (and its fork
 /// parent), the head checked is the one read with the events.
 pub fn verify_cast(log: &dyn EventLog, head: &CastHead) -> Result<Verified, LogError> {
-    let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev());
+    verify_cast_in(log, head, Contexts::MACHINE)
+}
+
+/// [`verify_cast`] for a log that also holds streams of other contexts: their events decode
+/// in `contexts`.
+pub fn verify_cast_in(
+    log: &dyn EventLog,
+    head: &CastHead,
+    contexts: Contexts,
+) -> Result<Verified, LogError> {
+    let mut checker =
+        ChainChecker::new(head.cast.clone(), head.genesis_prev()).in_contexts(contexts);
     if let Some(parent) = &head.parent {
         let found = log.read(&parent.cast, parent.seq, Some(parent.seq));
         let message = match found {
@@ -334,7 +355,17 @@ fn scan_pipelined(
 
 /// Checks a whole chain held in memory (an import) and returns its first problem, if any.
 pub fn first_problem(head: &CastHead, records: &[Recorded]) -> Option<Problem> {
-    let mut checker = ChainChecker::new(head.cast.clone(), head.genesis_prev());
+    first_problem_in(head, records, Contexts::MACHINE)
+}
+
+/// [`first_problem`], decoding events of `contexts` besides the machine's.
+pub fn first_problem_in(
+    head: &CastHead,
+    records: &[Recorded],
+    contexts: Contexts,
+) -> Option<Problem> {
+    let mut checker =
+        ChainChecker::new(head.cast.clone(), head.genesis_prev()).in_contexts(contexts);
     for record in records {
         checker.check(record);
     }

@@ -8,7 +8,6 @@
 //! - [`views`]: `CastView`, `Usage`, `Timeline`.
 //! - [`manifest`]: the per-visit artifact tree of a cast.
 //! - [`claims`]: `ClaimsLedger`, every claim of every cast (the claim-before-send ledger).
-//! - [`engagement`]: `EngagementReport`, an engage cast's report.
 //! - [`audit`]: every prompt with its placements, and the placement lint (also of entries given
 //!   as data, `audit::given`).
 //! - [`prompt`]: the prompt a dispatch sent, rebuilt from its entry blobs and checked.
@@ -19,7 +18,6 @@
 
 pub mod audit;
 pub mod claims;
-pub mod engagement;
 pub mod manifest;
 pub mod otlp;
 pub mod projection;

@@ -1,6 +1,6 @@
 //! The timeline: one human line per recorded event.
 
-use castlog_core::event::{Allowance, Event, Target};
+use castlog_core::event::{Allowance, Contexts, DecodeError, Event, Target};
 use castlog_core::syntax::json_name;
 use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
@@ -19,10 +19,18 @@ pub struct TimelineLine {
 }
 
 impl TimelineLine {
-    /// The line for one record; an undecodable payload is described, not hidden.
-    pub fn of(record: &Recorded) -> Self {
+    /// The line for one record; an event of another context is described by its context
+    /// (one of `contexts`), an undecodable payload is described, not hidden.
+    pub fn of(record: &Recorded, contexts: Contexts) -> Self {
         let summary = match record.event() {
             Ok(event) => describe(&event),
+            Err(err @ DecodeError::UnknownKind { .. }) => {
+                match contexts.describe(&record.kind, record.v, &record.payload) {
+                    Some(Ok(summary)) => summary,
+                    Some(Err(err)) => format!("<{err}>"),
+                    None => format!("<{err}>"),
+                }
+            }
             Err(err) => format!("<{err}>"),
         };
         Self {
@@ -254,21 +262,7 @@ pub fn describe(event: &Event) -> String {
             "inherited claim {} is {} in cast {}",
             e.claim, e.status, e.owner
         ),
-        Event::EngagementCandidateSeen(e) => format!("candidate {}", e.candidate),
-        Event::EngagementCandidateRejected(e) => {
-            format!(
-                "candidate {} dropped at {}: {}",
-                e.candidate, e.stage, e.reason
-            )
-        }
-        Event::EngagementDraftAttempted(e) => format!(
-            "candidate {} draft {}: {}",
-            e.candidate, e.attempt, e.outcome
-        ),
         Event::WaypointMarked(e) => format!("waypoint {:?} at seq {}", e.name, e.at),
-        Event::EngagementDraftSelected(e) => {
-            format!("candidate {} draft {} selected", e.candidate, e.attempt)
-        }
         Event::PostOutcomeUnknown(e) => {
             format!(
                 "claim {} pending, outcome unknown: {}",
@@ -279,52 +273,6 @@ pub fn describe(event: &Event) -> String {
         Event::DayClaimed(e) => {
             format!("{} on {} taken by claim {}", e.destination, e.day, e.claim)
         }
-        Event::EngagementStarted(e) => format!(
-            "engagement over {} result(s){}",
-            e.results,
-            if e.post { ", posting" } else { ", dry run" }
-        ),
-        Event::EngagementCandidateQualified(e) => {
-            format!(
-                "candidate {} qualified {} ({})",
-                e.candidate, e.question_type, e.stance
-            )
-        }
-        Event::EngagementRanked(e) => format!("{} candidate(s) ranked", e.order.len()),
-        Event::EngagementSourceChecked(e) => format!(
-            "candidate {} source {}",
-            e.candidate,
-            if e.ok {
-                "confirmed live"
-            } else {
-                e.reason.as_str()
-            }
-        ),
-        Event::EngagementFidelityJudged(e) => format!(
-            "candidate {} draft {} {}",
-            e.candidate,
-            e.attempt,
-            if e.faithful { "faithful" } else { "unfaithful" }
-        ),
-        Event::EngagementScheduleChecked(e) => format!(
-            "schedule {} ({}): {}",
-            e.slot,
-            e.key,
-            if e.ok {
-                "on schedule"
-            } else {
-                e.reason.as_str()
-            }
-        ),
-        Event::EngagementFinished(e) => format!(
-            "finished: {}{}",
-            e.outcome,
-            if e.refused.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", excerpt(&e.refused, 60))
-            }
-        ),
         _ => String::new(),
     }
 }

@@ -7,9 +7,6 @@
 //! - [`retry`]: retry policies: attempts, backoff with jitter, `Retry-After`.
 //! - [`recorded`]: the `recorded:CAST` agent, answering from another cast's log (a cassette).
 //! - [`sender`]: the `Sender` port (cmd, file, webhook) for post sockets and the engagement runner.
-//! - [`engage`]: the engagement runner's effects (agents, fetcher, poster), one engage cast per run.
-//! - [`scorecard`]: running a fidelity judge over the scorecard's fixtures.
-//! - [`fetcher`]: the `Fetcher` port (cmd, file) for the engagement runner's live check.
 //! - [`ledger`]: destination ledgers: taking a claim's day with a compare-and-set.
 //! - [`utility`]: utility sockets (commands, fixed outputs, built-ins).
 //! - [`redecide`]: replay a log through the machine and report the first divergence.
@@ -66,8 +63,6 @@
 pub mod agent;
 pub mod clock;
 pub mod driver;
-pub mod engage;
-pub mod fetcher;
 pub mod ledger;
 pub mod openai;
 pub mod process;
@@ -75,7 +70,6 @@ pub mod recast;
 pub mod recorded;
 pub mod redecide;
 pub mod retry;
-pub mod scorecard;
 pub mod secrets;
 pub mod sender;
 pub mod utility;

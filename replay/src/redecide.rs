@@ -72,6 +72,10 @@ fn redecide_records(
     let Some(first) = records.next() else {
         return Ok(None);
     };
+    if !Event::KINDS.iter().any(|(kind, _)| *kind == first.kind) {
+        // A stream of another context (an engage run) is re-decided by that context.
+        return Ok(None);
+    }
     let mut prev = castlog_core::id::Digest::ZERO;
     let (mut state, mut position) = match decoded(&first) {
         Err(d) => return Ok(Some(d)),

@@ -477,7 +477,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let timer = Instant::now();
     let mut history: Vec<TimelineLine> = Vec::new();
     log.scan(&cast, Seq::FIRST, &mut |record| {
-        history.push(TimelineLine::of(&record));
+        history.push(TimelineLine::of(&record, super::CONTEXTS));
         ControlFlow::Continue(())
     })?;
     let history_list_s = timer.elapsed().as_secs_f64();

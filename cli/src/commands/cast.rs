@@ -185,7 +185,7 @@ fn printed(
         }));
     }
     for record in log.read(cast, from, None)? {
-        let line = TimelineLine::of(&record);
+        let line = TimelineLine::of(&record, super::CONTEXTS);
         crate::say!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
     }
     crate::say!("cast {cast}: {}", stop.status.as_str());

@@ -375,7 +375,7 @@ fn walk(ha: &mut dyn Iterator<Item = Recorded>, hb: &mut dyn Iterator<Item = Rec
     };
     let describe = |r: &Option<Recorded>| {
         r.as_ref().map(|r| {
-            let line = castlog_projections::timeline::TimelineLine::of(r);
+            let line = castlog_projections::timeline::TimelineLine::of(r, super::CONTEXTS);
             json!({ "kind": line.kind, "summary": line.summary })
         })
     };

@@ -4,16 +4,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use castlog_core::calendar::Date;
-use castlog_core::engage::input;
-use castlog_core::engage::schedule;
-use castlog_core::engage::scorecard::{self, BUILTIN_FIXTURES};
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
+use castlog_engage::fetcher;
+use castlog_engage::pipeline::input;
+use castlog_engage::pipeline::schedule;
+use castlog_engage::pipeline::scorecard::{self, BUILTIN_FIXTURES};
+use castlog_engage::runner::{EngageError, Roles, engage};
 use castlog_events::LogError;
 use castlog_events::chain::blob_hash;
 use castlog_replay::clock::SystemClock;
-use castlog_replay::engage::{Roles, engage};
-use castlog_replay::fetcher;
 use serde_json::json;
 
 use crate::args::{EngageArgs, ScheduleArgs, ScorecardArgs};
@@ -65,7 +65,7 @@ pub fn run(
         Duration::from_millis(input.settings.fetch_timeout_ms),
         &globals.launcher,
     )
-    .map_err(CliError::user)?;
+    .map_err(|e| CliError::user(e.to_string()))?;
     let mut qualifier = super::cast::agent(qualifier_spec, 0, None, None, globals)?;
     let mut drafter = super::cast::agent(drafter_spec, 0, None, None, globals)?;
     let mut judge = super::cast::agent(judge_spec, 0, None, None, globals)?;
@@ -121,12 +121,13 @@ pub fn run(
             args.schedule.as_deref(),
         );
         match result {
-            Err(LogError::Conflict { .. } | LogError::CastExists { .. })
+            Err(EngageError::Log(LogError::Conflict { .. } | LogError::CastExists { .. }))
                 if chosen.is_none() && n < 100 =>
             {
                 n += 1;
             }
-            Err(e) => return Err(e.into()),
+            Err(EngageError::Log(e)) => return Err(e.into()),
+            Err(e) => return Err(CliError::internal(e.to_string())),
             Ok(report) => break (cast, report),
         }
     };
@@ -161,7 +162,7 @@ pub fn scorecard(args: &ScorecardArgs, globals: &crate::globals::Globals) -> Res
     let fixtures =
         scorecard::parse_fixtures(&text).map_err(|e| CliError::user(format!("{shown}: {e}")))?;
     let mut judge = super::cast::agent(&args.judge, 0, None, None, globals)?;
-    let card = castlog_replay::scorecard::score(judge.as_mut(), &fixtures);
+    let card = castlog_engage::scorecard::score(judge.as_mut(), &fixtures);
     if args.json {
         output::json(&card.to_json())?;
     } else {

@@ -112,7 +112,7 @@ struct ShowEvent {
 
 /// The `--json` shape of one event (its keys print sorted, as every `json!` object's do).
 fn show_event(record: &Recorded) -> Value {
-    let line = TimelineLine::of(record);
+    let line = TimelineLine::of(record, super::CONTEXTS);
     serde_json::to_value(ShowEvent {
         seq: record.seq.get(),
         at_ms: record.at_ms,
@@ -155,7 +155,7 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
         crate::say!("cast {}", head.cast);
     }
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        let line = TimelineLine::of(&record);
+        let line = TimelineLine::of(&record, super::CONTEXTS);
         crate::say!(
             "{:>6}  {}  {:<26} {}",
             line.seq,

@@ -20,10 +20,16 @@ pub mod verify;
 
 use std::path::Path;
 
+use castlog_core::event::Contexts;
 use castlog_core::id::CastId;
 use castlog_events::{EventLog, SqliteLog};
 
 use crate::error::CliError;
+
+/// The bounded contexts whose streams share the log with the cast machine's casts: readers of
+/// every event (`show`, `export`, `import`, `verify`, `diff`) decode and describe their events
+/// through these vocabularies. A new context is one more entry here.
+pub const CONTEXTS: Contexts = Contexts::with(&[&castlog_engage::event::VOCABULARY]);
 
 /// Opens the database at `path`, which must be a castlog database already: a command that
 /// reads (or adds to a cast) never creates a file or writes a schema into an empty one. A

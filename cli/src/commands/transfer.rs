@@ -152,7 +152,7 @@ pub fn import(db: &Path, args: &ImportArgs) -> Result<(), CliError> {
     let export =
         codec::decode(&bytes).map_err(|e| CliError::from(e).context(args.file.display()))?;
     let log = super::open_or_create(db)?;
-    codec::import(&log, &export)?;
+    codec::import_in(&log, &export, super::CONTEXTS)?;
     let cast: &CastId = &export.head.cast;
     if args.json {
         output::json(&json!({

@@ -8,7 +8,7 @@ use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
 use castlog_events::log::StoredRow;
 use castlog_events::sqlite::{DamagedCast, MisplacedEvent, Place};
-use castlog_events::verify::{Problem, ProblemKind, verify_cast};
+use castlog_events::verify::{Problem, ProblemKind, verify_cast_in};
 use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
 use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::driver::DriveError;
@@ -260,7 +260,7 @@ fn named(
 /// Verifies one cast into `report`: its chain, blobs, prompts, kept snapshots and
 /// checkpoints, and a re-decision of its inputs.
 fn verify_one(log: &SqliteLog, head: &CastHead, report: &mut Report) -> Result<(), LogError> {
-    let verified = verify_cast(log, head)?;
+    let verified = verify_cast_in(log, head, super::CONTEXTS)?;
     report.events += verified.events;
     let intact = verified.problems.is_empty();
     // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
@@ -302,8 +302,17 @@ fn verify_one(log: &SqliteLog, head: &CastHead, report: &mut Report) -> Result<(
             });
         }
     }
-    // Re-decide only an intact chain: a damaged one is already reported at its seq.
-    if intact && let Some(d) = redecide(log, &head.cast)? {
+    // Re-decide only an intact chain: a damaged one is already reported at its seq. Each
+    // re-decide passes over a stream that is not its context's (a cast, an engage run).
+    let diverged = if intact {
+        match redecide(log, &head.cast)? {
+            Some(d) => Some(d),
+            None => castlog_engage::redecide::redecide(log, &head.cast)?,
+        }
+    } else {
+        None
+    };
+    if let Some(d) = diverged {
         report.problems.push(Problem {
             cast: d.cast,
             seq: d.seq,

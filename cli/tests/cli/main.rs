@@ -12,6 +12,7 @@ mod claims;
 mod crash;
 mod cycles;
 mod engage;
+mod engage_verify;
 mod exit_status;
 mod fence;
 mod hostile;

@@ -12,7 +12,6 @@ mod claims; // post sockets: claim before send, outcomes, day rule, at most once
 mod cycles; // every cycle bounded: sockets outside loops, revive, recorded casts keep their rule
 mod defaults; // the bundled pi-materia config run through the machine (item 39)
 mod dispatch; // deferred dispatch idempotency in the log, stale replies (item 30)
-mod engage; // the engagement runner's pure rules (engagement-spec §5, castlog's fixes)
 mod handoff; // envelope, state patches, workItems ownership, validation and repair (3-6, 22-25)
 mod lifecycle; // failures, interruptions, resume, abort, revive, rejections, determinism (26-28, 32-33)
 mod loops; // items, advance, exits, empty loops, traversal and no-advance guards (9-15)

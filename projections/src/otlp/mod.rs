@@ -216,6 +216,12 @@ impl CastTrace {
         self.options.content.then(|| kv(key, text(value)))
     }
 
+    /// Passes over an event of another context than the machine's (an engage run's): it is
+    /// no span and no span event, but the trace ends no earlier than it.
+    pub fn pass(&mut self, record: &Recorded) {
+        self.last_ns = ns(record.at_ms);
+    }
+
     /// Folds one recorded event. `prompt` is the messages a `prompt_dispatched` sent, passed
     /// only when content is asked for (the fold reads no blobs itself).
     pub fn observe(&mut self, record: &Recorded, event: &Event, prompt: Option<&[Message]>) {
@@ -600,6 +606,10 @@ pub fn trace_of<L: EventLog + ?Sized>(
     log.scan(cast, Seq::FIRST, &mut |record| {
         let event = match record.event() {
             Ok(event) => event,
+            Err(castlog_core::event::DecodeError::UnknownKind { .. }) => {
+                trace.pass(&record);
+                return ControlFlow::Continue(());
+            }
             Err(err) => {
                 failed = Some(OtlpError::Decode {
                     cast: cast.to_string(),

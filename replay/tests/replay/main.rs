@@ -59,8 +59,6 @@ macro_rules! pass_to_inner {
 
 /// Driving fixture casts on the in-memory log with a fixed clock.
 mod drive;
-/// The engagement runner with scripted roles: engagement-spec §5 and castlog's fixes.
-mod engage;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
 /// Steps committed before they are durable: only with a local agent, never before an effect.

@@ -19,7 +19,10 @@
 //! ```
 //!
 //! Everything but `results` and `allowlist` is optional. `now` (RFC 3339 or ms since the epoch)
-//! defaults to the clock. Every setting defaults to the reference's value. Nothing in the input
+//! defaults to the clock. Every setting defaults to the reference's value, but for the guild
+//! replies are sent in (`settings.guild_id`), which is the deployment's: when the settings do
+//! not name it, it is the guild the conversation id names (`…:guild:ID`), else none (a send
+//! then carries an empty `reply_to_guild_id`). Nothing in the input
 //! can turn posting on: only `--post` does, so keys like `post` or `posting_enabled` are refused.
 
 use std::collections::BTreeMap;
@@ -27,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::calendar::{DEFAULT_ZONE, Zone, days_from_civil};
+use castlog_core::calendar::{DEFAULT_ZONE, Date, Zone};
 
 /// Why an INPUT.json was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,9 +116,6 @@ impl Allowlist {
     }
 }
 
-/// The guild replies go to unless `settings.guild_id` names another (the reference's).
-pub const DEFAULT_GUILD_ID: &str = "1524917037191925871";
-
 /// The run's constants, the reference's values by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -150,7 +150,8 @@ pub struct Settings {
     pub fetch_timeout_ms: u64,
     /// Examples per rejection group in the text report.
     pub report_examples: u32,
-    /// The guild (server) a reply is sent in: `reply_to_guild_id` of every send.
+    /// The guild (server) a reply is sent in: `reply_to_guild_id` of every send. Empty in the
+    /// file: the guild the conversation id names ([`parse`] fills it in).
     pub guild_id: String,
 }
 
@@ -172,7 +173,7 @@ impl Default for Settings {
             quote_max_chars: 500,
             fetch_timeout_ms: 10_000,
             report_examples: 2,
-            guild_id: DEFAULT_GUILD_ID.to_owned(),
+            guild_id: String::new(),
         }
     }
 }
@@ -238,8 +239,8 @@ pub(crate) fn json_document(text: &str) -> Result<Value, InputError> {
             "$",
             format!(
                 "not valid JSON ({}): {}",
-                crate::syntax::place(&e, text),
-                crate::syntax::json_error(&e)
+                castlog_core::syntax::place(&e, text),
+                castlog_core::syntax::json_error(&e)
             ),
         )
     })
@@ -280,7 +281,7 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
             "is missing; give source_channel_ids and post_channel_ids",
         )
     })?;
-    let settings: Settings = field(&root, "settings")?.unwrap_or_default();
+    let mut settings: Settings = field(&root, "settings")?.unwrap_or_default();
     Zone::parse(&settings.zone).map_err(|e| bad("settings.zone", e.to_string()))?;
     if settings.draft_attempt_cap == 0 || settings.live_walk_max == 0 {
         return Err(bad(
@@ -288,10 +289,15 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
             "draft_attempt_cap and live_walk_max must be at least 1",
         ));
     }
-    if settings.guild_id.trim().is_empty() {
+    let conversation: String = field(&root, "conversation_id")?.unwrap_or_default();
+    if settings.guild_id.is_empty() {
+        settings.guild_id = conversation_guild(&conversation)
+            .unwrap_or_default()
+            .to_owned();
+    } else if settings.guild_id.trim().is_empty() {
         return Err(bad(
             "settings.guild_id",
-            "must not be empty; leave it out for the default guild",
+            "must not be empty; leave it out for the guild the conversation_id names",
         ));
     }
     if settings.timed_min_days > settings.timed_max_days {
@@ -353,7 +359,7 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
                     .ok_or_else(|| bad(&at, "needs an `at` time"))?;
                 out.push(LaterText {
                     text: text.to_owned(),
-                    at_ms: time_of(when).map_err(|r| bad(format!("{at}.at"), r))?,
+                    at_ms: time_of(when).map_err(|e| bad(format!("{at}.at"), e.to_string()))?,
                 });
             }
             later_texts.insert(turn.clone(), out);
@@ -361,10 +367,10 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
     }
     let now_ms = match root.get("now") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(time_of(v).map_err(|r| bad("now", r))?),
+        Some(v) => Some(time_of(v).map_err(|e| bad("now", e.to_string()))?),
     };
     Ok(EngageInput {
-        conversation: field(&root, "conversation_id")?.unwrap_or_default(),
+        conversation,
         now_ms,
         results,
         sources,
@@ -376,71 +382,100 @@ pub fn parse(text: &str) -> Result<EngageInput, InputError> {
     })
 }
 
+/// The guild a conversation id names (`sk:agent:vast:discord:guild:ID`), if any.
+fn conversation_guild(conversation: &str) -> Option<&str> {
+    let mut parts = conversation.split(':');
+    parts.find(|part| *part == "guild")?;
+    parts.next().filter(|guild| !guild.is_empty())
+}
+
+/// Why a value is not a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimeError {
+    /// A number that is not whole milliseconds.
+    #[error("{value} is not a whole number of milliseconds")]
+    NotWholeMillis {
+        /// The number as written.
+        value: String,
+    },
+    /// Text that is not an RFC 3339 time.
+    #[error("{text:?} is not an RFC 3339 time like 2026-06-10T15:00:00Z")]
+    NotRfc3339 {
+        /// The text.
+        text: String,
+    },
+    /// Neither a number nor text.
+    #[error("expected RFC 3339 text or milliseconds, found {found}")]
+    NotATime {
+        /// The value as JSON.
+        found: String,
+    },
+}
+
 /// A time given as ms since the epoch or RFC 3339 text.
-fn time_of(value: &Value) -> Result<i64, String> {
+fn time_of(value: &Value) -> Result<i64, TimeError> {
     match value {
-        Value::Number(n) => n
-            .as_i64()
-            .ok_or_else(|| format!("{n} is not a whole number of milliseconds")),
+        Value::Number(n) => n.as_i64().ok_or_else(|| TimeError::NotWholeMillis {
+            value: n.to_string(),
+        }),
         Value::String(s) => parse_rfc3339(s),
-        other => Err(format!(
-            "expected RFC 3339 text or milliseconds, found {other}"
-        )),
+        other => Err(TimeError::NotATime {
+            found: other.to_string(),
+        }),
     }
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into ms since the epoch.
-pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
-    let err = || format!("{text:?} is not an RFC 3339 time like 2026-06-10T15:00:00Z");
-    let t = text.trim();
-    let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return Err(err());
-    }
-    let num = |s: &str| -> Result<i64, String> {
-        if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() {
-            s.parse::<i64>().map_err(|_| err())
-        } else {
-            Err(err())
-        }
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into ms since the epoch. The date, the offset
+/// and the instant they name are the calendar's (`Date::parse`, `Zone::parse`,
+/// `Zone::instant`); only the time of day is read here.
+pub fn parse_rfc3339(text: &str) -> Result<i64, TimeError> {
+    let err = || TimeError::NotRfc3339 {
+        text: text.to_owned(),
     };
-    let year = num(t.get(0..4).ok_or_else(err)?)?;
-    let month = num(t.get(5..7).ok_or_else(err)?)?;
-    let day = num(t.get(8..10).ok_or_else(err)?)?;
-    let hour = num(t.get(11..13).ok_or_else(err)?)?;
-    let minute = num(t.get(14..16).ok_or_else(err)?)?;
-    let second = num(t.get(17..19).ok_or_else(err)?)?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(err());
-    }
-    let mut rest = t.get(19..).ok_or_else(err)?;
-    let mut millis = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
-        if digits.is_empty() {
+    let t = text.trim();
+    let (date, rest) = match (t.get(..10), t.get(10..)) {
+        (Some(date), Some(rest)) if rest.starts_with(['T', 't', ' ']) => (date, &rest[1..]),
+        _ => return Err(err()),
+    };
+    let date = Date::parse(date).map_err(|_| err())?;
+    // HH:MM:SS, then an optional fraction, then the offset.
+    let field = |range: std::ops::Range<usize>, max: i64| -> Result<i64, TimeError> {
+        let part = rest.get(range).ok_or_else(err)?;
+        if part.len() != 2 || !part.bytes().all(|c| c.is_ascii_digit()) {
             return Err(err());
         }
-        let padded: String = digits.chars().chain("000".chars()).take(3).collect();
-        millis = num(&padded)?;
-        rest = &frac[digits.len()..];
-    }
-    let offset_minutes = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let zone = Zone::parse(rest).map_err(|_| err())?;
-            zone.offset_minutes(0)
-        }
+        part.parse::<i64>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(err)
     };
-    let days = days_from_civil(year, month as u32, day as u32);
-    Ok(
-        days * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis
-            - i64::from(offset_minutes) * 60_000,
-    )
+    if rest.get(2..3) != Some(":") || rest.get(5..6) != Some(":") {
+        return Err(err());
+    }
+    let (hour, minute, second) = (field(0..2, 23)?, field(3..5, 59)?, field(6..8, 60)?);
+    let mut zone = rest.get(8..).ok_or_else(err)?;
+    let mut millis = 0;
+    if let Some(frac) = zone.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(err());
+        }
+        let padded: String = frac[..digits]
+            .chars()
+            .chain("000".chars())
+            .take(3)
+            .collect();
+        millis = padded.parse::<i64>().map_err(|_| err())?;
+        zone = &frac[digits..];
+    }
+    let zone = match zone {
+        "Z" | "z" => Zone::Utc,
+        offset if offset.starts_with(['+', '-']) => Zone::parse(offset).map_err(|_| err())?,
+        _ => return Err(err()),
+    };
+    let ms_of_day = ((hour * 60 + minute) * 60 + second) * 1000 + millis;
+    Ok(zone.instant(date, ms_of_day))
 }
 
 #[cfg(test)]
@@ -461,8 +496,40 @@ mod tests {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Ok(0));
         assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Ok(0));
         assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Ok(1500));
+        assert_eq!(
+            parse_rfc3339("2026-06-10T11:00:00-04:00"),
+            Ok(1_781_103_600_000)
+        );
         assert!(parse_rfc3339("yesterday").is_err());
         assert!(parse_rfc3339("2026-13-01T00:00:00Z").is_err());
+        assert!(parse_rfc3339("2026-02-30T00:00:00Z").is_err());
+        assert!(parse_rfc3339("2026-06-10T24:00:00Z").is_err());
+        assert!(parse_rfc3339("2026-06-10T10:00:00UTC").is_err());
+        assert_eq!(
+            parse_rfc3339("soon").unwrap_err().to_string(),
+            "\"soon\" is not an RFC 3339 time like 2026-06-10T15:00:00Z"
+        );
+    }
+
+    /// The guild replies go to is the input's, never a built-in deployment's.
+    #[test]
+    fn the_guild_comes_from_the_settings_or_the_conversation() {
+        let input = |extra: &str| {
+            parse(&format!(r#"{{"results": [], "allowlist": {{}}{extra}}}"#))
+                .unwrap()
+                .settings
+                .guild_id
+        };
+        assert_eq!(input(""), "");
+        assert_eq!(
+            input(r#", "conversation_id": "sk:agent:vast:discord:guild:77""#),
+            "77"
+        );
+        assert_eq!(
+            input(r#", "conversation_id": "sk:guild:77", "settings": {"guild_id": "5"}"#),
+            "5"
+        );
+        assert_eq!(input(r#", "conversation_id": "sk:guild:""#), "");
     }
 
     #[test]

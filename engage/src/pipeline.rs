@@ -1,4 +1,4 @@
-//! The engagement runner's pure rules: turn retrieval results into at most one checked
+//! The engagement pipeline's pure stages: turn retrieval results into at most one checked
 //! follow-up question.
 //!
 //! The pipeline, one module per stage (reason strings are the reference's, see
@@ -22,8 +22,8 @@
 //! verdict vetoes every question type, not only `personal` ([`select::accept`]); the
 //! contradiction sweep runs over all raw rows before de-duplication ([`verify`]); the live
 //! check compares the message text when the source returns it ([`live::check`]); and the
-//! runner's effects (in `castlog-replay`) keep the report through any error after a claim and
-//! never report "nothing was sent" after a send.
+//! runner ([`crate::runner`]) keeps the report through any error after a claim and
+//! never reports "nothing was sent" after a send.
 
 pub mod collect;
 pub mod draft;

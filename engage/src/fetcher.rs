@@ -10,15 +10,42 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use castlog_core::engage::live::{Fetched, read_fetch_output};
+use castlog_replay::process::{self, Launcher};
 use serde_json::{Value, json};
 
-use crate::process::{self, Launcher};
+use crate::pipeline::live::{Fetched, read_fetch_output};
 
 /// Something that fetches a source message again.
 pub trait Fetcher {
     /// Fetches `message_id` in `channel_id`.
     fn fetch(&mut self, channel_id: &str, message_id: &str) -> Fetched;
+}
+
+/// Why a fetcher SPEC names no fetcher.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// `cmd:` without a program.
+    #[error("cmd: needs a program, e.g. --fetcher \"cmd:./fetch.sh\"")]
+    NoProgram,
+    /// `file:` without a directory.
+    #[error("file: needs a directory, e.g. --fetcher file:sources")]
+    NoDirectory,
+    /// `file:` naming something that is not a directory.
+    #[error(
+        "file: {} is not a directory (the fetcher reads one JSON file per message id from it)",
+        dir.display()
+    )]
+    NotADirectory {
+        /// The path, resolved against the working directory.
+        dir: PathBuf,
+    },
+    /// Neither `cmd:` nor `file:`.
+    #[error("unknown fetcher spec {spec:?}: use cmd:PROGRAM ARGS... or file:DIR")]
+    Unknown {
+        /// The SPEC as given.
+        spec: String,
+    },
 }
 
 /// Builds the fetcher a SPEC names; a `cmd:` program is started by `launcher`.
@@ -27,11 +54,11 @@ pub fn from_spec(
     cwd: &Path,
     timeout: Duration,
     launcher: &Launcher,
-) -> Result<Box<dyn Fetcher>, String> {
+) -> Result<Box<dyn Fetcher>, SpecError> {
     if let Some(rest) = spec.strip_prefix("cmd:") {
         let argv: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
         if argv.is_empty() {
-            return Err("cmd: needs a program, e.g. --fetcher \"cmd:./fetch.sh\"".into());
+            return Err(SpecError::NoProgram);
         }
         return Ok(Box::new(CommandFetcher {
             argv,
@@ -42,21 +69,18 @@ pub fn from_spec(
     }
     if let Some(dir) = spec.strip_prefix("file:") {
         if dir.trim().is_empty() {
-            return Err("file: needs a directory, e.g. --fetcher file:sources".into());
+            return Err(SpecError::NoDirectory);
         }
         let dir = cwd.join(dir.trim());
         // A mistyped directory would read as "every message was deleted".
         if !dir.is_dir() {
-            return Err(format!(
-                "file: {} is not a directory (the fetcher reads one JSON file per message id from it)",
-                dir.display()
-            ));
+            return Err(SpecError::NotADirectory { dir });
         }
         return Ok(Box::new(FileFetcher { dir }));
     }
-    Err(format!(
-        "unknown fetcher spec {spec:?}: use cmd:PROGRAM ARGS... or file:DIR"
-    ))
+    Err(SpecError::Unknown {
+        spec: spec.to_owned(),
+    })
 }
 
 /// A program per fetch.

@@ -1,4 +1,5 @@
-//! The engagement runner's effects: one engage cast per run, every step an event.
+//! The engagement runner: one engage cast per run, every step decided by the engage machine
+//! ([`crate::machine`]) and recorded before the next effect.
 //!
 //! collect → verify → qualify (hook detector agent) → history gates (the claims ledger of the
 //! same database) → rank → attempts (at most `draft_attempt_cap`): live walk (fetcher, at most
@@ -9,42 +10,62 @@
 //! appended (committed) first; with `--post` the destination's day is then taken on its ledger
 //! chain and the sender is called once; its answer becomes `post_staged`, `post_refused` or
 //! `post_outcome_unknown` (the claim stays pending, nothing retries it). Without `--post` the
-//! claim is a dry run and no sender is called. Every event is appended as it happens, so the
-//! report ([`EngagementReport`], a projection) survives any later error; an error is recorded
-//! in the closing `engagement_finished` whenever the log still takes it.
+//! claim is a dry run and no sender is called. What each effect answered (a stage's verdict, an
+//! agent's reply read by the pipeline's rules, the fetcher's, the sender's) is a [`Step`]: the
+//! machine decides its events from the state folded so far, they are appended, and the state
+//! evolves by them, so `castlog verify` can decide the same steps again. Every decision is
+//! appended as it happens, so the report ([`EngagementReport`], a projection) survives any
+//! later error; an error is recorded in the closing `engagement_finished` whenever the log
+//! still takes it.
 
 use std::collections::BTreeSet;
 
 use castlog_core::calendar::Zone;
 use castlog_core::claims::{self, Claim};
-use castlog_core::engage::draft::{self, Draft};
-use castlog_core::engage::history::{self, Probe};
-use castlog_core::engage::live::{self};
-use castlog_core::engage::qualify::{self};
-use castlog_core::engage::{
-    Candidate, EngageInput, QuestionType, Rejection, collect, fingerprint, rank, schedule, select,
-    verify,
-};
-use castlog_core::event::{
-    EngagementCandidateQualified, EngagementCandidateRejected, EngagementCandidateSeen,
-    EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
-    EngagementFinished, EngagementRanked, EngagementScheduleChecked, EngagementSourceChecked,
-    EngagementStarted, Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostStaged,
-    RankedCandidate,
-};
-use castlog_core::id::{CandidateId, CastId, Seq};
+use castlog_core::event::{Event, PostClaimed, PostOutcomeUnknown, PostRefused, PostStaged};
+use castlog_core::id::{CastId, Seq};
 use castlog_core::input::SendOutcome;
 use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
-use castlog_projections::engagement::EngagementReport;
 use castlog_projections::projection::fold;
+use castlog_replay::agent::{Agent, ask};
+use castlog_replay::ledger::{Taken, take_day};
+use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, ask};
+use crate::event::{
+    CandidateId, EngagementCandidateQualified, EngagementCandidateRejected,
+    EngagementDraftAttempted, EngagementDraftSelected, EngagementFidelityJudged,
+    EngagementScheduleChecked, EngagementSourceChecked, EngagementStarted,
+};
 use crate::fetcher::Fetcher;
-use crate::ledger::{Taken, take_day};
-use crate::sender::{Outbound, Sender};
+use crate::machine::{EngageState, Refusal, Step};
+use crate::pipeline::draft::{self, Draft};
+use crate::pipeline::history::{self, Probe};
+use crate::pipeline::{
+    Candidate, EngageInput, QuestionType, Rejection, collect, fingerprint, live, qualify, rank,
+    schedule, select, verify,
+};
+use crate::report::EngagementReport;
+
+/// Why a run stopped before it could record its own end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngageError {
+    /// The log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The engage machine refused a step the runner took (a bug in the runner, never input).
+    #[error("engage cast {cast}: {source}")]
+    Refused {
+        /// The engage cast.
+        cast: CastId,
+        /// The machine's reason.
+        #[source]
+        source: Refusal,
+    },
+}
 
 /// The step name of the engagement poster's claims.
 pub const POSTER_STEP: &str = "engage:poster";
@@ -71,30 +92,44 @@ impl std::fmt::Debug for Roles<'_> {
     }
 }
 
-/// Appends one event at a time to the engage cast.
+/// Decides each step on the engage cast's state, appends the decision, and folds it in.
 struct Recorder<'l, L: EventLog + ?Sized> {
     log: &'l L,
     cast: CastId,
     next: Seq,
     now_ms: u64,
+    state: EngageState,
 }
 
 impl<L: EventLog + ?Sized> Recorder<'_, L> {
-    fn record(&mut self, event: impl Into<Event>) -> Result<(), LogError> {
-        let event = event.into();
-        self.log
-            .append(&self.cast, self.next, &[Pending::new(self.now_ms, &event)])?;
-        self.next = self.next.next();
+    fn step(&mut self, step: &Step) -> Result<(), EngageError> {
+        let events = self
+            .state
+            .decide(step)
+            .map_err(|source| EngageError::Refused {
+                cast: self.cast.clone(),
+                source,
+            })?;
+        let pending: Vec<Pending> = events.iter().map(|e| e.pending(self.now_ms)).collect();
+        self.log.append(&self.cast, self.next, &pending)?;
+        for event in &events {
+            self.state.evolve(event);
+            self.next = self.next.next();
+        }
         Ok(())
     }
 
-    fn reject(&mut self, r: &Rejection) -> Result<(), LogError> {
-        self.record(EngagementCandidateRejected {
+    fn post(&mut self, event: impl Into<Event>) -> Result<(), EngageError> {
+        self.step(&Step::Post(event.into()))
+    }
+
+    fn reject(&mut self, r: &Rejection) -> Result<(), EngageError> {
+        self.step(&Step::Reject(EngagementCandidateRejected {
             candidate: CandidateId::new(r.candidate.as_str()),
             stage: r.stage.clone(),
             reason: r.reason.clone(),
             detail: r.detail.clone(),
-        })
+        }))
     }
 }
 
@@ -116,31 +151,28 @@ pub fn engage(
     now_ms: u64,
     specs: Value,
     schedule: Option<&str>,
-) -> Result<EngagementReport, LogError> {
+) -> Result<EngagementReport, EngageError> {
     let mut rec = Recorder {
         log,
         cast: cast.clone(),
         next: Seq::FIRST,
         now_ms,
+        state: EngageState::new(),
     };
-    rec.record(EngagementStarted {
+    rec.step(&Step::Start(EngagementStarted {
         conversation: input.conversation.clone(),
         settings: serde_json::to_value(&input.settings).unwrap_or(Value::Null),
         results: u32::try_from(input.results.len()).unwrap_or(u32::MAX),
         post: roles.sender.is_some(),
         specs,
-    })?;
+    }))?;
     if let Err(e) = pipeline(&mut rec, input, roles, schedule) {
         // The log failed mid-run: record that if it still takes an event.
-        let _ = rec.record(EngagementFinished {
-            outcome: "skip".into(),
-            refused: "error".into(),
-            skip_stage: String::new(),
-            skip_reason: String::new(),
-            error: e.to_string(),
+        let _ = rec.step(&Step::Finish {
+            error: Some(e.to_string()),
         });
     }
-    report(log, cast)
+    Ok(report(log, cast)?)
 }
 
 /// The report of an engage cast.
@@ -154,7 +186,7 @@ fn note<L: EventLog + ?Sized>(
     rec: &mut Recorder<'_, L>,
     r: Rejection,
     all: &mut Vec<Rejection>,
-) -> Result<(), LogError> {
+) -> Result<(), EngageError> {
     let out = rec.reject(&r);
     all.push(r);
     out
@@ -165,7 +197,7 @@ fn note<L: EventLog + ?Sized>(
 fn on_schedule<L: EventLog + ?Sized>(
     rec: &mut Recorder<'_, L>,
     seed: &str,
-) -> Result<bool, LogError> {
+) -> Result<bool, EngageError> {
     let now = i64::try_from(rec.now_ms).unwrap_or(i64::MAX);
     let plan = schedule::plan_day(schedule::ZONE.date(now), seed, blob_hash);
     // A post that went out (or may have) that New York day, from any engage run.
@@ -179,26 +211,17 @@ fn on_schedule<L: EventLog + ?Sized>(
         Ok(()) => (String::new(), String::new()),
         Err(skip) => (skip.reason().to_owned(), skip.sentence(&plan, now)),
     };
-    rec.record(EngagementScheduleChecked {
+    // A check that fails also ends the run: the machine decides that skip.
+    rec.step(&Step::Schedule(EngagementScheduleChecked {
         key: plan.key(),
         slot: plan.slot(),
         slot_ms: plan.at_ms,
         already_posted,
         ok: verdict.is_ok(),
-        reason: reason.clone(),
-        detail: detail.clone(),
-    })?;
-    if verdict.is_ok() {
-        return Ok(true);
-    }
-    rec.record(EngagementFinished {
-        outcome: "skip".into(),
-        refused: reason,
-        skip_stage: "schedule".into(),
-        skip_reason: detail,
-        error: String::new(),
-    })?;
-    Ok(false)
+        reason,
+        detail,
+    }))?;
+    Ok(verdict.is_ok())
 }
 
 /// Everything after `engagement_started`.
@@ -207,7 +230,7 @@ fn pipeline<L: EventLog + ?Sized>(
     input: &EngageInput,
     roles: Roles<'_>,
     schedule: Option<&str>,
-) -> Result<(), LogError> {
+) -> Result<(), EngageError> {
     if let Some(seed) = schedule
         && !on_schedule(rec, seed)?
     {
@@ -236,7 +259,7 @@ fn pipeline<L: EventLog + ?Sized>(
         note(rec, r, &mut rejections)?;
     }
     for c in &rows {
-        rec.record(EngagementCandidateSeen {
+        rec.step(&Step::See {
             candidate: CandidateId::new(c.turn_id.as_str()),
             source: serde_json::to_value(c).unwrap_or(Value::Null),
         })?;
@@ -297,13 +320,13 @@ fn pipeline<L: EventLog + ?Sized>(
             continue;
         }
         c.stance = thread.stance.to_owned();
-        rec.record(EngagementCandidateQualified {
+        rec.step(&Step::Qualify(EngagementCandidateQualified {
             candidate: CandidateId::new(c.turn_id.as_str()),
             question_type: c.question_type.map_or("", |t| t.as_str()).to_owned(),
             hook_kind: c.hook_kind.clone(),
             hook_evidence: c.hook_evidence.clone(),
             stance: c.stance.clone(),
-        })?;
+        }))?;
         qualified.push(c);
     }
 
@@ -332,13 +355,11 @@ fn pipeline<L: EventLog + ?Sized>(
         pool.push(c);
     }
     let ranked = rank::rank(pool);
-    rec.record(EngagementRanked {
-        order: ranked
+    // The machine scores the pool again from the candidates it saw, to the same order.
+    rec.step(&Step::Rank {
+        pool: ranked
             .iter()
-            .map(|(c, score)| RankedCandidate {
-                candidate: CandidateId::new(c.turn_id.as_str()),
-                score: *score,
-            })
+            .map(|(c, _)| CandidateId::new(c.turn_id.as_str()))
             .collect(),
     })?;
 
@@ -346,7 +367,7 @@ fn pipeline<L: EventLog + ?Sized>(
     let mut remaining: Vec<Candidate> = ranked.into_iter().map(|(c, _)| c).collect();
     let mut attempts = 0u32;
     let mut fetched: BTreeSet<String> = BTreeSet::new();
-    let mut chosen: Option<(Candidate, Draft, QuestionType, u32)> = None;
+    let mut chosen: Option<(Candidate, Draft)> = None;
     while !remaining.is_empty() && attempts < settings.draft_attempt_cap {
         let attempt = attempts + 1;
         let mut pick = None;
@@ -360,14 +381,14 @@ fn pipeline<L: EventLog + ?Sized>(
             }
             let got = fetcher.fetch(&c.channel_id, &c.source_message_id);
             let check = live::check(c, &got);
-            rec.record(EngagementSourceChecked {
+            rec.step(&Step::CheckSource(EngagementSourceChecked {
                 candidate: CandidateId::new(c.turn_id.as_str()),
                 attempt,
                 ok: check.ok,
                 reason: check.reason.clone(),
                 detail: check.detail.clone(),
                 content_matched: check.content_matched,
-            })?;
+            }))?;
             if check.ok {
                 pick = Some(i);
                 break;
@@ -409,11 +430,13 @@ fn pipeline<L: EventLog + ?Sized>(
                 draft::read_draft(reply.as_deref().map_err(String::as_str))
             }
         };
-        let attempted = |outcome: &str| EngagementDraftAttempted {
-            candidate: id.clone(),
-            attempt,
-            draft: (!draft.text.is_empty()).then(|| draft.text.clone()),
-            outcome: outcome.to_owned(),
+        let attempted = |outcome: &str| {
+            Step::Attempt(EngagementDraftAttempted {
+                candidate: id.clone(),
+                attempt,
+                draft: (!draft.text.is_empty()).then(|| draft.text.clone()),
+                outcome: outcome.to_owned(),
+            })
         };
         if draft::asks_for_a_repaste(&draft.text) {
             let excerpt: String = draft.text.chars().take(120).collect();
@@ -427,7 +450,7 @@ fn pipeline<L: EventLog + ?Sized>(
                 ),
                 &mut rejections,
             )?;
-            rec.record(attempted("asks_for_a_repaste"))?;
+            rec.step(&attempted("asks_for_a_repaste"))?;
             continue;
         }
         if draft.usable() {
@@ -445,7 +468,7 @@ fn pipeline<L: EventLog + ?Sized>(
                     Rejection::new(candidate.turn_id.clone(), "history", reason, detail),
                     &mut rejections,
                 )?;
-                rec.record(attempted(reason))?;
+                rec.step(&attempted(reason))?;
                 continue;
             }
         }
@@ -458,25 +481,25 @@ fn pipeline<L: EventLog + ?Sized>(
                 draft::judge_prompt(&candidate.text, draft.sent_text()),
             );
             let (faithful, reason) = draft::read_verdict(reply.as_deref().map_err(String::as_str));
-            rec.record(EngagementFidelityJudged {
+            rec.step(&Step::Judge(EngagementFidelityJudged {
                 candidate: id.clone(),
                 attempt,
                 faithful,
                 reason: reason.clone(),
-            })?;
+            }))?;
             (faithful, reason)
         } else {
             (false, String::new())
         };
         match select::accept(&candidate, &draft, faithful, &verdict) {
-            Ok(kind) => {
-                rec.record(attempted("accepted"))?;
-                rec.record(EngagementDraftSelected {
+            Ok(_) => {
+                rec.step(&attempted("accepted"))?;
+                rec.step(&Step::Select(EngagementDraftSelected {
                     candidate: id.clone(),
                     attempt,
                     draft: draft.text.clone(),
-                })?;
-                chosen = Some((candidate, draft, kind, attempt));
+                }))?;
+                chosen = Some((candidate, draft));
                 break;
             }
             Err((reason, detail)) => {
@@ -485,39 +508,20 @@ fn pipeline<L: EventLog + ?Sized>(
                     Rejection::new(candidate.turn_id.clone(), "draft", reason, detail),
                     &mut rejections,
                 )?;
-                rec.record(attempted(reason))?;
+                rec.step(&attempted(reason))?;
             }
         }
     }
 
-    let Some((candidate, draft, kind, _)) = chosen else {
-        let (stage, sentence) = select::skip_summary(&rejections);
-        rec.record(EngagementFinished {
-            outcome: "skip".into(),
-            refused: if attempts > 0 {
-                "every_draft_rejected"
-            } else {
-                "no_verified_candidate"
-            }
-            .into(),
-            skip_stage: stage,
-            skip_reason: sentence,
-            error: String::new(),
-        })?;
-        return Ok(());
-    };
-    let refused = post(rec, input, &ledger, &candidate, &draft, zone, sender)?;
-    rec.record(EngagementFinished {
-        outcome: kind.as_str().into(),
-        refused,
-        skip_stage: String::new(),
-        skip_reason: String::new(),
-        error: String::new(),
-    })
+    // The machine works out the run's end (its outcome, a skip's dominant rejection, what
+    // the claim and the send came to) from what was recorded.
+    if let Some((candidate, draft)) = chosen {
+        post(rec, input, &ledger, &candidate, &draft, zone, sender)?;
+    }
+    rec.step(&Step::Finish { error: None })
 }
 
-/// The poster: checks, claims, and (with a sender) takes the day and sends once. Returns the
-/// run's `refused` value (empty when staged).
+/// The poster: checks, claims, and (with a sender) takes the day and sends once.
 fn post<L: EventLog + ?Sized>(
     rec: &mut Recorder<'_, L>,
     input: &EngageInput,
@@ -526,7 +530,7 @@ fn post<L: EventLog + ?Sized>(
     draft: &Draft,
     zone: Zone,
     sender: Option<&mut dyn Sender>,
-) -> Result<String, LogError> {
+) -> Result<(), EngageError> {
     let dry_run = sender.is_none();
     let destination = history::post_target(&input.allowlist, candidate);
     let day = zone.day(rec.now_ms);
@@ -545,8 +549,7 @@ fn post<L: EventLog + ?Sized>(
     if destination.is_empty() {
         let reason =
             "no_destination: the allowlist names no single permitted post channel".to_owned();
-        rec.record(refuse_early(reason.clone(), None))?;
-        return Ok(reason);
+        return rec.post(refuse_early(reason, None));
     }
     // The day rule against the ledger; the ledger chain settles races below.
     let fresh = ClaimsLedger::load(rec.log)?;
@@ -555,8 +558,7 @@ fn post<L: EventLog + ?Sized>(
         .or_else(|| ledger.day_holder(&destination, &day, None))
     {
         let reason = claims::day_taken_reason(&holder.claim, &destination, &day);
-        rec.record(refuse_early(reason.clone(), Some(holder.claim.clone())))?;
-        return Ok(reason);
+        return rec.post(refuse_early(reason, Some(holder.claim.clone())));
     }
     let content = draft.sent_text().to_owned();
     let body = rec.log.put_blob(content.as_bytes())?;
@@ -572,9 +574,9 @@ fn post<L: EventLog + ?Sized>(
         source_message_ids: vec![candidate.source_message_id.clone()],
         fingerprint: Some(fingerprint::fingerprint(&draft.text)),
     };
-    rec.record(claimed.clone())?;
+    rec.post(claimed.clone())?;
     let Some(sender) = sender else {
-        return Ok("dry_run".into());
+        return Ok(());
     };
     // The claim is durable. Take the day, then send once; nothing after this loses the report.
     let mine = Claim::claimed(&rec.cast, rec.now_ms, &claimed);
@@ -595,18 +597,9 @@ fn post<L: EventLog + ?Sized>(
             reason: format!("day_not_taken: cannot take {day} on {destination}: {e}"),
         },
     };
-    Ok(match outcome {
-        SendOutcome::Staged { message_id } => {
-            rec.record(PostStaged { claim, message_id })?;
-            String::new()
-        }
-        SendOutcome::Refused { reason } => {
-            rec.record(PostRefused::of_claim(claim, reason.clone()))?;
-            reason
-        }
-        SendOutcome::Unknown { reason } => {
-            rec.record(PostOutcomeUnknown { claim, reason })?;
-            "send_outcome_unknown".into()
-        }
-    })
+    match outcome {
+        SendOutcome::Staged { message_id } => rec.post(PostStaged { claim, message_id }),
+        SendOutcome::Refused { reason } => rec.post(PostRefused::of_claim(claim, reason)),
+        SendOutcome::Unknown { reason } => rec.post(PostOutcomeUnknown { claim, reason }),
+    }
 }

@@ -16,8 +16,8 @@
 //!
 //! Everything here is pure: the digest comes in as a function, the time as milliseconds.
 
-use crate::calendar::{Date, Zone};
-use crate::env::DigestFn;
+use castlog_core::calendar::{Date, Zone};
+use castlog_core::env::DigestFn;
 
 /// The window opens at this local hour.
 pub const WINDOW_START_HOUR: i64 = 8;
@@ -178,7 +178,7 @@ pub fn check(plan: &Plan, now_ms: i64, already_posted: bool) -> Result<(), Skip>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::Digest;
+    use castlog_core::id::Digest;
 
     /// A stand-in digest (the real one is blake3): FNV-1a spread over 32 bytes.
     fn digest(bytes: &[u8]) -> Digest {

@@ -6,22 +6,22 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use castlog_core::claims::ClaimStatus;
-use castlog_core::engage::collect::DISCORD_EPOCH_MS;
-use castlog_core::engage::fingerprint::fingerprint;
-use castlog_core::engage::input::{self, EngageInput};
-use castlog_core::engage::live::Fetched;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::SendOutcome;
+use castlog_engage::fetcher::Fetcher;
+use castlog_engage::pipeline::collect::DISCORD_EPOCH_MS;
+use castlog_engage::pipeline::fingerprint::fingerprint;
+use castlog_engage::pipeline::input::{self, EngageInput};
+use castlog_engage::pipeline::live::Fetched;
+use castlog_engage::report::EngagementReport;
+use castlog_engage::runner::{Roles, engage};
 use castlog_events::{EventLog, InMemoryLog};
 use castlog_projections::claims::ClaimsLedger;
-use castlog_projections::engagement::EngagementReport;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
-use castlog_replay::engage::{Roles, engage};
-use castlog_replay::fetcher::Fetcher;
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
 
-use crate::race::{RivalLog, assert_lost_to_the_rival};
+use crate::rival::{RivalLog, assert_lost_to_the_rival};
 
 const NOW: i64 = 1_781_103_600_000; // 2026-06-10T15:00:00Z
 const DAY: i64 = 86_400_000;

@@ -7,13 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use castlog_core::engage::Candidate;
 use castlog_core::event::Event;
 use castlog_events::Recorded;
+use castlog_projections::projection::Projection;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::projection::Projection;
+use crate::event::{EngageEvent, EngageRecord};
+use crate::pipeline::Candidate;
 
 /// One group of rejections.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,11 +128,11 @@ impl Projection for EngagementReport {
     const VERSION: u32 = 1;
 
     fn apply(&mut self, record: &Recorded) {
-        let Ok(event) = record.event() else {
+        let Ok(event) = EngageRecord::decode(record) else {
             return;
         };
         match event {
-            Event::EngagementStarted(e) => {
+            EngageRecord::Engage(EngageEvent::Started(e)) => {
                 self.cast = record.cast.to_string();
                 self.conversation = e.conversation;
                 self.considered = e.results;
@@ -143,21 +144,21 @@ impl Projection for EngagementReport {
                     .and_then(Value::as_u64)
                     .map_or(500, |n| n as usize);
             }
-            Event::EngagementCandidateSeen(e) => {
+            EngageRecord::Engage(EngageEvent::CandidateSeen(e)) => {
                 if let Ok(c) = serde_json::from_value::<Candidate>(e.source) {
                     self.candidates.insert(e.candidate.to_string(), c);
                 }
             }
-            Event::EngagementCandidateRejected(e) => {
+            EngageRecord::Engage(EngageEvent::CandidateRejected(e)) => {
                 self.raw
                     .push((e.stage, e.reason, e.candidate.to_string(), e.detail));
                 self.group();
             }
-            Event::EngagementCandidateQualified(e) => {
+            EngageRecord::Engage(EngageEvent::CandidateQualified(e)) => {
                 if let Some(c) = self.candidates.get_mut(e.candidate.as_str()) {
                     c.question_type = match e.question_type.as_str() {
-                        "timed" => Some(castlog_core::engage::QuestionType::Timed),
-                        "personal" => Some(castlog_core::engage::QuestionType::Personal),
+                        "timed" => Some(crate::pipeline::QuestionType::Timed),
+                        "personal" => Some(crate::pipeline::QuestionType::Personal),
                         _ => None,
                     };
                     c.hook_kind = e.hook_kind;
@@ -165,14 +166,14 @@ impl Projection for EngagementReport {
                     c.stance = e.stance;
                 }
             }
-            Event::EngagementSourceChecked(e) if e.ok => {
+            EngageRecord::Engage(EngageEvent::SourceChecked(e)) if e.ok => {
                 self.checked_ok.push(e.candidate.to_string());
             }
-            Event::EngagementFidelityJudged(e) => {
+            EngageRecord::Engage(EngageEvent::FidelityJudged(e)) => {
                 self.verdicts
                     .insert((e.candidate.to_string(), e.attempt), (e.faithful, e.reason));
             }
-            Event::EngagementDraftSelected(e) => {
+            EngageRecord::Engage(EngageEvent::DraftSelected(e)) => {
                 let id = e.candidate.to_string();
                 self.question = e.draft;
                 if let Some(c) = self.candidates.get(&id) {
@@ -190,7 +191,7 @@ impl Projection for EngagementReport {
                 self.live_verified = self.checked_ok.contains(&id);
                 self.candidate = id;
             }
-            Event::PostClaimed(e) => {
+            EngageRecord::Post(Event::PostClaimed(e)) => {
                 self.claim = Some(ReportClaim {
                     claim: e.claim.to_string(),
                     destination: e.destination,
@@ -202,7 +203,7 @@ impl Projection for EngagementReport {
                 });
                 self.send = if e.dry_run { "dry_run" } else { "unknown" }.into();
             }
-            Event::PostStaged(e) => {
+            EngageRecord::Post(Event::PostStaged(e)) => {
                 if let Some(c) = &mut self.claim {
                     c.status = "staged".into();
                     c.message_id = Some(e.message_id);
@@ -210,14 +211,14 @@ impl Projection for EngagementReport {
                 self.send = "staged".into();
                 self.sent = true;
             }
-            Event::PostOutcomeUnknown(e) => {
+            EngageRecord::Post(Event::PostOutcomeUnknown(e)) => {
                 if let Some(c) = &mut self.claim {
                     c.reason = Some(e.reason);
                 }
                 self.send = "unknown".into();
                 self.sent = true;
             }
-            Event::PostRefused(e) => {
+            EngageRecord::Post(Event::PostRefused(e)) => {
                 match &mut self.claim {
                     Some(c) if c.claim == e.claim.as_str() => {
                         c.status = "refused".into();
@@ -237,7 +238,7 @@ impl Projection for EngagementReport {
                 }
                 self.send = "refused".into();
             }
-            Event::PostResolved(e) => {
+            EngageRecord::Post(Event::PostResolved(e)) => {
                 if let Some(c) = &mut self.claim {
                     let status = castlog_core::claims::Transition::of(&e.resolution).target();
                     c.status = status.as_str().into();
@@ -248,7 +249,7 @@ impl Projection for EngagementReport {
                     }
                 }
             }
-            Event::EngagementScheduleChecked(e) => {
+            EngageRecord::Engage(EngageEvent::ScheduleChecked(e)) => {
                 self.schedule = Some(serde_json::json!({
                     "key": e.key,
                     "slot": e.slot,
@@ -257,7 +258,7 @@ impl Projection for EngagementReport {
                     "reason": e.reason,
                 }));
             }
-            Event::EngagementFinished(e) => {
+            EngageRecord::Engage(EngageEvent::Finished(e)) => {
                 self.outcome = e.outcome;
                 self.refused = e.refused;
                 self.skip_stage = e.skip_stage;

@@ -6,18 +6,18 @@ use std::collections::BTreeMap;
 
 use castlog_core::calendar::Zone;
 use castlog_core::claims::{Claim, ClaimStatus};
-use castlog_core::engage::collect::{self, DISCORD_EPOCH_MS, decode_snowflake};
-use castlog_core::engage::draft::{self, Draft, asks_for_a_repaste, read_verdict};
-use castlog_core::engage::history::{self, Probe};
-use castlog_core::engage::input::{Allowlist, LaterText, Provenance, RawResult, Settings};
-use castlog_core::engage::live::{self, Fetched};
-use castlog_core::engage::qualify::{self, assess_thread, read_hook, timed_eligibility};
-use castlog_core::engage::{
+use castlog_core::event::Response;
+use castlog_core::id::{CastId, ClaimId};
+use castlog_engage::pipeline::collect::{self, DISCORD_EPOCH_MS, decode_snowflake};
+use castlog_engage::pipeline::draft::{self, Draft, asks_for_a_repaste, read_verdict};
+use castlog_engage::pipeline::history::{self, Probe};
+use castlog_engage::pipeline::input::{Allowlist, LaterText, Provenance, RawResult, Settings};
+use castlog_engage::pipeline::live::{self, Fetched};
+use castlog_engage::pipeline::qualify::{self, assess_thread, read_hook, timed_eligibility};
+use castlog_engage::pipeline::{
     Candidate, QuestionType, Rejection, SourceRecord, days, fingerprint, hours, rank, select,
     verify,
 };
-use castlog_core::event::Response;
-use castlog_core::id::{CastId, ClaimId};
 use rstest::rstest;
 use serde_json::json;
 

@@ -20,9 +20,9 @@
 
 use serde_json::{Value, json};
 
-use crate::calendar::Zone;
-use crate::claims::{Claim, ClaimStatus};
-use crate::event::Response;
+use castlog_core::calendar::Zone;
+use castlog_core::claims::{Claim, ClaimStatus};
+use castlog_core::event::Response;
 
 use super::fingerprint;
 use super::input::{Allowlist, Settings};

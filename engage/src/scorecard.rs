@@ -1,10 +1,10 @@
 //! Running a judge over fidelity fixtures: each fixture is one prompt to the judge, read with
 //! the engagement runner's own rules, so the card scores exactly what an engage run would do.
 
-use castlog_core::engage::draft::{judge_prompt, read_verdict};
-use castlog_core::engage::scorecard::{Fixture, FixtureScore, Scorecard};
+use castlog_replay::agent::{Agent, ask};
 
-use crate::agent::{Agent, ask};
+use crate::pipeline::draft::{judge_prompt, read_verdict};
+use crate::pipeline::scorecard::{Fixture, FixtureScore, Scorecard};
 
 /// Asks `judge` about every fixture, in order, and scores its verdicts.
 pub fn score(judge: &mut dyn Agent, fixtures: &[Fixture]) -> Scorecard {

@@ -70,7 +70,12 @@ fn assert_unchanged(log: &SqliteLog) {
         .map(|h| (h.cast.to_string(), h.seq.get(), h.hash.to_hex()))
         .collect();
     assert_eq!(heads, listed_before());
+    // An engagement's events are its own context's vocabulary, which this crate does not
+    // know; `castlog verify` checks them (cli tests, `engage_verify`).
     for head in log.casts().unwrap() {
+        if head.kind == StreamKind::Engagement {
+            continue;
+        }
         let verified = verify_cast(log, &head).unwrap();
         assert_eq!(verified.problems, vec![], "{}", head.cast);
     }

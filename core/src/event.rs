@@ -213,7 +213,7 @@ pub use engagement::{
     EngagementStarted, RankedCandidate,
 };
 pub use posting::{
-    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
+    ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
 

@@ -1,6 +1,6 @@
 //! `bench`: figures printed as JSON, never asserted by tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use castlog_core::event::{Event, SteeringNoted};
@@ -11,7 +11,7 @@ use castlog_events::{Durability, EventLog, Pending, Recorded, SqliteLog};
 use rusqlite::params;
 use serde::Serialize;
 
-use crate::args::{BenchAppendArgs, BenchCommand, DurabilityArg};
+use crate::args::{BenchAppendArgs, BenchCommand};
 use crate::error::CliError;
 use crate::output;
 

@@ -184,7 +184,7 @@ mod posting;
 mod vocabulary;
 
 pub use posting::{
-    DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
+    ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
 pub use vocabulary::{Contexts, Vocabulary};

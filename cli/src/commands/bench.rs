@@ -1,6 +1,6 @@
 //! `bench`: figures printed as JSON, never asserted by tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use castlog_core::event::{Event, SteeringNoted};
@@ -11,9 +11,11 @@ use castlog_events::{Durability, EventLog, Pending, Recorded, SqliteLog};
 use rusqlite::params;
 use serde::Serialize;
 
-use crate::args::{BenchAppendArgs, BenchCommand, DurabilityArg};
+use crate::args::{BenchAppendArgs, BenchCommand};
 use crate::error::CliError;
 use crate::output;
+
+use super::bench_measure::{Scratch, database, db_bytes, durability, rate};
 
 /// `castlog bench WORKLOAD`.
 pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
@@ -23,61 +25,6 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Replay(args) => super::bench_synth::replay(db, &args),
         BenchCommand::Reads(args) => super::bench_reads::reads(db, &args),
         BenchCommand::Posts(args) => super::bench_posts::posts(db, &args),
-    }
-}
-
-/// A scratch directory removed on drop (kept when the user named a database).
-pub(super) struct Scratch(Option<PathBuf>);
-
-impl Scratch {
-    pub(super) fn new() -> Result<Self, CliError> {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("castlog-bench-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| CliError::user(format!("cannot create {}: {e}", dir.display())))?;
-        Ok(Self(Some(dir)))
-    }
-
-    pub(super) fn file(&self, name: &str) -> PathBuf {
-        self.0
-            .as_ref()
-            .map_or_else(|| PathBuf::from(name), |d| d.join(name))
-    }
-
-    /// The directory [`Scratch::file`] names files in (the current one for no scratch).
-    pub(super) fn dir(&self) -> &Path {
-        self.0.as_deref().unwrap_or(Path::new("."))
-    }
-}
-
-/// This process's peak resident set size (VmHWM) in kB, if /proc tells it.
-pub(super) fn peak_rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-    line.trim().trim_end_matches("kB").trim().parse().ok()
-}
-
-/// The database a bench runs in: the one named, or a fresh temporary one removed when the
-/// returned scratch directory is dropped.
-pub(super) fn database(db: Option<&Path>) -> Result<(Scratch, PathBuf), CliError> {
-    let scratch = if db.is_some() {
-        Scratch(None)
-    } else {
-        Scratch::new()?
-    };
-    let path = db.map_or_else(|| scratch.file("castlog.db"), Path::to_path_buf);
-    Ok((scratch, path))
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            // Best effort: a leftover temp dir is harmless.
-            drop(std::fs::remove_dir_all(dir));
-        }
     }
 }
 
@@ -98,13 +45,6 @@ struct AppendFigures {
     append_vs_baseline: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verify_vs_baseline: Option<f64>,
-}
-
-pub(super) fn durability(arg: DurabilityArg) -> Durability {
-    match arg {
-        DurabilityArg::Full => Durability::Full,
-        DurabilityArg::Normal => Durability::Normal,
-    }
 }
 
 /// Events `first..first + count` of the benchmark: steering notes whose payload is exactly
@@ -134,22 +74,6 @@ fn batches(events: u64, batch: u64) -> impl Iterator<Item = (u64, u64)> {
     (0..events)
         .step_by(batch as usize)
         .map(move |first| (first, batch.min(events - first)))
-}
-
-pub(super) fn rate(count: u64, secs: f64) -> f64 {
-    if secs > 0.0 { count as f64 / secs } else { 0.0 }
-}
-
-pub(super) fn db_bytes(path: &Path) -> u64 {
-    ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|suffix| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
-            std::fs::metadata(PathBuf::from(name)).ok()
-        })
-        .map(|m| m.len())
-        .sum()
 }
 
 fn append(db: Option<&Path>, args: &BenchAppendArgs) -> Result<(), CliError> {

@@ -29,7 +29,7 @@ use crate::args::{BenchPostsArgs, BenchSynthArgs};
 use crate::error::CliError;
 use crate::output;
 
-use super::bench::{Scratch, durability, rate};
+use super::bench_measure::{Scratch, durability, rate};
 
 #[derive(Debug, Serialize)]
 struct PostsFigures {

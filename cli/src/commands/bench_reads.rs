@@ -19,7 +19,7 @@ use crate::args::{BenchReadsArgs, BenchSynthArgs};
 use crate::error::CliError;
 use crate::output;
 
-use super::bench::{Scratch, database, durability, peak_rss_kb};
+use super::bench_measure::{Scratch, database, durability, peak_rss_kb};
 
 /// A file to write the process's peak RSS (kB, one number) into when it exits. Not part of
 /// the interface: `bench reads` sets it for its children.

@@ -31,7 +31,7 @@ use crate::args::BenchSynthArgs;
 use crate::error::CliError;
 use crate::output;
 
-use super::bench::{database, db_bytes, durability, rate};
+use super::bench_measure::{database, db_bytes, durability, rate};
 
 /// The figures, in the order the issue names them.
 #[derive(Debug, Serialize)]
@@ -119,7 +119,7 @@ fn commit_floor_ms(path: &Path, durability: Durability) -> Option<f64> {
 
 /// Peak resident set size (VmHWM) in MB, 0 where /proc is not available.
 fn peak_rss_mb() -> f64 {
-    super::bench::peak_rss_kb().map_or(0.0, |kb| kb as f64 / 1024.0)
+    super::bench_measure::peak_rss_kb().map_or(0.0, |kb| kb as f64 / 1024.0)
 }
 
 /// Mean ms per step over the first and last 10% of steps (at least one step each), as the

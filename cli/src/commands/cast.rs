@@ -512,7 +512,7 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     let state = match &args.at {
         None => castlog_replay::driver::fold(&log, &cast)?.0,
         Some(at) => {
-            let seq = super::fork::point(&log, &cast, at)?;
+            let seq = super::inspect::point(&log, &cast, at)?;
             castlog_replay::driver::fold_until(&log, &cast, seq)?.0
         }
     };

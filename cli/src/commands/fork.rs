@@ -8,27 +8,12 @@ use castlog_core::loadout::load_config;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
-use castlog_replay::recast::{Recast, recast as fork, resolve_at, resolve_boundary};
+use castlog_replay::recast::{Recast, recast as fork, resolve_boundary};
 use serde_json::json;
 
 use crate::args::{MarkArgs, RecastArgs};
 use crate::error::CliError;
 use crate::output;
-
-/// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
-pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
-    let Some(n) = castlog_replay::recast::seq_number(at) else {
-        return Ok(resolve_at(log, cast, at)?);
-    };
-    let head = super::inspect::head_of(log, cast.as_str())?;
-    if n == 0 || n > head.seq.get() {
-        return Err(CliError::user(format!(
-            "--at {n} is outside cast {cast}: its events are seq 1 to {}",
-            head.seq
-        )));
-    }
-    Ok(Seq(n))
-}
 
 /// `castlog recast`.
 pub fn recast(

@@ -1,10 +1,10 @@
-//! `casts` and `show`: reading what the log holds.
+//! `casts` and `show`: reading what the log holds, and naming a point of a cast to read at.
 
 use std::ops::ControlFlow;
 use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{CastHead, EventLog, ForkPoint, Recorded, StreamKind};
+use castlog_events::{CastHead, EventLog, ForkPoint, Recorded, SqliteLog, StreamKind};
 use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
@@ -90,6 +90,21 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
 pub fn head_of(log: &dyn EventLog, cast: &str) -> Result<CastHead, CliError> {
     log.head(&CastId::new(cast))?
         .ok_or_else(|| unknown_cast(cast))
+}
+
+/// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
+pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
+    let Some(n) = castlog_replay::recast::seq_number(at) else {
+        return Ok(castlog_replay::recast::resolve_at(log, cast, at)?);
+    };
+    let head = head_of(log, cast.as_str())?;
+    if n == 0 || n > head.seq.get() {
+        return Err(CliError::user(format!(
+            "--at {n} is outside cast {cast}: its events are seq 1 to {}",
+            head.seq
+        )));
+    }
+    Ok(Seq(n))
 }
 
 /// The error for a cast the database does not have.

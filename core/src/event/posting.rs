@@ -2,9 +2,10 @@
 //! the destination ledgers' day claims, and a recast's adoption of an inherited claim's
 //! resolution.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
-use crate::claims::ClaimStatus;
 use crate::id::{CastId, ClaimId, Digest};
 
 /// The sender's result is unknown: no message id came back, it failed, or it timed out. The
@@ -197,4 +198,81 @@ pub struct PostResolutionInherited {
     /// Its message id there, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+}
+
+/// Where a claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimStatus {
+    /// Claimed; the send outcome is unknown (or the send has not happened yet).
+    Pending,
+    /// The sender accepted it (a review/staging message is up).
+    Staged,
+    /// It was refused (a gate, a lost race for the day, or the sender said no).
+    Refused,
+    /// A person said it was not sent and will not be.
+    Abandoned,
+    /// A staged post was approved for publishing.
+    Approved,
+    /// The approved post went out.
+    Posted,
+    /// A staged or approved post was declined; the day is released.
+    Declined,
+    /// A dry run: nothing was sent and nothing will be.
+    DryRun,
+}
+
+impl ClaimStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimStatus::Pending => "pending",
+            ClaimStatus::Staged => "staged",
+            ClaimStatus::Refused => "refused",
+            ClaimStatus::Abandoned => "abandoned",
+            ClaimStatus::Approved => "approved",
+            ClaimStatus::Posted => "posted",
+            ClaimStatus::Declined => "declined",
+            ClaimStatus::DryRun => "dry_run",
+        }
+    }
+
+    /// Whether a claim in this status holds its destination's day.
+    pub fn holds_day(self) -> bool {
+        matches!(
+            self,
+            ClaimStatus::Pending
+                | ClaimStatus::Staged
+                | ClaimStatus::Approved
+                | ClaimStatus::Posted
+        )
+    }
+
+    /// Whether a person has something left to do (the send outcome is unknown, or a staged or
+    /// approved post waits for its next step).
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            ClaimStatus::Pending | ClaimStatus::Staged | ClaimStatus::Approved
+        )
+    }
+
+    /// Whether something went out (or may have, for a pending claim).
+    pub fn may_have_been_sent(self) -> bool {
+        self.holds_day()
+    }
+
+    /// Whether the post certainly went out: staged, approved or posted.
+    pub fn went_out(self) -> bool {
+        matches!(
+            self,
+            ClaimStatus::Staged | ClaimStatus::Approved | ClaimStatus::Posted
+        )
+    }
+}
+
+impl fmt::Display for ClaimStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }

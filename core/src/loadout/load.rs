@@ -13,6 +13,7 @@
 //! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
 
 mod cycles;
+mod draft;
 mod json;
 mod loops;
 mod materia;

@@ -179,7 +179,7 @@ impl BinExport {
             .collect();
         Ok(CastExport {
             head: CastHead {
-                cast: cast.clone(),
+                cast,
                 seq: Seq(self.head_seq),
                 hash: Digest(self.head_hash),
                 parent: self.parent.map(|(c, s, h)| ForkPoint {

@@ -12,7 +12,7 @@ use crate::record::{Pending, Recorded, seal_batch};
 use crate::sqlite::StoredCheckpoint;
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::map_err;
-use crate::sqlite::writer::{begin, commit, rollback};
+use crate::sqlite::transaction::{begin, commit, rollback};
 use crate::sqlite::writes::{append_sealed, head_of, put_checkpoint};
 
 /// The most begun appends held before they are written and committed together.

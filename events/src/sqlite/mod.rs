@@ -48,6 +48,7 @@ mod kinds;
 mod open;
 mod rows;
 mod syncer;
+mod transaction;
 mod wal;
 mod writer;
 mod writes;

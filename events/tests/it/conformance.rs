@@ -550,7 +550,7 @@ fn a_stream_keeps_the_kind_it_was_created_with(
     log.append(&cast, Seq(3), &[opening("engagement_started")])
         .unwrap();
     let point = ForkPoint {
-        cast: cast.clone(),
+        cast,
         seq: Seq(2),
         hash: sealed[1].hash,
     };

@@ -11,8 +11,8 @@
 //! guard.
 
 use super::LoadError;
+use super::draft::Draft;
 use super::json::{err, index, join};
-use super::sockets::Draft;
 use crate::event::When;
 use crate::loadout::{EdgeTarget, LoopRegion};
 

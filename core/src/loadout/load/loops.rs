@@ -2,12 +2,12 @@
 //! topology, the iterator, and the legacy `exit` materialized into parse / advance / exit route.
 
 use super::LoadError;
+use super::draft::{Draft, normalize_condition, req_target, req_when, when_str};
 use super::json::{
     Json, Obj, as_object, err, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
     req_nonempty_str, req_str,
 };
 use super::materia::{WORK_ITEMS, positive_u32};
-use super::sockets::{Draft, normalize_condition, req_target, req_when, when_str};
 use crate::event::When;
 use crate::id::SocketId;
 use crate::loadout::{Advance, EdgeTarget, ExitRoute, ItemSource, LoopRegion, Parse};

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::LoadError;
+use super::draft::{Draft, normalize_condition, req_target, req_when};
 use super::json::{
     Json, Obj, as_object, err, get, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
     reject_keys, req_nonempty_str, req_str, string_map,
@@ -12,39 +13,8 @@ use super::{cycles, loops};
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
 use crate::loadout::{
-    Advance, Budget, Edge, EdgeTarget, ItemSource, Limits, Loadout, Parse, Socket, SocketKind,
-    UtilitySpec,
+    Advance, Budget, Edge, ItemSource, Limits, Loadout, Parse, Socket, SocketKind, UtilitySpec,
 };
-
-/// The terminal edge target.
-const END: &str = "end";
-
-/// A socket being resolved: its settings before loop derivations are applied.
-#[derive(Debug)]
-pub(super) struct Draft<'m> {
-    /// The socket id.
-    pub id: SocketId,
-    /// `loadouts.<name>.sockets.<id>`.
-    pub path: String,
-    /// The placed materia.
-    pub materia: &'m MateriaDef,
-    /// Effective parse mode.
-    pub parse: Parse,
-    /// The path of an explicit `parse: "text"` that applies to this socket.
-    pub text_at: Option<String>,
-    /// The path of a `parse` written on a utility socket: obsolete (a utility's parse mode is
-    /// its materia's), allowed only where the reference derives it, on a generator or on a
-    /// loop's JSON exit source (see [`refuse_utility_parse`]).
-    pub utility_parse_at: Option<String>,
-    /// Effective assignments.
-    pub assign: Vec<(String, String)>,
-    /// Ordered edges.
-    pub edges: Vec<Edge>,
-    /// Cursor advance (authored, or materialized from a loop exit).
-    pub advance: Option<Advance>,
-    /// Legacy per-socket iteration.
-    pub foreach: Option<ItemSource>,
-}
 
 /// Reads one loadout. The outer error fails the whole config; the inner one only fails
 /// resolving this loadout (parallel materia, shipped utilities castlog lacks).
@@ -215,60 +185,6 @@ fn is_socket_id(id: &str) -> bool {
     matches!(digits.next(), Some(b'1'..=b'9')) && digits.all(|b| b.is_ascii_digit())
 }
 
-/// Parses an edge condition.
-pub(super) fn parse_when(text: &str) -> Option<When> {
-    match text {
-        "always" => Some(When::Always),
-        "satisfied" => Some(When::Satisfied),
-        "not_satisfied" => Some(When::NotSatisfied),
-        _ => None,
-    }
-}
-
-/// The config spelling of a condition.
-pub(super) fn when_str(when: When) -> &'static str {
-    match when {
-        When::Always => "always",
-        When::Satisfied => "satisfied",
-        When::NotSatisfied => "not_satisfied",
-    }
-}
-
-/// A required condition field (`when`, `condition`).
-pub(super) fn req_when(obj: &Obj, key: &str, path: &str) -> Result<When, LoadError> {
-    let hint = "use \"always\", \"satisfied\" or \"not_satisfied\"";
-    let text = req_str(obj, key, path, hint)?;
-    parse_when(text).ok_or_else(|| {
-        err(
-            &join(path, key),
-            format!("unknown condition {text:?}; {hint}"),
-        )
-    })
-}
-
-/// A required edge target field: a socket of this loadout or `end`.
-pub(super) fn req_target(
-    obj: &Obj,
-    key: &str,
-    path: &str,
-    ids: &[&str],
-) -> Result<EdgeTarget, LoadError> {
-    let text = req_str(obj, key, path, "name a socket of this loadout or \"end\"")?;
-    if text == END {
-        Ok(EdgeTarget::End)
-    } else if ids.contains(&text) {
-        Ok(EdgeTarget::Socket(SocketId::new(text)))
-    } else {
-        Err(err(
-            &join(path, key),
-            format!(
-                "unknown socket {text:?}; use \"end\" or one of: {}",
-                ids.join(", ")
-            ),
-        ))
-    }
-}
-
 fn read_socket<'m>(
     id: &str,
     value: &Json,
@@ -425,14 +341,6 @@ fn read_edges(obj: &Obj, path: &str, ids: &[&str]) -> Result<Vec<Edge>, LoadErro
         });
     }
     Ok(edges)
-}
-
-/// Normalizes an advance condition: `always` (or none) is `None`.
-pub(super) fn normalize_condition(when: Option<&str>) -> Option<String> {
-    match when.map(str::trim) {
-        None | Some("always") => None,
-        Some(w) => Some(w.to_owned()),
-    }
 }
 
 /// Whether `c` is an advance condition the runtime understands.

@@ -179,3 +179,14 @@ impl From<std::io::Error> for CliError {
         CliError::user(err.to_string())
     }
 }
+
+impl From<castlog_projections::diff::DiffError> for CliError {
+    fn from(err: castlog_projections::diff::DiffError) -> Self {
+        use castlog_projections::diff::DiffError;
+        match err {
+            DiffError::Log(log) => log.into(),
+            DiffError::Prompt(prompt) => prompt.into(),
+            other => CliError::internal(other.to_string()),
+        }
+    }
+}

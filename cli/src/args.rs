@@ -347,6 +347,11 @@ pub struct RunArgs {
     /// stdin, reply on stdout; split on whitespace, no shell quoting), openai:BASE_URL#MODEL
     /// (any OpenAI-compatible endpoint; key from CASTLOG_API_KEY or OPENAI_API_KEY) or
     /// recorded:CAST (answers from a cast's log by prompt hash; see --fallback).
+    ///
+    /// A script's lines are used in order across the commands that drive one cast; refine,
+    /// continue, revive and resume check the lines the cast already used against the
+    /// answers in its log and refuse another script file (exit 1; lines may be added after
+    /// the used ones).
     #[arg(long)]
     pub agent: String,
     /// The cast id [default: cast-<time>].
@@ -369,7 +374,8 @@ pub struct CastAgentArgs {
     /// The cast.
     pub cast: String,
     /// Who answers the next prompts, as for `run --agent` (without it the cast is left waiting
-    /// for an agent).
+    /// for an agent). A scripted:FILE must be the script the cast was driven with: the lines
+    /// it already used are checked against the log, another file is refused (exit 1).
     #[arg(long)]
     pub agent: Option<String>,
     /// Posting: dry run unless --post.
@@ -387,7 +393,9 @@ pub struct RefineArgs {
     pub cast: String,
     /// The message.
     pub text: String,
-    /// Who answers the next prompts, as for `run --agent`.
+    /// Who answers the next prompts, as for `run --agent`. A scripted:FILE must be the script
+    /// the cast was driven with: the lines it already used are checked against the log,
+    /// another file is refused (exit 1).
     #[arg(long)]
     pub agent: Option<String>,
     /// Print one JSON document on stdout instead of text.

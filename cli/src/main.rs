@@ -99,6 +99,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         fallback: drive.agent.fallback.clone(),
         exit_status: drive.exit_status,
         otel_content: drive.trace.otel_content,
+        otlp_endpoint: drive.trace.otlp_endpoint.clone(),
+        streamed: commands::otlp::Streamed::default(),
         retry: retry_policy(&drive.agent),
         retry_seed: castlog_core::env::Clock::now_ms(&castlog_replay::clock::SystemClock),
     };
@@ -133,7 +135,13 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         let options = castlog_projections::otlp::TraceOptions {
             content: globals.otel_content,
         };
-        commands::otlp::send_moved(&db_path(db.as_deref()), before, endpoint, options);
+        commands::otlp::send_moved(
+            &db_path(db.as_deref()),
+            before,
+            endpoint,
+            options,
+            &globals.streamed,
+        );
     }
     if let Some(file) = keeps_anchor {
         // A command that failed half way may still have written (a cast that stopped on an

@@ -252,13 +252,14 @@ pub fn set_quiet(quiet: bool) {
 }
 
 /// Attaches the progress line (unless `json` or `--quiet`), the live timeline (`tail`, given
-/// without `--json`) and Ctrl-C handling to a driver and the agent it drives with: Ctrl-C
+/// without `--json`), the live trace (`stream`, with `--otlp-endpoint`) and Ctrl-C handling to a driver and the agent it drives with: Ctrl-C
 /// cancels the agent's call, then the driver records an abort.
 pub fn watch<'a, L: EventLog + ?Sized>(
     driver: &mut castlog_replay::driver::Driver<'a, L>,
     agent: &mut dyn Agent,
     json: bool,
     tail: Option<Rc<Tail<'a>>>,
+    stream: Option<crate::commands::otlp::Stream>,
 ) {
     let mut progress = Progress::new(
         json || QUIET.load(Ordering::Relaxed),
@@ -267,8 +268,13 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     );
     driver.observe(Box::new(move |notice| {
         progress.notice(notice);
-        if let (Some(tail), Notice::Recorded { record, .. }) = (&tail, notice) {
-            progress.aside(|| tail.heard(record));
+        if let Notice::Recorded { record, .. } = notice {
+            if let Some(stream) = &stream {
+                stream.recorded(record);
+            }
+            if let Some(tail) = &tail {
+                progress.aside(|| tail.heard(record));
+            }
         }
     }));
     let flag = interrupt_flag();

@@ -251,7 +251,8 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
             driver.post_with(sender);
         }
         let live = (!args.json).then(|| Rc::clone(&tail));
-        crate::progress::watch(&mut driver, agent.as_mut(), args.json, live);
+        let stream = super::otlp::Stream::of(db, &cast, globals);
+        crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
         // The cast exists from here on: an error names it (its id may have been generated).
         driver.drive(agent.as_mut()).map_err(|e| {
             let mut err = CliError::from(e);
@@ -318,7 +319,8 @@ fn feed(
     let stop = match agent {
         Some(mut agent) => {
             let live = (!json).then(|| Rc::clone(&tail));
-            crate::progress::watch(&mut driver, agent.as_mut(), json, live);
+            let stream = super::otlp::Stream::of(db, &cast, globals);
+            crate::progress::watch(&mut driver, agent.as_mut(), json, live, stream);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop

@@ -131,7 +131,8 @@ pub fn recast(
     let stop = match agent.as_mut() {
         Some(agent) => {
             let live = (!args.json).then(|| Rc::clone(&tail));
-            crate::progress::watch(&mut driver, agent.as_mut(), args.json, live);
+            let stream = super::otlp::Stream::of(db, &child, globals);
+            crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop

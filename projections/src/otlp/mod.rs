@@ -33,7 +33,7 @@ use castlog_core::event::{Event, FailureClass};
 use castlog_core::id::{CastId, Seq, SocketId, Visit};
 use castlog_core::prompt::Message;
 use castlog_events::{LogError, Recorded};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::{Event as SpanEvent, Link, SpanKind};

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
+mod drive;
 mod placement;
 
 pub use bench::*;
+pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use placement::*;
 
 /// castlog: an event-sourced runtime for LLM agent workflows.
@@ -26,68 +28,16 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub quiet: bool,
 
-    /// How a `cmd:` agent receives the prompt on stdin: `text` (each message as `### ROLE`, a
-    /// blank line, its content) or `json` (`[{"role", "content"}, ...]`).
-    #[arg(long = "agent-format", global = true, value_parser = ["text", "json"], default_value = "text")]
-    pub agent_format: String,
-
-    /// Seconds an agent may take: a `cmd:` agent for one turn before it is killed (default
-    /// 600), an `openai:` agent for each request (default 120; a timed-out request is retried
-    /// like any transient failure). Either way an interruption the cast can be resumed from.
-    #[arg(long = "agent-timeout", global = true, value_parser = clap::value_parser!(u64).range(1..))]
-    pub agent_timeout: Option<u64>,
-
-    /// Retries of a prompt after a transient agent failure (HTTP 429 or 5xx, a dropped
-    /// connection, a timed-out request, a script's transient line) before the cast waits for
-    /// `castlog resume` [default: 2, so 3 attempts].
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub retries: Option<u32>,
-
-    /// The wait before a retry, in seconds: BASE after the first failure, doubled per failure
-    /// in a row, at most MAX [default: 0.5..8]. A server's `Retry-After` (seconds or an HTTP
-    /// date) is waited instead.
-    #[arg(long, global = true, value_name = "BASE..MAX", value_parser = parse_backoff)]
-    pub backoff: Option<(std::time::Duration, std::time::Duration)>,
-
-    /// The share (0 to 1) of each backoff taken off at random, so clients that failed together
-    /// do not retry together [default: 0.25]; 0 waits the backoff exactly.
-    #[arg(long, global = true, value_name = "SHARE", value_parser = parse_jitter)]
-    pub jitter: Option<f64>,
-
-    /// The live agent a `recorded:CAST` agent asks when the recording has no answer for a
-    /// prompt (without it, a miss stops the cast as awaiting_agent, naming the prompt hash).
-    #[arg(long, global = true)]
-    pub fallback: Option<String>,
-
     /// An anchor file (see `castlog anchor --help`): `verify` reports every cast shorter than,
     /// or forked away from, the head it records; commands that write refuse to write on top of
     /// such a log, and afterwards move the anchor to every cast's new head.
     #[arg(long, global = true, env = "CASTLOG_ANCHOR", value_name = "FILE")]
     pub anchor: Option<PathBuf>,
 
-    /// Pass the deny-listed environment variable NAME (e.g. ANTHROPIC_API_KEY) on to the
-    /// programs castlog starts: `cmd:` agents, utilities, `cmd:` senders and fetchers.
-    /// Repeatable. Without it they get castlog's environment less the deny list (see the
-    /// README); either way its value is scrubbed from everything recorded.
-    #[arg(long = "pass-env", global = true, value_name = "NAME")]
-    pub pass_env: Vec<String>,
-
-    /// Exit 4 when a driven cast ends failed and 5 when it waits for an agent or a person
-    /// (awaiting_agent, awaiting_refinement), instead of 0, so scripts can branch on it (for
-    /// commands that drive a cast: run, refine, continue, revive, resume, steer, recast).
-    #[arg(long = "exit-status", global = true)]
-    pub exit_status: bool,
-
-    /// After a command that drives casts (run, refine, continue, revive, resume, steer,
-    /// recast, engage, ...), send each cast it moved as OpenTelemetry traces to URL/v1/traces
-    /// (OTLP/HTTP protobuf). A collector that is down or slow is a warning, never a failure.
-    #[arg(long = "otlp-endpoint", global = true, value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
-
-    /// Include prompt and completion texts (and the other texts a model or a person wrote) in
-    /// OpenTelemetry traces: `export --format otlp-json` and --otlp-endpoint. Off by default.
-    #[arg(long = "otel-content", global = true)]
-    pub otel_content: bool,
+    /// The options of commands that drive casts, given before the command (each such
+    /// command takes them after its name too, and lists them in its own --help).
+    #[command(flatten)]
+    pub drive: DriveOptions,
 
     /// The command.
     #[command(subcommand)]
@@ -317,6 +267,10 @@ pub struct ExportArgs {
     /// Write the manifest's artifact tree (sockets/, contexts/, manifest.json) into DIR instead.
     #[arg(long, conflicts_with = "output")]
     pub artifacts: Option<PathBuf>,
+    /// With --format otlp-json: include prompt and completion texts (and the other texts a
+    /// model or a person wrote). Off by default.
+    #[arg(long = "otel-content")]
+    pub otel_content: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -357,6 +311,11 @@ pub struct RunArgs {
     /// stdin, reply on stdout; split on whitespace, no shell quoting), openai:BASE_URL#MODEL
     /// (any OpenAI-compatible endpoint; key from CASTLOG_API_KEY or OPENAI_API_KEY) or
     /// recorded:CAST (answers from a cast's log by prompt hash; see --fallback).
+    ///
+    /// A script's lines are used in order across the commands that drive one cast; refine,
+    /// continue, revive and resume check the lines the cast already used against the
+    /// answers in its log and refuse another script file (exit 1; lines may be added after
+    /// the used ones).
     #[arg(long)]
     pub agent: String,
     /// The cast id [default: cast-<time>].
@@ -372,6 +331,45 @@ pub struct RunArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the cast is driven: agents, retries, traces, exit status.
+    #[command(flatten)]
+    pub drive: DriveOptions,
+}
+
+impl Command {
+    /// The drive options given after the command's name (none for a command without them).
+    pub fn drive_options(&self) -> DriveOptions {
+        match self {
+            Command::Run(RunArgs { drive, .. })
+            | Command::Continue(CastAgentArgs { drive, .. })
+            | Command::Revive(CastAgentArgs { drive, .. })
+            | Command::Resume(CastAgentArgs { drive, .. })
+            | Command::Refine(RefineArgs { drive, .. })
+            | Command::Recast(RecastArgs { drive, .. }) => drive.clone(),
+            Command::Steer(args) => DriveOptions {
+                trace: args.trace.clone(),
+                exit_status: args.exit_status,
+                ..DriveOptions::default()
+            },
+            Command::Engage(args) => DriveOptions {
+                agent: args.agents.clone(),
+                trace: args.trace.clone(),
+                ..DriveOptions::default()
+            },
+            Command::EngageScorecard(args) => DriveOptions {
+                agent: args.agents.clone(),
+                ..DriveOptions::default()
+            },
+            Command::Export(args) => DriveOptions {
+                trace: TraceOptions {
+                    otlp_endpoint: None,
+                    otel_content: args.otel_content,
+                },
+                ..DriveOptions::default()
+            },
+            _ => DriveOptions::default(),
+        }
+    }
 }
 
 /// A cast and an optional agent to drive it on with.
@@ -380,7 +378,8 @@ pub struct CastAgentArgs {
     /// The cast.
     pub cast: String,
     /// Who answers the next prompts, as for `run --agent` (without it the cast is left waiting
-    /// for an agent).
+    /// for an agent). A scripted:FILE must be the script the cast was driven with: the lines
+    /// it already used are checked against the log, another file is refused (exit 1).
     #[arg(long)]
     pub agent: Option<String>,
     /// Posting: dry run unless --post.
@@ -389,6 +388,9 @@ pub struct CastAgentArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the cast is driven: agents, retries, traces, exit status.
+    #[command(flatten)]
+    pub drive: DriveOptions,
 }
 
 /// `refine`.
@@ -398,12 +400,17 @@ pub struct RefineArgs {
     pub cast: String,
     /// The message.
     pub text: String,
-    /// Who answers the next prompts, as for `run --agent`.
+    /// Who answers the next prompts, as for `run --agent`. A scripted:FILE must be the script
+    /// the cast was driven with: the lines it already used are checked against the log,
+    /// another file is refused (exit 1).
     #[arg(long)]
     pub agent: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the cast is driven: agents, retries, traces, exit status.
+    #[command(flatten)]
+    pub drive: DriveOptions,
 }
 
 /// `abort`.
@@ -429,9 +436,16 @@ pub struct SteerArgs {
     /// Lock the note into the system prefix (with a trailing reminder).
     #[arg(long)]
     pub locked: bool,
+    /// Exit 4 when the cast ends failed and 5 when it waits for an agent or a person
+    /// (awaiting_agent, awaiting_refinement), instead of 0, so scripts can branch on it.
+    #[arg(long = "exit-status")]
+    pub exit_status: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Traces of the cast.
+    #[command(flatten)]
+    pub trace: TraceOptions,
 }
 
 /// `state`.
@@ -476,6 +490,9 @@ pub struct RecastArgs {
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the cast is driven: agents, retries, traces, exit status.
+    #[command(flatten)]
+    pub drive: DriveOptions,
 }
 
 /// `diff`.
@@ -633,6 +650,9 @@ pub struct ScorecardArgs {
     /// Print one JSON document (the card) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the judge runs.
+    #[command(flatten)]
+    pub agents: AgentOptions,
 }
 
 /// `engage`.
@@ -667,6 +687,12 @@ pub struct EngageArgs {
     /// Print one JSON document (the report) on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How the roles' agents run.
+    #[command(flatten)]
+    pub agents: AgentOptions,
+    /// Traces of the engage cast.
+    #[command(flatten)]
+    pub trace: TraceOptions,
 }
 
 /// `engage-schedule`.

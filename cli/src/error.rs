@@ -258,6 +258,17 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+impl From<castlog_projections::diff::DiffError> for CliError {
+    fn from(err: castlog_projections::diff::DiffError) -> Self {
+        use castlog_projections::diff::DiffError;
+        match err {
+            DiffError::Log(log) => log.into(),
+            DiffError::Prompt(prompt) => prompt.into(),
+            other => CliError::internal(other.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use castlog_core::id::{CastId, Seq};

@@ -23,6 +23,10 @@ pub struct Globals {
     pub exit_status: bool,
     /// `--otel-content`: OpenTelemetry traces carry prompt and completion texts.
     pub otel_content: bool,
+    /// `--otlp-endpoint URL`: where a driven cast's spans are sent as it proceeds.
+    pub otlp_endpoint: Option<String>,
+    /// The casts whose trace was sent as they were driven (the rest is sent at the end).
+    pub streamed: crate::commands::otlp::Streamed,
     /// `--retries`, `--backoff`, `--jitter`: how agents retry a transient failure.
     pub retry: castlog_replay::retry::RetryPolicy,
     /// Seeds the retry jitter (from the clock: only the waits depend on it, and each is

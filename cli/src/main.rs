@@ -79,7 +79,9 @@ fn wants_json(matches: &clap::ArgMatches) -> bool {
 fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
     progress::init_tracing();
     progress::set_quiet(cli.quiet);
-    for name in &cli.pass_env {
+    // The options of a command that drives casts, given before or after its name.
+    let drive = cli.drive.clone().with(cli.command.drive_options());
+    for name in &drive.agent.pass_env {
         if !castlog_replay::secrets::DENY_LIST.contains(&name.as_str()) {
             // Most likely a misspelt key name, which would stay withheld.
             output::to_stderr(format_args!(
@@ -88,13 +90,18 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         }
     }
     let globals = globals::Globals {
-        launcher: castlog_replay::process::Launcher::new(&cli.pass_env),
-        agent_json: cli.agent_format == "json",
-        agent_timeout: cli.agent_timeout.map(std::time::Duration::from_secs),
-        fallback: cli.fallback.clone(),
-        exit_status: cli.exit_status,
-        otel_content: cli.otel_content,
-        retry: retry_policy(&cli),
+        launcher: castlog_replay::process::Launcher::new(&drive.agent.pass_env),
+        agent_json: drive.agent.agent_format.as_deref() == Some("json"),
+        agent_timeout: drive
+            .agent
+            .agent_timeout
+            .map(std::time::Duration::from_secs),
+        fallback: drive.agent.fallback.clone(),
+        exit_status: drive.exit_status,
+        otel_content: drive.trace.otel_content,
+        otlp_endpoint: drive.trace.otlp_endpoint.clone(),
+        streamed: commands::otlp::Streamed::default(),
+        retry: retry_policy(&drive.agent),
         retry_seed: castlog_core::env::Clock::now_ms(&castlog_replay::clock::SystemClock),
     };
     let db = cli.db;
@@ -104,7 +111,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         commands::anchor::check_before_writing(&db_path(db.as_deref()), file)?;
     }
     // Import writes casts but drives none: it sends no trace.
-    let traced = cli
+    let traced = drive
+        .trace
         .otlp_endpoint
         .as_deref()
         .filter(|_| writes(&cli.command) && !matches!(cli.command, Command::Import(_)))
@@ -127,7 +135,13 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
         let options = castlog_projections::otlp::TraceOptions {
             content: globals.otel_content,
         };
-        commands::otlp::send_moved(&db_path(db.as_deref()), before, endpoint, options);
+        commands::otlp::send_moved(
+            &db_path(db.as_deref()),
+            before,
+            endpoint,
+            options,
+            &globals.streamed,
+        );
     }
     if let Some(file) = keeps_anchor {
         // A command that failed half way may still have written (a cast that stopped on an
@@ -212,8 +226,8 @@ fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
     }
 }
 
-/// The retry policy the global options give, the defaults where they are silent.
-fn retry_policy(cli: &args::Cli) -> castlog_replay::retry::RetryPolicy {
+/// The retry policy the agent options give, the defaults where they are silent.
+fn retry_policy(cli: &args::AgentOptions) -> castlog_replay::retry::RetryPolicy {
     let default = castlog_replay::retry::RetryPolicy::default();
     let (base, max) = cli.backoff.unwrap_or((default.base, default.max));
     castlog_replay::retry::RetryPolicy {

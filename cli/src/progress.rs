@@ -4,13 +4,23 @@
 //! of the whole cast, elapsed, with a spinner while the agent works) is drawn only when stderr is a terminal and neither `--json` nor `--quiet` is
 //! given; it never writes to stdout. Tracing output is filtered by `RUST_LOG` (default `warn`),
 //! with the span fields cast, socket, visit and turn; `NO_COLOR` turns colors off.
+//!
+//! Without `--json`, the cast's timeline is printed on stdout a line per event as each becomes
+//! durable ([`Tail`]), the progress line stepping aside for it; what is left when the command
+//! ends (events recorded before anyone watched, or by a command that drives nothing) is
+//! printed then, so the lines are those of the whole command, in seq order, either way.
 
+use std::cell::Cell;
 use std::io::IsTerminal;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use castlog_core::event::{Event, FailureClass};
+use castlog_core::id::{CastId, Seq};
+use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::Agent;
 use castlog_replay::driver::Notice;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -158,8 +168,70 @@ impl Progress {
                     bar.set_message(line);
                 }
             }
-            Notice::Recorded(event) => self.count(event),
+            Notice::Recorded { event, .. } => self.count(event),
         }
+    }
+}
+
+impl Progress {
+    /// Runs `print` with the progress line out of the way (stdout and stderr may be one
+    /// terminal).
+    fn aside(&self, print: impl FnOnce()) {
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+}
+
+/// The timeline of one cast on stdout from a seq on: each line printed once, in seq order.
+#[derive(Debug)]
+pub struct Tail<'a> {
+    log: &'a SqliteLog,
+    cast: CastId,
+    /// The first seq not printed yet.
+    next: Cell<Seq>,
+}
+
+impl<'a> Tail<'a> {
+    /// A timeline of `cast` whose first line will be `from`'s.
+    pub fn new(log: &'a SqliteLog, cast: &CastId, from: Seq) -> Self {
+        Self {
+            log,
+            cast: cast.clone(),
+            next: Cell::new(from),
+        }
+    }
+
+    fn line(record: &Recorded) {
+        let line = TimelineLine::of(record, crate::commands::CONTEXTS);
+        crate::say!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
+    }
+
+    /// Prints `record` (durable), and first any line before it not printed yet: the events
+    /// before a durable one are durable too, and read back from the log.
+    fn heard(&self, record: &Recorded) {
+        if record.cast != self.cast || record.seq < self.next.get() {
+            return;
+        }
+        if record.seq > self.next.get()
+            && let Ok(earlier) =
+                self.log
+                    .read(&self.cast, self.next.get(), Some(Seq(record.seq.get() - 1)))
+        {
+            earlier.iter().for_each(Self::line);
+        }
+        Self::line(record);
+        self.next.set(record.seq.next());
+    }
+
+    /// Prints every line from the first not printed yet to the cast's head.
+    pub fn finish(&self) -> Result<(), crate::error::CliError> {
+        for record in self.log.read(&self.cast, self.next.get(), None)? {
+            Self::line(&record);
+            self.next.set(record.seq.next());
+        }
+        Ok(())
     }
 }
 
@@ -179,20 +251,32 @@ pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
-/// Attaches the progress line (unless `json` or `--quiet`) and Ctrl-C handling to a driver
-/// and the agent it drives with: Ctrl-C cancels the agent's call, then the driver records an
-/// abort.
-pub fn watch<L: castlog_events::EventLog + ?Sized>(
-    driver: &mut castlog_replay::driver::Driver<'_, L>,
+/// Attaches the progress line (unless `json` or `--quiet`), the live timeline (`tail`, given
+/// without `--json`), the live trace (`stream`, with `--otlp-endpoint`) and Ctrl-C handling to a driver and the agent it drives with: Ctrl-C
+/// cancels the agent's call, then the driver records an abort.
+pub fn watch<'a, L: EventLog + ?Sized>(
+    driver: &mut castlog_replay::driver::Driver<'a, L>,
     agent: &mut dyn Agent,
     json: bool,
+    tail: Option<Rc<Tail<'a>>>,
+    stream: Option<crate::commands::otlp::Stream>,
 ) {
     let mut progress = Progress::new(
         json || QUIET.load(Ordering::Relaxed),
         driver.state.usage.total(),
         agent.attempts(),
     );
-    driver.observe(Box::new(move |notice| progress.notice(notice)));
+    driver.observe(Box::new(move |notice| {
+        progress.notice(notice);
+        if let Notice::Recorded { record, .. } = notice {
+            if let Some(stream) = &stream {
+                stream.recorded(record);
+            }
+            if let Some(tail) = &tail {
+                progress.aside(|| tail.heard(record));
+            }
+        }
+    }));
     let flag = interrupt_flag();
     agent.cancel_on(Arc::clone(&flag));
     driver.interrupt_on(flag);

@@ -1,5 +1,6 @@
 //! castlog as a library: load a loadout, answer its prompts with an agent of your own, drive a
-//! cast into a SQLite log, then read the cast's state and where every entry of a prompt went.
+//! cast into a SQLite log, then read the cast's state and where every entry of a prompt went,
+//! and diff it against a second cast whose agent wrote a warm greeting at once.
 //!
 //! Run it with `cargo run -p castlog-replay --example custom_agent`; it writes a database in
 //! the system's temporary directory and removes it at the end.
@@ -13,6 +14,7 @@ use castlog_core::prompt::Role;
 use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, SqliteLog};
 use castlog_projections::audit::PlacementAudit;
+use castlog_projections::diff::{self, StepStatus};
 use castlog_projections::prompt;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
@@ -45,6 +47,8 @@ const CONFIG: &str = r#"{
 #[derive(Debug, Default)]
 struct Greeter {
     drafts: u32,
+    /// Whether the first draft is already warm (so the reviewer is satisfied at once).
+    warm: bool,
 }
 
 impl Agent for Greeter {
@@ -58,14 +62,14 @@ impl Agent for Greeter {
         let text = if system.contains("Is the greeting friendly?") {
             // The first draft is sent back once with a reason; the rework reason is in the
             // writer's next prompt, placed by the policy.
-            if self.drafts == 1 {
+            if self.drafts == 1 && !self.warm {
                 r#"{"satisfied": false, "context": "Too curt: add a warm word."}"#.to_owned()
             } else {
                 r#"{"satisfied": true, "context": "Friendly."}"#.to_owned()
             }
         } else {
             self.drafts += 1;
-            if self.drafts == 1 {
+            if self.drafts == 1 && !self.warm {
                 "Hello.".to_owned()
             } else {
                 "Hello, and a warm welcome!".to_owned()
@@ -156,6 +160,50 @@ fn run(db: &Path) -> Result<(), Box<dyn std::error::Error>> {
     assert!(
         last.content.contains("Too curt"),
         "the rework reason reaches the writer"
+    );
+
+    // 5. A second cast of the same loadout and task, whose writer is warm at once; then the
+    //    two side by side, steps aligned by (socket, item, visit).
+    let other = CastId::new("greeting-2");
+    let started = started_event(
+        other.clone(),
+        &loadout,
+        loadout_hash(&loadout.to_json()),
+        "a new colleague".to_owned(),
+        "recommended".to_owned(),
+        None,
+    );
+    let mut warm = Greeter {
+        warm: true,
+        ..Greeter::default()
+    };
+    Driver::start(&log, &clock, started, Path::new("."))?.drive(&mut warm)?;
+    let diff = diff::compare(&log, &cast, &other)?;
+    let outcome = |c: &CastId| fold(&log, c).map(|(s, _)| s.status.as_str());
+    println!("diff: {}", diff.summary(outcome(&cast)?, outcome(&other)?));
+    for step in &diff.steps {
+        let fields: Vec<&str> = step.changes.iter().map(|c| c.field).collect();
+        println!(
+            "  {:<8} {} {}",
+            step.status.as_str(),
+            step.key,
+            fields.join(", ")
+        );
+    }
+    let first = diff.steps.first().ok_or("the casts have steps")?;
+    assert_eq!(first.status, StepStatus::Changed, "the first drafts differ");
+    let output = first
+        .changes
+        .iter()
+        .find(|c| c.field == "output")
+        .and_then(|c| c.diff.as_deref())
+        .ok_or("the first drafts' outputs differ")?;
+    println!("{output}");
+    assert!(output.contains("-Hello.") && output.contains("+Hello, and a warm welcome!"));
+    assert_eq!(
+        diff.counts()[&StepStatus::OnlyA],
+        2,
+        "the rework visits are cast A's alone"
     );
     Ok(())
 }

@@ -144,6 +144,25 @@ pub enum AgentError {
         /// Why.
         message: String,
     },
+    /// A script given to a cast under way is not the one that answered it so far: one of
+    /// the lines it would skip differs from the answer the log holds.
+    #[error(
+        "agent script {path} is not the script cast {cast} was driven with: its line {line} is {found}, but the answer it stands for (seq {seq}) was {recorded}; give the script the cast was driven with (lines may be added after the used ones), or give this one to a new cast: `castlog run`, or `castlog recast {cast} --at SEQ --agent scripted:{path}` to keep the history up to SEQ (the recast reads it from its first line)"
+    )]
+    ScriptChanged {
+        /// The file.
+        path: String,
+        /// The cast.
+        cast: String,
+        /// 1-based line of the script.
+        line: usize,
+        /// The seq of the recorded answer.
+        seq: u64,
+        /// The recorded answer, described.
+        recorded: String,
+        /// The script's line, described.
+        found: String,
+    },
     /// A script line is malformed.
     #[error("agent script {path} line {line}: {message}")]
     BadLine {
@@ -455,6 +474,7 @@ pub fn command_argv(rest: &str) -> Vec<String> {
     rest.split_whitespace().map(str::to_owned).collect()
 }
 
+mod consumed;
 #[cfg(test)]
 mod script_properties;
 

@@ -28,7 +28,7 @@ use castlog_core::machine::decide::{self, Rejection};
 use castlog_core::machine::{CastState, Inconsistent, Next, Phase, Status};
 use castlog_core::prompt::Message;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, LogError};
+use castlog_events::{EventLog, LogError, Recorded};
 
 use crate::agent::Agent;
 
@@ -242,8 +242,13 @@ pub enum Notice<'n> {
         /// The turn within the visit.
         turn: u32,
     },
-    /// An event was recorded.
-    Recorded(&'n Event),
+    /// An event was recorded and is durable.
+    Recorded {
+        /// The event.
+        event: &'n Event,
+        /// Its record as the log holds it (seq, time, kind, hash).
+        record: &'n Recorded,
+    },
 }
 
 impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
@@ -258,7 +263,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let cast = started.cast.clone();
         let (state, decision) = decide::start(started, &env)?;
         let mut driver = Self::adopt(log, clock, state, cwd);
-        log.append_with_blobs(
+        let records = log.append_with_blobs(
             &cast,
             Seq::FIRST,
             &decision.blobs,
@@ -267,7 +272,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         driver.last_prompt = decision.prompt;
         // The start is recorded before anyone can watch: it is traced like every later step.
         let _cast = tracing::info_span!("cast", cast = %cast).entered();
-        driver.recorded(&decision.events);
+        driver.recorded(&decision.events, &records);
         Ok(driver)
     }
 

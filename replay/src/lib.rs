@@ -20,10 +20,11 @@
 //! The stable way in from Rust: [`driver::Driver`] (`start` a cast, `open` one to feed it
 //! inputs, `drive` it with an agent), [`driver::fold`] (a cast's state from its log), the
 //! [`agent::Agent`] trait (implement it to answer prompts your way) with [`agent::TurnRequest`]
-//! and [`agent::AgentTurn`], and [`clock::SystemClock`]. The log is any
+//! and [`agent::AgentTurn`], and [`clock::SystemClock`]. Two casts are compared with
+//! `castlog_projections::diff::compare`, their outcomes being [`driver::fold`]'s status. The log is any
 //! `castlog_events::EventLog` (`SqliteLog` on disk, `InMemoryLog` in tests); loadouts come
 //! from `castlog_core::loadout::load_config`. `examples/custom_agent.rs` runs the whole path
-//! into a SQLite file and reads a prompt's placements back (`cargo run -p castlog-replay
+//! into a SQLite file, reads a prompt's placements back and diffs two casts (`cargo run -p castlog-replay
 //! --example custom_agent`).
 //!
 //! # Example
@@ -37,10 +38,10 @@
 //! use castlog_replay::clock::SystemClock;
 //! use castlog_replay::driver::{Driver, fold};
 //!
-//! struct Echo;
+//! struct Echo(&'static str);
 //! impl Agent for Echo {
 //!     fn turn(&mut self, _: &TurnRequest<'_>) -> AgentTurn {
-//!         AgentTurn::Reply { text: "Hello!".into(), usage: None }
+//!         AgentTurn::Reply { text: self.0.into(), usage: None }
 //!     }
 //! }
 //!
@@ -49,12 +50,20 @@
 //!     "materia": {"Greet": {"type": "agent", "tools": "none", "prompt": "Greet {{request}}."}}}"#)?;
 //! let loadout = config.resolve(None)?;
 //! let log = InMemoryLog::new();
-//! let cast = CastId::new("demo");
 //! let hash = loadout_hash(&loadout.to_json());
-//! let started = started_event(cast.clone(), &loadout, hash, "the team".into(), "recommended".into(), None);
-//! let stop = Driver::start(&log, &SystemClock, started, std::path::Path::new("."))?.drive(&mut Echo)?;
-//! assert_eq!(stop.status.as_str(), "completed");
-//! assert_eq!(fold(&log, &cast)?.0.status.as_str(), "completed");
+//! for (cast, reply) in [("demo", "Hello!"), ("other", "Hi!")] {
+//!     let started = started_event(CastId::new(cast), &loadout, hash, "the team".into(), "recommended".into(), None);
+//!     let stop = Driver::start(&log, &SystemClock, started, std::path::Path::new("."))?.drive(&mut Echo(reply))?;
+//!     assert_eq!(stop.status.as_str(), "completed");
+//! }
+//! assert_eq!(fold(&log, &CastId::new("demo"))?.0.status.as_str(), "completed");
+//!
+//! // The two casts differ only in the one socket's output.
+//! let diff = castlog_projections::diff::compare(&log, &CastId::new("demo"), &CastId::new("other"))?;
+//! let changed: Vec<_> = diff.steps[0].changes.iter().map(|c| c.field).collect();
+//! assert_eq!(changed, ["output"]);
+//! assert_eq!(diff.summary("completed", "completed"),
+//!     "0 same, 1 changed, 0 only in demo, 0 only in other; demo completed, other completed");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]

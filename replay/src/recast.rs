@@ -16,7 +16,6 @@ use castlog_core::input::Input;
 use castlog_core::machine::decide::input_of;
 use castlog_core::machine::{CastState, Phase};
 use castlog_events::chain::{blob_hash, loadout_hash};
-use castlog_events::log::with_events;
 use castlog_events::{EventLog, ForkPoint, Pending, Recorded};
 use serde_json::Value;
 
@@ -37,38 +36,10 @@ pub fn with_history(
     cast: &CastId,
     consume: &mut dyn FnMut(&mut dyn Iterator<Item = Recorded>),
 ) -> Result<(), DriveError> {
-    let unknown = |e: castlog_events::LogError| match e {
-        castlog_events::LogError::UnknownCast { .. } => {
-            DriveError::UnknownCast { cast: cast.clone() }
-        }
+    castlog_projections::history::with_history(log, cast, consume).map_err(|e| match e {
+        castlog_events::LogError::UnknownCast { cast } => DriveError::UnknownCast { cast },
         other => other.into(),
-    };
-    let mut first = None;
-    log.scan(cast, Seq::FIRST, &mut |record| {
-        first = Some(record);
-        std::ops::ControlFlow::Break(())
     })
-    .map_err(unknown)?;
-    let Some(first) = first else {
-        return Err(DriveError::UnknownCast { cast: cast.clone() });
-    };
-    let Ok(Event::CastForked(forked)) = first.event() else {
-        return with_events(log, cast, Seq::FIRST, |own| consume(own)).map_err(unknown);
-    };
-    let mut own_read = Ok(());
-    with_history(log, &forked.parent, &mut |ancestors| {
-        // The parent's history up to and with the fork point (all of it if that is missing).
-        let mut reached = false;
-        let mut prefix = ancestors.take_while(|r| {
-            let take = !reached;
-            reached = reached || (r.cast == forked.parent && r.seq == forked.parent_seq);
-            take
-        });
-        own_read = with_events(log, cast, Seq::FIRST, |own| {
-            consume(&mut prefix.by_ref().chain(own));
-        });
-    })?;
-    own_read.map_err(unknown)
 }
 
 /// The casts recast (directly or through other recasts) from `ancestor`, in the order the log

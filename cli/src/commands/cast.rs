@@ -2,6 +2,7 @@
 //! `state` to look at one.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Duration;
 
 use castlog_core::env::Clock;
@@ -12,7 +13,6 @@ use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
 use castlog_events::{EventLog, SqliteLog};
-use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::args::{AbortArgs, CastAgentArgs, PostArgs, RefineArgs, RunArgs, StateArgs, SteerArgs};
 use crate::error::CliError;
 use crate::output;
+use crate::progress::Tail;
 
 /// How long a `cmd:` agent may take for one turn unless `--agent-timeout` says.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
@@ -66,9 +67,15 @@ fn agent_spec(
     globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
     if let Some(file) = spec.strip_prefix("scripted:") {
-        return Ok(Box::new(
-            ScriptedAgent::open(Path::new(file), used)?.with_attempts(globals.retry.attempts),
-        ));
+        let agent = ScriptedAgent::open(Path::new(file), used)
+            .map_err(|e| CliError::user(e.to_string()))?;
+        // A cast under way goes on only with the script that answered it so far.
+        if let (Some(log), Some(cast)) = (log, cast) {
+            agent
+                .check_answered(log, cast)
+                .map_err(|e| CliError::user(e.to_string()))?;
+        }
+        return Ok(Box::new(agent.with_attempts(globals.retry.attempts)));
     }
     if let Some(rest) = spec.strip_prefix("cmd:") {
         let argv = command_argv(rest);
@@ -152,13 +159,13 @@ fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError>
 /// that ended failed or waits is told by the exit code too.
 pub(crate) fn report(
     log: &SqliteLog,
+    tail: &Tail<'_>,
     cast: &CastId,
-    from: Seq,
     stop: &Stop,
     json: bool,
     globals: &crate::globals::Globals,
 ) -> Result<(), CliError> {
-    printed(log, cast, from, stop, json)?;
+    printed(log, tail, cast, stop, json)?;
     if globals.exit_status {
         return crate::error::exit_status(cast, stop.status);
     }
@@ -167,8 +174,8 @@ pub(crate) fn report(
 
 fn printed(
     log: &SqliteLog,
+    tail: &Tail<'_>,
     cast: &CastId,
-    from: Seq,
     stop: &Stop,
     json: bool,
 ) -> Result<(), CliError> {
@@ -184,10 +191,7 @@ fn printed(
             "message": stop.message,
         }));
     }
-    for record in log.read(cast, from, None)? {
-        let line = TimelineLine::of(&record, super::CONTEXTS);
-        crate::say!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
-    }
+    tail.finish()?;
     crate::say!("cast {cast}: {}", stop.status.as_str());
     if let Some(message) = &stop.message {
         crate::say!("{message}");
@@ -243,19 +247,22 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     );
     started.policy_document = policy_document;
     globals.launcher.record_under(db, &cast);
+    let tail = Rc::new(Tail::new(&log, &cast, Seq::FIRST));
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &cwd())?;
         driver.launch_with(globals.launcher.clone());
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
-        crate::progress::watch(&mut driver, agent.as_mut(), args.json);
+        let live = (!args.json).then(|| Rc::clone(&tail));
+        let stream = super::otlp::Stream::of(db, &cast, globals);
+        crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
         // The cast exists from here on: an error names it (its id may have been generated).
         driver
             .drive(agent.as_mut())
             .map_err(|e| CliError::from(e).context(format!("cast {cast}")))?
     };
-    report(&log, &cast, Seq::FIRST, &stop, args.json, globals)
+    report(&log, &tail, &cast, &stop, args.json, globals)
 }
 
 /// The sender `--post --sender SPEC` names; `None` is a dry run. Checked before anything is
@@ -305,7 +312,7 @@ fn feed(
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
-    let from = driver.state.head.next();
+    let tail = Rc::new(Tail::new(&log, &cast, driver.state.head.next()));
     // The agent is checked before the input is recorded: a mistyped SPEC must not leave the
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
     // answers already used are the same before and after.
@@ -315,7 +322,9 @@ fn feed(
     driver.apply(input)?;
     let stop = match agent {
         Some(mut agent) => {
-            crate::progress::watch(&mut driver, agent.as_mut(), json);
+            let live = (!json).then(|| Rc::clone(&tail));
+            let stream = super::otlp::Stream::of(db, &cast, globals);
+            crate::progress::watch(&mut driver, agent.as_mut(), json, live, stream);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop
@@ -332,7 +341,7 @@ fn feed(
             }
         }
     };
-    report(&log, &cast, from, &stop, json, globals)
+    report(&log, &tail, &cast, &stop, json, globals)
 }
 
 /// A person's message must say something: an empty one is a slip of the shell, not a turn.

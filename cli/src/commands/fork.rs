@@ -1,6 +1,7 @@
 //! `recast` and `mark`: forking a cast, and naming points of it.
 
 use std::path::Path;
+use std::rc::Rc;
 
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
@@ -14,6 +15,7 @@ use serde_json::json;
 use crate::args::{MarkArgs, RecastArgs};
 use crate::error::CliError;
 use crate::output;
+use crate::progress::Tail;
 
 /// `castlog recast`.
 pub fn recast(
@@ -110,9 +112,12 @@ pub fn recast(
         )?),
         _ => None,
     };
+    let tail = Rc::new(Tail::new(&log, &child, Seq::FIRST));
     let stop = match agent.as_mut() {
         Some(agent) => {
-            crate::progress::watch(&mut driver, agent.as_mut(), args.json);
+            let live = (!args.json).then(|| Rc::clone(&tail));
+            let stream = super::otlp::Stream::of(db, &child, globals);
+            crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop
@@ -127,7 +132,7 @@ pub fn recast(
             }
         }
     };
-    super::cast::report(&log, &child, Seq::FIRST, &stop, args.json, globals)
+    super::cast::report(&log, &tail, &child, &stop, args.json, globals)
 }
 
 /// `castlog mark`.

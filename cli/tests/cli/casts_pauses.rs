@@ -508,3 +508,64 @@ fn a_held_prompt_keeps_exactly_its_recovery_note() {
     assert_eq!(prompts("ab")[1], forked);
     assert_verified(&sandbox);
 }
+
+/// Another script given to a cast under way is refused before anything is recorded (its
+/// first lines would otherwise be skipped unread); the same script, with lines added after
+/// the used ones, goes on.
+#[test]
+fn a_different_script_in_the_middle_of_a_cast_is_refused() {
+    let sandbox = Sandbox::new();
+    let by_hand = fixture("scripts/consult-by-hand.jsonl");
+    let run = sandbox.run(&[
+        "run",
+        &fixture("loadouts/consult.json"),
+        "--task",
+        "a key=value tool",
+        "--cast",
+        "plan",
+        "--agent",
+        &format!("scripted:{by_hand}"),
+        "--json",
+    ]);
+    assert_eq!(
+        run.json()["status"],
+        "awaiting_refinement",
+        "{}",
+        run.stderr
+    );
+    let head = run.json()["events"].as_u64().unwrap();
+    let lines = fixture_lines("scripts/consult-by-hand.jsonl");
+    let mut edited = lines.clone();
+    edited[0] = edited[0].replace("Draft: a parser", "Draft: a lexer");
+    let other = sandbox.write("other.jsonl", &(edited.join("\n") + "\n"));
+    let spec = format!("scripted:{other}");
+    for args in [
+        vec!["refine", "plan", "keep it to two items", "--agent", &spec],
+        vec!["continue", "plan", "--agent", &spec],
+    ] {
+        let refused = sandbox.run(&args);
+        assert_eq!(refused.code, 1, "{}", refused.stderr);
+        assert!(
+            refused
+                .stderr
+                .contains("is not the script cast plan was driven with: its line 1 is the reply \"Draft: a lexer"),
+            "{}",
+            refused.stderr
+        );
+        assert_eq!(state(&sandbox, "plan")["head"].as_u64().unwrap(), head);
+    }
+    let longer = sandbox.write(
+        "longer.jsonl",
+        &(lines.join("\n") + "\n{\"reply\": \"an extra line\"}\n"),
+    );
+    let went_on = sandbox.run(&[
+        "refine",
+        "plan",
+        "keep it to two items",
+        "--agent",
+        &format!("scripted:{longer}"),
+        "--json",
+    ]);
+    assert_eq!(went_on.code, 0, "{}", went_on.stderr);
+    assert!(state(&sandbox, "plan")["head"].as_u64().unwrap() > head);
+}

@@ -191,11 +191,12 @@ fn receiver() -> (String, mpsc::Receiver<(String, Vec<u8>)>) {
             if reader.read_exact(&mut body).is_err() {
                 return;
             }
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            // Handed on before the answer, so it is here once castlog has its answer.
             if tx.send((head.concat(), body)).is_err() {
                 return;
             }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
     (url, rx)
@@ -212,18 +213,24 @@ fn run_with_otlp_endpoint_posts_the_casts_trace_as_protobuf() {
     assert_eq!(run.json()["status"], "completed");
     assert!(!run.stderr.contains("warning"), "{}", run.stderr);
 
-    let (head, body) = bodies.recv().unwrap();
-    assert!(head.starts_with("POST /v1/traces "), "{head}");
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: application/x-protobuf")
-    );
-    let sent = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
-    // What was sent is what `export --format otlp-json` writes for the cast.
+    let mut spans = Vec::new();
+    for (head, body) in bodies.try_iter() {
+        assert!(head.starts_with("POST /v1/traces "), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/x-protobuf")
+        );
+        let sent = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        spans.extend(sent.resource_spans[0].scope_spans[0].spans.clone());
+    }
+    // What was sent, over every request, is what `export --format otlp-json` writes for the
+    // cast, each span once.
     let exported: ExportTraceServiceRequest =
         serde_json::from_str(&export(&sandbox, "otlp-1", &[])).unwrap();
-    assert_eq!(sent, exported);
-    let spans = &sent.resource_spans[0].scope_spans[0].spans;
+    let mut all = exported.resource_spans[0].scope_spans[0].spans.clone();
+    spans.sort_by_key(|s| s.span_id.clone());
+    all.sort_by_key(|s| s.span_id.clone());
+    assert_eq!(spans, all);
     assert!(spans.iter().any(|s| s.name == "chat"));
     assert!(spans.iter().any(|s| s.name.starts_with("invoke_agent ")));
 }
@@ -247,4 +254,82 @@ fn an_unreachable_otlp_endpoint_is_a_warning_not_a_failed_cast() {
         "{}",
         run.stderr
     );
+}
+
+/// `--otlp-endpoint` sends a driven cast's spans as it proceeds: the receiver decodes a
+/// socket visit's span while the cast's agent still holds a later turn.
+#[test]
+fn spans_reach_the_collector_while_the_cast_is_still_running() {
+    let sandbox = Sandbox::new();
+    let (url, bodies) = receiver();
+    let go = sandbox.path("go");
+    let calls = sandbox.path("calls");
+    let lines = fixture("scripts/build-loop.jsonl");
+    // The fourth call waits (at most 60 s, so a build that sends only at the end fails below
+    // instead of hanging) until the test has seen a visit's span.
+    let agent = sandbox.write(
+        "agent.py",
+        &format!(
+            r#"import json, os, sys, time
+sys.stdin.read()
+try:
+    n = int(open({calls:?}).read()) + 1
+except FileNotFoundError:
+    n = 1
+open({calls:?}, "w").write(str(n))
+for _ in range(1200):
+    if n != 4 or os.path.exists({go:?}):
+        break
+    time.sleep(0.05)
+sys.stdout.write(json.loads(open({lines:?}).read().splitlines()[n - 1])["reply"])
+"#
+        ),
+    );
+    let mut child = sandbox
+        .build_loop("live", &format!("cmd:python3 {agent}"))
+        .args(["--otlp-endpoint", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let (_, body) = bodies
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("no span came while the cast ran");
+        let sent = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        seen.extend(sent.resource_spans[0].scope_spans[0].spans.clone());
+        if seen.iter().any(|s| s.name.starts_with("invoke_agent ")) {
+            break;
+        }
+    }
+    assert!(
+        child.try_wait().unwrap().is_none() && !go.exists(),
+        "the spans came only after the cast was driven"
+    );
+    assert!(
+        !seen.iter().any(|s| s.name.starts_with("cast ")),
+        "the root span is sent last"
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    seen.extend(bodies.try_iter().flat_map(|(_, body)| {
+        ExportTraceServiceRequest::decode(body.as_slice())
+            .unwrap()
+            .resource_spans[0]
+            .scope_spans[0]
+            .spans
+            .clone()
+    }));
+    let exported: ExportTraceServiceRequest =
+        serde_json::from_str(&export(&sandbox, "live", &[])).unwrap();
+    let mut all = exported.resource_spans[0].scope_spans[0].spans.clone();
+    seen.sort_by_key(|s| s.span_id.clone());
+    all.sort_by_key(|s| s.span_id.clone());
+    assert_eq!(seen, all, "every span once, as the export has it");
 }

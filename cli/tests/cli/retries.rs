@@ -354,3 +354,71 @@ fn a_cmd_agent_that_does_not_exist_is_refused_before_the_cast_is_created() {
         missing.stderr
     );
 }
+
+/// Each command's `--help` lists only the options it takes: the agent options on the commands
+/// that drive a cast, not on the others; given after the command's name they work as they do
+/// before it.
+#[test]
+fn only_the_commands_that_drive_a_cast_list_the_agent_options() {
+    let sandbox = Sandbox::new();
+    let help = |command: &str| {
+        let run = sandbox.run(&[command, "--help"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+    };
+    let agent_options = [
+        "--retries",
+        "--backoff",
+        "--jitter",
+        "--agent-format",
+        "--agent-timeout",
+        "--fallback",
+        "--pass-env",
+        "--exit-status",
+        "--otlp-endpoint",
+    ];
+    for command in [
+        "casts", "show", "state", "diff", "verify", "prompt", "audit",
+    ] {
+        let text = help(command);
+        for option in agent_options {
+            assert!(
+                !text.contains(option),
+                "`{command} --help` lists {option}:\n{text}"
+            );
+        }
+    }
+    for command in ["run", "refine", "continue", "revive", "resume", "recast"] {
+        let text = help(command);
+        for option in agent_options {
+            assert!(
+                text.contains(option),
+                "`{command} --help` lacks {option}:\n{text}"
+            );
+        }
+    }
+    assert!(help("engage").contains("--retries") && help("engage-scorecard").contains("--retries"));
+    assert!(help("export").contains("--otel-content") && !help("export").contains("--retries"));
+    // Before the command's name or after it, the same policy.
+    let script = sandbox.write(
+        "s.jsonl",
+        "{\"error\":\"transient\",\"message\":\"busy\"}\n{\"reply\":\"a\"}\n{\"reply\":\"b\"}\n",
+    );
+    let config = sandbox.write("two.json", TWO_STEPS);
+    let after = sandbox.run(&[
+        "run",
+        &config,
+        "--task",
+        "tea",
+        "--cast",
+        "after",
+        "--agent",
+        &format!("scripted:{script}"),
+        "--retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(after.json()["status"], "awaiting_agent", "{}", after.stdout);
+    let refused = sandbox.run(&["casts", "--retries", "0"]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+}

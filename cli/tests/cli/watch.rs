@@ -291,3 +291,66 @@ fn debug_tracing_names_every_event_of_a_run_including_its_start() {
         traced[1]
     );
 }
+
+/// Without `--json`, `run` prints each event's timeline line once it is durable, not all at
+/// the end: the lines up to the third prompt are read while the agent still holds that turn.
+#[test]
+fn run_prints_each_event_as_it_becomes_durable() {
+    use std::io::{BufRead, BufReader};
+    let sandbox = Sandbox::new();
+    let go = sandbox.path("go");
+    // The third call waits until the test has read the lines before it (at most 60 s, so a
+    // build that prints only at the end fails below instead of hanging).
+    let spec = agent(
+        &sandbox,
+        &format!(
+            "import os\nfor _ in range(1200):\n    if n != 3 or os.path.exists({go:?}):\n        break\n    time.sleep(0.05)"
+        ),
+    );
+    let mut child = sandbox
+        .command_on(&sandbox.db())
+        .args([
+            "run",
+            &fixture("loadouts/build-loop.json"),
+            "--task",
+            "greet",
+            "--cast",
+            "live",
+            "--agent",
+            &spec,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut prompts = 0;
+    while prompts < 3 {
+        let line = lines
+            .next()
+            .expect("stdout ended before the third prompt")
+            .unwrap();
+        prompts += usize::from(line.contains(" prompt_dispatched "));
+        seen.push(line);
+    }
+    assert!(
+        child.try_wait().unwrap().is_none() && !go.exists(),
+        "the lines came only after the cast was driven: {seen:?}"
+    );
+    std::fs::write(&go, "").unwrap();
+    seen.extend(lines.map(Result::unwrap));
+    assert!(child.wait().unwrap().success());
+    // The same lines as a run printed at its end: every event once, in seq order, then the
+    // status.
+    let head = sandbox.run(&["state", "live", "--json"]).json()["head"]
+        .as_u64()
+        .unwrap();
+    let (last, events) = seen.split_last().unwrap();
+    assert_eq!(last, "cast live: completed");
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=head).collect::<Vec<_>>());
+}

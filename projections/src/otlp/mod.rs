@@ -28,23 +28,27 @@
 //! ([`Role::Tool`]) once those events exist: one arm in [`CastTrace::observe`].
 
 use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 
 use castlog_core::event::{Event, FailureClass};
 use castlog_core::id::{CastId, Seq, SocketId, Visit};
 use castlog_core::prompt::Message;
-use castlog_events::{EventLog, LogError, Recorded};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use castlog_events::{LogError, Recorded};
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::{Event as SpanEvent, Link, SpanKind};
 
-use crate::prompt::{self, PromptError};
+use crate::prompt::PromptError;
 
+mod read;
 mod wire;
 
-pub use wire::{SPAN_CONTEXT, TRACE_CONTEXT, batches, span_id, to_json, to_protobuf, trace_id};
-use wire::{error_status, flag, int, kv, messages_json, ns, request, target, text, texts, when};
+pub use read::{content_policy, trace_of};
+
+pub use wire::{
+    SPAN_CONTEXT, TRACE_CONTEXT, batches, request, span_id, to_json, to_protobuf, trace_id,
+};
+use wire::{error_status, flag, int, kv, messages_json, ns, target, text, texts, when};
 
 /// The instrumentation scope and `service.name` of every export.
 pub const SCOPE: &str = "castlog";
@@ -128,6 +132,8 @@ pub struct CastTrace {
     options: TraceOptions,
     /// Every span in the order it was opened; the cast's root span first.
     spans: Vec<Span>,
+    /// Per span: whether [`CastTrace::settled`] has handed it out already.
+    told: Vec<bool>,
     visit: Option<Slot>,
     call: Option<Slot>,
     /// Per socket of the frozen loadout: its kind (`agent`, `utility`, `post`) and model.
@@ -152,6 +158,7 @@ impl CastTrace {
             trace,
             options,
             spans: vec![root],
+            told: vec![false],
             visit: None,
             call: None,
             sockets: BTreeMap::new(),
@@ -175,6 +182,7 @@ impl CastTrace {
             ..Default::default()
         };
         self.spans.push(span);
+        self.told.push(false);
         self.spans.len() - 1
     }
 
@@ -584,66 +592,6 @@ fn usage_attributes(usage: castlog_core::event::Usage) -> [KeyValue; 2] {
     ]
 }
 
-/// The trace of `cast` as its log holds it now.
-pub fn trace_of<L: EventLog + ?Sized>(
-    log: &L,
-    cast: &CastId,
-    options: TraceOptions,
-) -> Result<ExportTraceServiceRequest, OtlpError> {
-    let policy = if options.content {
-        Some(
-            prompt::policy_of(log, cast).map_err(|source| OtlpError::Prompt {
-                cast: cast.to_string(),
-                seq: 1,
-                source,
-            })?,
-        )
-    } else {
-        None
-    };
-    let mut trace = CastTrace::new(cast.clone(), options);
-    let mut failed = None;
-    log.scan(cast, Seq::FIRST, &mut |record| {
-        let event = match record.event() {
-            Ok(event) => event,
-            Err(castlog_core::event::DecodeError::UnknownKind { .. }) => {
-                trace.pass(&record);
-                return ControlFlow::Continue(());
-            }
-            Err(err) => {
-                failed = Some(OtlpError::Decode {
-                    cast: cast.to_string(),
-                    seq: record.seq.get(),
-                    source: err,
-                });
-                return ControlFlow::Break(());
-            }
-        };
-        let messages = match (&event, policy.as_deref()) {
-            (Event::PromptDispatched(p), Some(policy)) => {
-                match prompt::messages(log, policy, &p.prompt_hash, &p.placements) {
-                    Ok(messages) => Some(messages),
-                    Err(source) => {
-                        failed = Some(OtlpError::Prompt {
-                            cast: cast.to_string(),
-                            seq: record.seq.get(),
-                            source,
-                        });
-                        return ControlFlow::Break(());
-                    }
-                }
-            }
-            _ => None,
-        };
-        trace.observe(&record, &event, messages.as_deref());
-        ControlFlow::Continue(())
-    })?;
-    match failed {
-        Some(err) => Err(err),
-        None => Ok(trace.finish()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use castlog_core::event::{AgentFailed, CastStarted, PromptDispatched, SocketStarted};
@@ -675,6 +623,92 @@ mod tests {
             .scope_spans
             .remove(0)
             .spans
+    }
+
+    fn sample_events() -> Vec<Event> {
+        let socket = SocketId::new("S");
+        let mut events = vec![Event::CastStarted(CastStarted {
+            cast: CastId::new("demo"),
+            loadout_name: "L".into(),
+            loadout: serde_json::json!({"sockets": {"S": {"kind": "agent"}}}),
+            loadout_hash: Digest::default(),
+            request: "task".into(),
+            policy: "recommended".into(),
+            config_source: None,
+            fence: None,
+            policy_document: None,
+        })];
+        for visit in 1..=3 {
+            events.push(Event::SocketStarted(SocketStarted {
+                socket: socket.clone(),
+                materia: MateriaName::new("Build"),
+                materia_label: "Build".into(),
+                visit: Visit(visit),
+                item: None,
+                item_label: None,
+                attempt: 1,
+            }));
+            events.push(Event::PromptDispatched(PromptDispatched {
+                socket: socket.clone(),
+                visit: Visit(visit),
+                turn: Turn(1),
+                prompt_hash: Digest::default(),
+                system_hash: None,
+                placements: Vec::new(),
+                redispatch: false,
+            }));
+        }
+        events
+    }
+
+    /// Spans handed out as the trace grows, then the rest, are the finished trace's spans,
+    /// each once.
+    #[test]
+    fn settled_spans_and_the_rest_are_the_whole_trace_once() {
+        let cast = CastId::new("demo");
+        let events = sample_events();
+        let (mut grown, mut whole) = (
+            CastTrace::new(cast.clone(), TraceOptions::default()),
+            CastTrace::new(cast.clone(), TraceOptions::default()),
+        );
+        let mut told = Vec::new();
+        for (n, event) in events.iter().enumerate() {
+            let record = Recorded {
+                cast: cast.clone(),
+                seq: Seq(n as u64 + 1),
+                at_ms: 1_000 + n as u64,
+                kind: event.kind().to_owned(),
+                v: event.version(),
+                payload: event.encode(),
+                prev: castlog_core::id::Digest::default(),
+                hash: castlog_core::id::Digest::default(),
+            };
+            grown.observe(&record, event, None);
+            whole.observe(&record, event, None);
+            told.extend(grown.settled());
+        }
+        assert!(!told.is_empty(), "a visit before the last one settles");
+        let mut spans = told;
+        spans.extend(
+            grown
+                .finish_rest()
+                .resource_spans
+                .remove(0)
+                .scope_spans
+                .remove(0)
+                .spans,
+        );
+        let mut all = whole
+            .finish()
+            .resource_spans
+            .remove(0)
+            .scope_spans
+            .remove(0)
+            .spans;
+        let key = |s: &Span| s.span_id.clone();
+        spans.sort_by_key(key);
+        all.sort_by_key(key);
+        assert_eq!(spans, all);
     }
 
     #[test]

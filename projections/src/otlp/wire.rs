@@ -121,7 +121,8 @@ pub(super) fn messages_json<'a>(messages: impl IntoIterator<Item = (&'a str, &'a
 }
 
 /// One OTLP request holding `spans` under castlog's resource and scope.
-pub(super) fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+/// One request of `spans` under castlog's resource and instrumentation scope.
+pub fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {

@@ -13,7 +13,7 @@ use castlog_core::id::Seq;
 use castlog_core::input::Input;
 use castlog_core::machine::Next;
 use castlog_events::chain::blob_hash;
-use castlog_events::{Appending, EventLog, Pending};
+use castlog_events::{Appending, EventLog, Pending, Recorded};
 
 use super::fold::answers_in;
 use super::{DriveError, Driver, Notice, SNAPSHOT_EVERY, sealed_snapshot};
@@ -36,17 +36,20 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         while self.in_flight.len() > keep
             && let Some(step) = self.in_flight.pop_front()
         {
+            let records = step.appending.records().to_vec();
             step.appending.wait()?;
-            self.recorded(&step.events);
+            self.recorded(&step.events, &records);
         }
         Ok(())
     }
 
-    pub(super) fn recorded(&mut self, events: &[Event]) {
-        for event in events {
+    /// Tells the observer of durable events, each with its record (`records` are the
+    /// step's records, in the order of `events`).
+    pub(super) fn recorded(&mut self, events: &[Event], records: &[Recorded]) {
+        for (event, record) in events.iter().zip(records) {
             tracing::debug!(kind = event.kind(), "recorded");
             if let Some(observer) = self.observer.as_mut() {
-                observer(Notice::Recorded(event));
+                observer(Notice::Recorded { event, record });
             }
         }
     }
@@ -83,19 +86,20 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         // At most `steps_in_flight` steps are not yet durable, this one included; a step
         // appended durably waits for every one before it.
         self.settle(if begin { self.steps_in_flight - 1 } else { 0 })?;
-        let (recorded, begun) = if begin {
+        let (recorded, begun, durable) = if begin {
             let appending = self
                 .log
                 .begin_append_with_blobs(&cast, expected, &blobs, &pending)?;
             (
                 appending.records().last().map(|r| (r.seq, r.hash)),
                 Some(appending),
+                Vec::new(),
             )
         } else {
-            let recorded = self
+            let records = self
                 .log
                 .append_with_blobs(&cast, expected, &blobs, &pending)?;
-            (recorded.last().map(|r| (r.seq, r.hash)), None)
+            (records.last().map(|r| (r.seq, r.hash)), None, records)
         };
         if prompt.is_some() {
             self.last_prompt = prompt;
@@ -106,7 +110,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         }
         match begun {
             Some(appending) => self.in_flight.push_back(InFlight { appending, events }),
-            None => self.recorded(&events),
+            None => self.recorded(&events, &durable),
         }
         Ok(())
     }

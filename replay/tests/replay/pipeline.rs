@@ -94,7 +94,7 @@ fn drive(local: bool, limit: Option<usize>) -> (Vec<usize>, Vec<(String, usize)>
         let counter = Arc::clone(&undurable);
         let heard = std::rc::Rc::clone(&told);
         driver.observe(Box::new(move |notice| {
-            if let Notice::Recorded(event) = notice {
+            if let Notice::Recorded { event, .. } = notice {
                 heard
                     .borrow_mut()
                     .push((event.kind().to_owned(), counter.load(Ordering::SeqCst)));

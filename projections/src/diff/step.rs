@@ -1,0 +1,248 @@
+//! Steps: socket visits of a cast, made as its history is read. Of each step only its key, a
+//! digest of what is compared and where its events are stay in memory ([`Kept`]); a step is
+//! rebuilt in full from the log ([`reread`]) only where two casts' digests differ.
+
+use std::collections::BTreeMap;
+
+use castlog_core::event::{Event, Placement, Target};
+use castlog_core::id::{CastId, Digest, Seq};
+use castlog_events::{EventLog, Recorded};
+use serde_json::Value;
+
+use super::DiffError;
+
+/// One socket visit of a cast, in full.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Step {
+    /// Each turn's prompt digest with its placements (text is rebuilt only where two differ).
+    pub(super) prompts: Vec<(u32, Digest, Vec<Placement>)>,
+    pub(super) placements: Vec<String>,
+    pub(super) output: Option<String>,
+    pub(super) routing: Option<String>,
+    pub(super) data: BTreeMap<String, Value>,
+}
+
+impl Step {
+    fn apply(&mut self, event: Event) {
+        match event {
+            Event::PromptDispatched(e) => {
+                // The same prompt sent again (a held or forked prompt, a retry) is one
+                // prompt of the step, not a second.
+                let again = self
+                    .prompts
+                    .last()
+                    .is_some_and(|(turn, hash, _)| *turn == e.turn.get() && *hash == e.prompt_hash);
+                if e.redispatch && again {
+                    return;
+                }
+                for p in &e.placements {
+                    self.placements.push(format!(
+                        "turn {} {} {} #{} {}",
+                        e.turn,
+                        p.entry,
+                        castlog_core::syntax::json_name(&p.destination),
+                        p.position,
+                        p.rule
+                    ));
+                }
+                self.prompts
+                    .push((e.turn.get(), e.prompt_hash, e.placements));
+            }
+            Event::SocketCompleted(e) => self.output = Some(e.output),
+            Event::DataAssigned(e) => {
+                self.data.insert(e.path, e.value);
+            }
+            Event::EdgeTaken(e) => {
+                let to = match e.to {
+                    Target::Socket(s) => s.to_string(),
+                    Target::End => "end".into(),
+                };
+                let when = castlog_core::syntax::json_name(&e.when);
+                self.routing = Some(format!("{} -> {to} ({when})", e.from));
+            }
+            _ => {}
+        }
+    }
+
+    /// A digest of everything [`super::changes::compare`] looks at, each part length-prefixed
+    /// so that no two different steps encode alike: two steps with the same digest compare
+    /// the same.
+    pub(super) fn digest(&self) -> Digest {
+        let mut bytes = Vec::new();
+        let mut part = |b: &[u8]| {
+            bytes.extend_from_slice(&(b.len() as u64).to_be_bytes());
+            bytes.extend_from_slice(b);
+        };
+        part(&(self.prompts.len() as u64).to_be_bytes());
+        for (turn, hash, _) in &self.prompts {
+            part(&turn.to_be_bytes());
+            part(&hash.0);
+        }
+        part(&(self.placements.len() as u64).to_be_bytes());
+        for p in &self.placements {
+            part(p.as_bytes());
+        }
+        for text in [&self.output, &self.routing] {
+            match text {
+                Some(t) => {
+                    part(b"some");
+                    part(t.as_bytes());
+                }
+                None => part(b"none"),
+            }
+        }
+        part(
+            serde_json::to_string(&self.data)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        castlog_events::chain::blob_hash(&bytes)
+    }
+}
+
+/// Consecutive events of one cast (`first..=last`), by the cast's place in [`Steps::casts`].
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    cast: usize,
+    first: u64,
+    last: u64,
+}
+
+/// What is kept of a step for the whole walk: its key, its digest and where its events are (a
+/// recast's step that began before the fork point has events in two casts).
+#[derive(Debug)]
+pub(super) struct Kept {
+    /// `SOCKET ITEM #VISIT` (`-` for no item): what aligns the steps of two casts.
+    pub(super) key: String,
+    pub(super) digest: Digest,
+    spans: Vec<Span>,
+}
+
+/// A cast's steps, made as its history is read: only the step the next events belong to is
+/// held in full, so what the walk keeps per step does not grow with its outputs or prompts.
+#[derive(Debug, Default)]
+pub(super) struct Steps {
+    pub(super) kept: Vec<Kept>,
+    /// The casts the history's events come from (the cast and its ancestors).
+    pub(super) casts: Vec<CastId>,
+    /// The step the next events belong to.
+    open: Option<Step>,
+}
+
+impl Steps {
+    pub(super) fn push(&mut self, record: &Recorded) {
+        let Ok(event) = record.event() else { return };
+        if let Event::SocketStarted(e) = &event {
+            self.close();
+            let item = e
+                .item
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string);
+            let key = format!("{} {item} #{}", e.socket, e.visit);
+            self.kept.push(Kept {
+                key,
+                digest: Digest([0; 32]),
+                spans: Vec::new(),
+            });
+            self.open = Some(Step::default());
+        }
+        let Some(step) = self.open.as_mut() else {
+            return;
+        };
+        step.apply(event);
+        let cast = match self.casts.iter().position(|c| *c == record.cast) {
+            Some(i) => i,
+            None => {
+                self.casts.push(record.cast.clone());
+                self.casts.len() - 1
+            }
+        };
+        let seq = record.seq.get();
+        if let Some(kept) = self.kept.last_mut() {
+            match kept.spans.last_mut() {
+                Some(span) if span.cast == cast && span.last < seq => span.last = seq,
+                _ => kept.spans.push(Span {
+                    cast,
+                    first: seq,
+                    last: seq,
+                }),
+            }
+        }
+    }
+
+    /// Seals the open step: its digest is all that stays of its content.
+    fn close(&mut self) {
+        if let (Some(step), Some(kept)) = (self.open.take(), self.kept.last_mut()) {
+            kept.digest = step.digest();
+        }
+    }
+
+    pub(super) fn finish(mut self) -> Self {
+        self.close();
+        self
+    }
+}
+
+/// A kept step in full again, from its events in the log.
+pub(super) fn reread(
+    log: &(impl EventLog + ?Sized),
+    casts: &[CastId],
+    kept: &Kept,
+) -> Result<Step, DiffError> {
+    let mut steps = Steps::default();
+    for span in &kept.spans {
+        let cast = casts.get(span.cast).ok_or_else(|| DiffError::StepLost {
+            key: kept.key.clone(),
+        })?;
+        for record in log.read(cast, Seq(span.first), Some(Seq(span.last)))? {
+            steps.push(&record);
+        }
+    }
+    steps.open.ok_or_else(|| DiffError::StepLost {
+        key: kept.key.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step whose digest matches another's is reported `same` without being read again, so
+    /// steps that differ in any compared part, however slightly, must not share a digest.
+    #[test]
+    fn steps_that_compare_differently_have_different_digests() {
+        let base = Step::default();
+        let variants = [
+            Step {
+                output: Some(String::new()),
+                ..Step::default()
+            },
+            Step {
+                routing: Some(String::new()),
+                ..Step::default()
+            },
+            Step {
+                placements: vec!["ab".into()],
+                ..Step::default()
+            },
+            Step {
+                placements: vec!["a".into(), "b".into()],
+                ..Step::default()
+            },
+            Step {
+                data: BTreeMap::from([("x".to_owned(), Value::Null)]),
+                ..Step::default()
+            },
+            Step {
+                prompts: vec![(1, Digest([0; 32]), Vec::new())],
+                ..Step::default()
+            },
+        ];
+        let mut digests = vec![base.digest()];
+        for step in &variants {
+            let digest = step.digest();
+            assert!(!digests.contains(&digest), "{step:?}");
+            digests.push(digest);
+        }
+    }
+}

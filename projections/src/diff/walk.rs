@@ -1,0 +1,100 @@
+//! Two histories walked side by side: their common prefix, where they part, and each side's
+//! steps.
+
+use castlog_core::event::Event;
+use castlog_core::id::{CastId, DispatchKey};
+use castlog_events::Recorded;
+
+use super::step::Steps;
+use super::{Divergence, EventSummary};
+use crate::timeline::TimelineLine;
+
+/// An event made comparable across casts: the cast id (in `cast_started` and in dispatch keys)
+/// is the only expected difference between two runs of the same thing.
+fn normalized(record: &Recorded) -> (String, Vec<u8>) {
+    let own = |key: &DispatchKey| {
+        DispatchKey::new(
+            key.as_str()
+                .strip_prefix(&format!("{}:", record.cast))
+                .unwrap_or(key.as_str()),
+        )
+    };
+    let event = match record.event() {
+        Ok(Event::CastStarted(mut e)) => {
+            e.cast = CastId::new("");
+            Event::CastStarted(e)
+        }
+        Ok(Event::DispatchScheduled(mut e)) => {
+            e.key = own(&e.key);
+            Event::DispatchScheduled(e)
+        }
+        Ok(Event::DispatchSkipped(mut e)) => {
+            e.key = own(&e.key);
+            Event::DispatchSkipped(e)
+        }
+        Ok(other) => other,
+        Err(_) => return (record.kind.clone(), record.payload.clone()),
+    };
+    (record.kind.clone(), event.encode())
+}
+
+/// What a walk found.
+#[derive(Debug)]
+pub(super) struct Walked {
+    pub(super) common: u64,
+    pub(super) first_divergence: Option<Divergence>,
+    pub(super) a: Steps,
+    pub(super) b: Steps,
+}
+
+/// Walks both histories once, without the fork markers: a recast that decided what its parent
+/// decided shares that much more with it.
+pub(super) fn walk(
+    ha: &mut dyn Iterator<Item = Recorded>,
+    hb: &mut dyn Iterator<Item = Recorded>,
+) -> Walked {
+    let decision = |r: &Recorded| r.kind != "cast_forked";
+    let (mut ha, mut hb) = (ha.filter(decision), hb.filter(decision));
+    // A shared ancestor's record is the same record on both sides: no need to re-encode it.
+    let same = |x: &Recorded, y: &Recorded| {
+        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash) || normalized(x) == normalized(y)
+    };
+    let (mut sa, mut sb) = (Steps::default(), Steps::default());
+    let mut common = 0u64;
+    let (x, y) = loop {
+        match (ha.next(), hb.next()) {
+            (Some(x), Some(y)) if same(&x, &y) => {
+                common += 1;
+                sa.push(&x);
+                sb.push(&y);
+            }
+            parted => break parted,
+        }
+    };
+    let describe = |r: &Option<Recorded>| {
+        r.as_ref().map(|r| {
+            let line = TimelineLine::of(r, castlog_core::event::Contexts::MACHINE);
+            EventSummary {
+                kind: line.kind,
+                summary: line.summary,
+            }
+        })
+    };
+    let first_divergence = (x.is_some() || y.is_some()).then(|| Divergence {
+        position: common + 1,
+        a: describe(&x),
+        b: describe(&y),
+    });
+    for r in x.into_iter().chain(ha) {
+        sa.push(&r);
+    }
+    for r in y.into_iter().chain(hb) {
+        sb.push(&r);
+    }
+    Walked {
+        common,
+        first_divergence,
+        a: sa.finish(),
+        b: sb.finish(),
+    }
+}

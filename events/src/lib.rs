@@ -6,6 +6,8 @@
 //! - [`log`]: the `EventLog` seam and its error enum.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
+//! - [`postgres`]: `PostgresLog`, the log on a PostgreSQL database many machines share.
+//! - [`database`]: `Database`, whichever of the two a `--db` value names.
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`verify`]: chain verification that names the exact cast and seq of every problem.
 //! - [`anchor`]: heads kept outside the database, so a truncated or rewritten log is caught.
@@ -31,12 +33,16 @@ pub mod anchor;
 pub mod chain;
 pub mod chunk;
 pub mod codec;
+pub mod database;
 pub mod log;
 pub mod memory;
+pub mod postgres;
 pub mod record;
 pub mod sqlite;
 pub mod verify;
 
+pub use self::postgres::PostgresLog;
+pub use database::Database;
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use record::{Pending, Recorded};

@@ -6,8 +6,10 @@ mod it {
     // Shared by the tests below: sample events with fixed ids and clocks, and the backends.
     mod backend;
     mod sample;
+    mod scratch_schema;
 
-    // The `EventLog` contract, each body run against `InMemoryLog` and `SqliteLog`: appends,
+    // The `EventLog` contract, each body run against `InMemoryLog`, `SqliteLog` and
+    // `PostgresLog` (a fresh schema per test on the machine's server): appends,
     // conflicts, reads, heads and blobs;
     mod conformance;
     // forks (recasts) and their fork points;

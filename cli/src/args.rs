@@ -15,8 +15,9 @@ pub use bench::*;
 #[derive(Debug, Parser)]
 #[command(name = "castlog", version, propagate_version = true)]
 pub struct Cli {
-    /// The castlog database file [default: ./castlog.db; `bench` uses a temporary one unless
-    /// --db is given on its command line].
+    /// The castlog database: a SQLite file, or a PostgreSQL database as
+    /// postgres://USER@HOST/DB[?schema=NAME] [default: ./castlog.db; `bench` uses a temporary
+    /// one unless --db is given on its command line].
     #[arg(long, global = true, env = "CASTLOG_DB")]
     pub db: Option<PathBuf>,
 

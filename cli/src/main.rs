@@ -198,10 +198,11 @@ fn db_path(db: Option<&Path>) -> PathBuf {
     db.map_or_else(|| PathBuf::from(DEFAULT_DB), Path::to_path_buf)
 }
 
-/// The database for a command that only reads: it must exist already.
+/// The database for a command that only reads: it must exist already (a PostgreSQL
+/// database's tables are looked for when it is opened).
 fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
     let path = db_path(db);
-    if path.exists() {
+    if castlog_events::database::is_postgres(&path) || path.exists() {
         Ok(path)
     } else {
         Err(CliError::user(format!(

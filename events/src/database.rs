@@ -2,8 +2,8 @@
 //! (`postgres://USER@HOST/DB`), behind one type, so a command works the same on either.
 //!
 //! It is an [`EventLog`] that hands every call to its backend, plus what only some backends
-//! have: projection checkpoints (both), and the SQLite file's audits and WAL preparation
-//! (`sqlite()` gives the SQLite log itself; a PostgreSQL database has no such file to audit).
+//! have: projection checkpoints, the audits `verify` makes beside the chains, and the SQLite
+//! file's WAL preparation (`sqlite()` gives the SQLite log itself).
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -13,7 +13,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::postgres::{PostgresLog, is_postgres_url};
 use crate::record::{Pending, Recorded};
-use crate::sqlite::{Durability, SqliteLog};
+use crate::sqlite::{CastsAudit, Durability, MisplacedEvent, SqliteLog};
 
 /// A castlog log on one of the durable backends.
 #[derive(Debug)]
@@ -72,6 +72,35 @@ impl Database {
     pub fn prepare_for_steps(&self) {
         if let Self::Sqlite(log) = self {
             log.prepare_for_steps();
+        }
+    }
+
+    /// Every row of `casts` as verification reads it (see [`SqliteLog::audit_casts`]).
+    pub fn audit_casts(&self) -> Result<CastsAudit, LogError> {
+        match self {
+            Self::Sqlite(log) => log.audit_casts(),
+            Self::Postgres(log) => log.audit_casts(),
+        }
+    }
+
+    /// Events under a cast key no cast has (see [`SqliteLog::orphaned_events`]).
+    pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
+        match self {
+            Self::Sqlite(log) => log.orphaned_events(),
+            Self::Postgres(log) => log.orphaned_events(),
+        }
+    }
+
+    /// Event rows stored where no read of their cast sees them (see
+    /// [`SqliteLog::misplaced_events`]). PostgreSQL keys a row by its `(cast_key, seq)`
+    /// columns themselves, so no row can be elsewhere than its fields say: none there.
+    pub fn misplaced_events(
+        &self,
+        casts: Option<&[CastId]>,
+    ) -> Result<Vec<MisplacedEvent>, LogError> {
+        match self {
+            Self::Sqlite(log) => log.misplaced_events(casts),
+            Self::Postgres(_) => Ok(Vec::new()),
         }
     }
 

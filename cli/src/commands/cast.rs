@@ -11,7 +11,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{EventLog, Database};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
@@ -43,7 +43,7 @@ pub(crate) fn cwd() -> PathBuf {
 pub(crate) fn agent(
     spec: &str,
     used: usize,
-    log: Option<&SqliteLog>,
+    log: Option<&Database>,
     cast: Option<&CastId>,
     globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
@@ -61,7 +61,7 @@ pub(crate) fn agent(
 fn agent_spec(
     spec: &str,
     used: usize,
-    log: Option<&SqliteLog>,
+    log: Option<&Database>,
     cast: Option<&CastId>,
     globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
@@ -136,7 +136,7 @@ fn agent_spec(
     )))
 }
 
-fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError> {
+fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
         .trim_end_matches('Z')
@@ -154,7 +154,7 @@ fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError>
 /// Prints what happened from `from` on and the final status; with `--exit-status`, a cast
 /// that ended failed or waits is told by the exit code too.
 pub(crate) fn report(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     from: Seq,
     stop: &Stop,
@@ -169,7 +169,7 @@ pub(crate) fn report(
 }
 
 fn printed(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     from: Seq,
     stop: &Stop,

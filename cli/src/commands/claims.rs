@@ -6,7 +6,7 @@ use castlog_core::claims::{self, Claim, Transition};
 use castlog_core::event::{Event, PostResolved, PostResponseRecorded, Resolution, Response};
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
-use castlog_events::{EventLog, LogError, Pending, SqliteLog};
+use castlog_events::{EventLog, LogError, Pending, Database};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, fold};
@@ -167,7 +167,7 @@ impl Record {
 }
 
 /// Whether `cast` is run by the cast machine (its first event starts or forks a cast).
-fn is_machine_cast(log: &SqliteLog, cast: &CastId) -> Result<bool, CliError> {
+fn is_machine_cast(log: &Database, cast: &CastId) -> Result<bool, CliError> {
     let first = log.read(cast, Seq::FIRST, Some(Seq::FIRST))?;
     Ok(first
         .first()
@@ -262,7 +262,7 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
 
 /// Recasts of `claim`'s cast that inherited it while it was pending and have not adopted a
 /// resolution yet (they do when next driven).
-fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, CliError> {
+fn waiting_inheritors(log: &Database, claim: &Claim) -> Result<Vec<CastId>, CliError> {
     let mut waiting = Vec::new();
     for child in descendants(log, &claim.cast)? {
         let (state, _) = fold(log, &child)?;
@@ -280,7 +280,7 @@ fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, Cli
 /// Records on a cast that is not run by the machine (an engage cast): a compare-and-set append
 /// after re-checking the claim against the cast's own log.
 fn append_record(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     claim: &Claim,
     record: &Record,

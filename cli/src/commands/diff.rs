@@ -14,7 +14,7 @@ use std::path::Path;
 use castlog_core::event::{Event, Placement, Target};
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::prompt::Policy;
-use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_events::{EventLog, Recorded, Database};
 use castlog_projections::prompt;
 use castlog_replay::recast::with_history;
 use serde::Serialize;
@@ -210,7 +210,7 @@ impl Steps {
 }
 
 /// A kept step in full again, from its events in the log.
-fn reread(log: &SqliteLog, casts: &[CastId], kept: &Kept) -> Result<Step, CliError> {
+fn reread(log: &Database, casts: &[CastId], kept: &Kept) -> Result<Step, CliError> {
     let mut steps = Steps::default();
     for span in &kept.spans {
         let cast = casts
@@ -226,7 +226,7 @@ fn reread(log: &SqliteLog, casts: &[CastId], kept: &Kept) -> Result<Step, CliErr
 }
 
 /// The text of a step's prompts, rebuilt from the log (`=== turn N` then each message).
-fn prompt_text(log: &SqliteLog, policy: &Policy, step: &Step) -> Result<String, CliError> {
+fn prompt_text(log: &Database, policy: &Policy, step: &Step) -> Result<String, CliError> {
     let mut text = String::new();
     for (turn, hash, placements) in &step.prompts {
         text.push_str(&format!("=== turn {turn}\n"));
@@ -247,7 +247,7 @@ fn text_diff(a: &str, b: &str) -> String {
 
 /// The two casts' steps and how to rebuild each side's prompt text.
 struct Sides<'a> {
-    log: &'a SqliteLog,
+    log: &'a Database,
     a: &'static Policy,
     b: &'static Policy,
 }
@@ -407,7 +407,7 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
 }
 
 /// The diff of two casts as the `--json` document.
-pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
+pub fn compute(log: &Database, a: &str, b: &str) -> Result<Value, CliError> {
     let a = super::inspect::head_of(log, a)?;
     let b = super::inspect::head_of(log, b)?;
     // Full histories (a recast's ancestors' prefix, then its own events), without the fork

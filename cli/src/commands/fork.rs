@@ -5,7 +5,7 @@ use std::path::Path;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
 use castlog_core::loadout::load_config;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{EventLog, Database};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::recast::{Recast, recast as fork, resolve_at, resolve_boundary};
@@ -16,7 +16,7 @@ use crate::error::CliError;
 use crate::output;
 
 /// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
-pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
+pub fn point(log: &Database, cast: &CastId, at: &str) -> Result<Seq, CliError> {
     let Some(n) = castlog_replay::recast::seq_number(at) else {
         return Ok(resolve_at(log, cast, at)?);
     };
@@ -109,7 +109,7 @@ pub fn recast(
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
     globals.launcher.record_under(db, &child);
-    let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    let mut driver: Driver<'_, Database> = fork(&log, &clock, &plan, &super::cast::cwd())?;
     driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);

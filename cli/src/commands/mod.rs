@@ -20,25 +20,25 @@ pub mod verify;
 use std::path::Path;
 
 use castlog_core::id::CastId;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{EventLog, Database};
 
 use crate::error::CliError;
 
 /// Opens the database at `path`, which must be a castlog database already: a command that
 /// reads (or adds to a cast) never creates a file or writes a schema into an empty one. A
 /// database castlog cannot write is opened for reading.
-pub fn open(path: &Path) -> Result<SqliteLog, CliError> {
-    Ok(SqliteLog::open_existing(path)?)
+pub fn open(path: &Path) -> Result<Database, CliError> {
+    Ok(Database::open_existing(path)?)
 }
 
 /// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`).
-pub fn open_or_create(path: &Path) -> Result<SqliteLog, CliError> {
-    Ok(SqliteLog::open(path)?)
+pub fn open_or_create(path: &Path) -> Result<Database, CliError> {
+    Ok(Database::open(path)?)
 }
 
 /// A cast id a person chose with `--cast`: not empty, not a destination ledger's (`claims:`),
 /// and not taken.
-pub fn chosen_cast(log: &SqliteLog, id: &str) -> Result<CastId, CliError> {
+pub fn chosen_cast(log: &Database, id: &str) -> Result<CastId, CliError> {
     if id.trim().is_empty() {
         return Err(CliError::user("--cast must not be empty"));
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use castlog_core::id::CastId;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{EventLog, Database};
 use castlog_projections::otlp::{self, TraceOptions};
 
 use crate::output;
@@ -22,7 +22,7 @@ const BATCH: usize = 512;
 
 /// Every cast's head seq before the command ran (nothing when there is no database yet).
 pub fn heads_before(db: &Path) -> BTreeMap<CastId, u64> {
-    SqliteLog::open_existing(db)
+    Database::open_existing(db)
         .and_then(|log| log.casts())
         .map(|heads| heads.into_iter().map(|h| (h.cast, h.seq.get())).collect())
         .unwrap_or_default()
@@ -42,7 +42,7 @@ pub fn send_moved(
             format!("warning: --otlp-endpoint {endpoint}: {what} (the cast itself is unaffected)");
         output::to_stderr(format_args!("{}", redactor.scrub(&line)));
     };
-    let Ok(log) = SqliteLog::open_existing(db) else {
+    let Ok(log) = Database::open_existing(db) else {
         return;
     };
     let heads = match log.casts() {

@@ -32,6 +32,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 
 use crate::log::{CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
+use crate::sqlite::CastsAudit;
 use conn::{Conn, Pool};
 pub use locator::{Locator, is_postgres_url};
 pub use schema::SCHEMA_VERSION;
@@ -122,6 +123,19 @@ impl PostgresLog {
     ) -> Result<(), LogError> {
         self.pool
             .with(|conn| writes::put_checkpoint(conn, cast, name, &checkpoint))
+    }
+}
+
+impl PostgresLog {
+    /// Every row of `casts` as verification reads it: the heads that decode and the rows
+    /// that do not.
+    pub fn audit_casts(&self) -> Result<CastsAudit, LogError> {
+        self.pool.with(rows::audit_casts)
+    }
+
+    /// Events under a cast key no cast has, as `(key, first seq, events)` per key.
+    pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
+        self.pool.with(rows::orphaned_events)
     }
 }
 

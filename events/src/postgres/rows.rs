@@ -14,6 +14,7 @@ use super::conn::Conn;
 use super::error::map_err;
 use crate::log::{CastHead, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::Recorded;
+use crate::sqlite::{CastsAudit, DamagedCast};
 
 /// A stored digest column, which must be exactly 32 bytes.
 pub(crate) fn digest(
@@ -322,4 +323,49 @@ fn snapshot(row: &Row) -> Option<Snapshot> {
         hash: Digest(<[u8; 32]>::try_from(row.try_get::<_, &[u8]>(2).ok()?).ok()?),
         bytes: row.try_get(3).ok()?,
     })
+}
+
+/// Every row of `casts`, read the way verification needs: the heads that decode, in creation
+/// order, and for the rest what is wrong (see [`crate::sqlite::SqliteLog::audit_casts`]).
+pub(crate) fn audit_casts(conn: &mut Conn) -> Result<CastsAudit, LogError> {
+    let stmt = conn.prepared(HEADS)?;
+    let rows = conn
+        .client()
+        .query(&stmt, &[])
+        .map_err(|e| map_err("checking the casts table", &e))?;
+    let mut audit = CastsAudit::default();
+    for row in &rows {
+        match head(row) {
+            Ok((head, _)) => audit.heads.push(head),
+            Err(err) => audit.damaged.push(DamagedCast {
+                key: row.try_get(7).ok(),
+                cast: row.try_get::<_, String>(0).ok().map(CastId::new),
+                message: err.to_string(),
+            }),
+        }
+    }
+    Ok(audit)
+}
+
+/// Events stored under a cast key no row of `casts` has (possible only once the trigger that
+/// refuses deleting a cast is dropped), as `(key, first seq, events)` per key.
+pub(crate) fn orphaned_events(conn: &mut Conn) -> Result<Vec<(i64, Seq, u64)>, LogError> {
+    let failed = |e: postgres::Error| map_err("looking for events of no cast", &e);
+    let rows = conn
+        .client()
+        .query(
+            "SELECT cast_key, min(seq), count(*) FROM events
+             WHERE cast_key NOT IN (SELECT id FROM casts)
+             GROUP BY cast_key ORDER BY cast_key",
+            &[],
+        )
+        .map_err(failed)?;
+    rows.iter()
+        .map(|row| {
+            let key: i64 = row.try_get(0).map_err(failed)?;
+            let first: i64 = row.try_get(1).map_err(failed)?;
+            let count: i64 = row.try_get(2).map_err(failed)?;
+            Ok((key, Seq(first.max(0) as u64), count.max(0) as u64))
+        })
+        .collect()
 }

@@ -27,6 +27,9 @@ mod it {
     mod schema;
     // A damaged SQLite file, made in code; `verify` must name the exact cast and seq.
     mod corruption;
+    // PostgreSQL: damage made in code named at its seq, the triggers, the schema version,
+    // writers on several connections.
+    mod postgres;
     // Export and import: JSONL and bincode round trips, tampering, truncation, garbage.
     mod codec;
     // Import of damaged real exports and arbitrary JSON lines (property tests): refused in

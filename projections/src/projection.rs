@@ -246,7 +246,10 @@ pub fn fold<'a, P: Projection>(records: impl IntoIterator<Item = &'a Recorded>) 
 
 /// A checkpoint a log keeps under `name`, for [`CheckpointStore::load`]: an unreadable one
 /// is as good as none (the fold is the truth).
-fn stored(stored: Result<Option<castlog_events::Snapshot>, castlog_events::LogError>, name: &str) -> Option<Checkpoint> {
+fn stored(
+    stored: Result<Option<castlog_events::Snapshot>, castlog_events::LogError>,
+    name: &str,
+) -> Option<Checkpoint> {
     let stored = stored.ok().flatten()?;
     Some(Checkpoint {
         name: name.to_owned(),

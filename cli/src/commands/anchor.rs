@@ -7,7 +7,7 @@ use std::path::Path;
 use castlog_core::id::CastId;
 use castlog_events::anchor::{Advance, Anchor, check};
 use castlog_events::verify::Problem;
-use castlog_events::{CastHead, EventLog, Database};
+use castlog_events::{CastHead, Database, EventLog};
 use serde::Serialize;
 
 use crate::args::AnchorArgs;

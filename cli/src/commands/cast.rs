@@ -11,7 +11,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::blob_hash;
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;

@@ -6,7 +6,7 @@ use castlog_core::claims::{self, Claim, Transition};
 use castlog_core::event::{Event, PostResolved, PostResponseRecorded, Resolution, Response};
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
-use castlog_events::{EventLog, LogError, Pending, Database};
+use castlog_events::{Database, EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, fold};

@@ -14,7 +14,7 @@ use std::path::Path;
 use castlog_core::event::{Event, Placement, Target};
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::prompt::Policy;
-use castlog_events::{EventLog, Recorded, Database};
+use castlog_events::{Database, EventLog, Recorded};
 use castlog_projections::prompt;
 use castlog_replay::recast::with_history;
 use serde::Serialize;

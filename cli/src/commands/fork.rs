@@ -5,7 +5,7 @@ use std::path::Path;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
 use castlog_core::loadout::load_config;
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::recast::{Recast, recast as fork, resolve_at, resolve_boundary};

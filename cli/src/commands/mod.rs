@@ -20,7 +20,7 @@ pub mod verify;
 use std::path::Path;
 
 use castlog_core::id::CastId;
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 
 use crate::error::CliError;
 

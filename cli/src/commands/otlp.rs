@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use castlog_core::id::CastId;
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 use castlog_projections::otlp::{self, TraceOptions};
 
 use crate::output;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
 
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 use castlog_projections::manifest::{Content, Manifest, prompt_of, text_of};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
 use castlog_projections::prompt;

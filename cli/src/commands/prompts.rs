@@ -5,7 +5,7 @@ use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
 use castlog_core::prompt::Message;
-use castlog_events::{EventLog, Database};
+use castlog_events::{Database, EventLog};
 use castlog_projections::audit::{PlacementAudit, PromptRecord};
 use castlog_projections::prompt;
 use serde_json::json;

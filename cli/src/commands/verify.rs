@@ -9,7 +9,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::log::StoredRow;
 use castlog_events::sqlite::{DamagedCast, MisplacedEvent, Place};
 use castlog_events::verify::{Problem, ProblemKind, verify_cast};
-use castlog_events::{CastHead, EventLog, LogError, Database};
+use castlog_events::{CastHead, Database, EventLog, LogError};
 use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::driver::DriveError;
 use castlog_replay::redecide::redecide;

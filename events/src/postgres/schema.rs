@@ -32,7 +32,14 @@ pub(crate) fn version(conn: &mut Conn, shown: &str) -> Result<i32, LogError> {
     };
     let exists: bool = conn
         .client()
-        .query_one("SELECT to_regclass('castlog_meta') IS NOT NULL", &[])
+        // A catalog query, not `to_regclass`: it reads the catalog through the statement's
+        // own snapshot, so an opener that waited for the upgrade lock sees the tables the
+        // opener before it committed.
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+                            WHERE schemaname = current_schema() AND tablename = 'castlog_meta')",
+            &[],
+        )
         .and_then(|row| row.try_get(0))
         .map_err(failed)?;
     if !exists {

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
+mod copy;
 
 pub use bench::*;
+pub use copy::CopyArgs;
 
 /// castlog: an event-sourced runtime for LLM agent workflows.
 ///
@@ -139,6 +141,11 @@ pub enum Command {
     ///
     /// Example: castlog --db other.db import demo-1.jsonl
     Import(ImportArgs),
+    /// Copy casts from one database to another (SQLite or PostgreSQL, either way), each
+    /// with its blobs and the same bytes and hashes; the copy is verified before it is stored.
+    ///
+    /// Example: castlog copy --from castlog.db --to postgres://castlog@db.example/castlog --all
+    Copy(CopyArgs),
     /// Start a cast of a loadout and drive it until it ends or waits.
     ///
     /// Example: castlog run fixtures/loadouts/build-loop.json --task "add a greeting"

@@ -173,6 +173,7 @@ fn dispatch(
         Command::Export(args) => commands::transfer::export(&existing_db(db)?, &args, globals),
         Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db), &args),
+        Command::Copy(args) => commands::copy::run(&args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
         Command::Run(args) => commands::cast::run(&db_path(db), &args, globals),
         Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, globals),

@@ -7,6 +7,7 @@ pub mod bench_reads;
 pub mod bench_synth;
 pub mod cast;
 pub mod claims;
+pub mod copy;
 pub mod diff;
 pub mod engage;
 pub mod fork;

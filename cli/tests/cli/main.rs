@@ -19,6 +19,7 @@ mod json_errors;
 mod lifetime;
 mod log_commands;
 mod otlp;
+mod postgres;
 mod prompts;
 mod read_only;
 mod readme;

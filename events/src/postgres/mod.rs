@@ -119,10 +119,10 @@ impl PostgresLog {
         &self,
         cast: &CastId,
         name: &str,
-        checkpoint: Snapshot,
+        checkpoint: &Snapshot,
     ) -> Result<(), LogError> {
         self.pool
-            .with(|conn| writes::put_checkpoint(conn, cast, name, &checkpoint))
+            .with(|conn| writes::put_checkpoint(conn, cast, name, checkpoint))
     }
 }
 
@@ -224,7 +224,7 @@ impl EventLog for PostgresLog {
     /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.
     fn put_snapshot(&self, cast: &CastId, snapshot: Snapshot) -> Result<(), LogError> {
         let name = snapshot_name(snapshot.seq);
-        self.put_checkpoint(cast, &name, snapshot)
+        self.put_checkpoint(cast, &name, &snapshot)
     }
 
     fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {

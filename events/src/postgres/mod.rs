@@ -56,13 +56,26 @@ impl PostgresLog {
     pub fn open(url: &str) -> Result<Self, LogError> {
         let locator = Locator::parse(url)?;
         let mut conn = Conn::connect(&locator)?;
-        if let Some(schema) = locator.quoted_schema() {
-            conn.client()
-                .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-                .map_err(|e| LogError::Open {
-                    path: locator.shown.clone(),
-                    message: format!("cannot create schema {schema}: {}", error::message(&e)),
-                })?;
+        if let (Some(name), Some(schema)) = (&locator.schema, locator.quoted_schema()) {
+            // Looked for first: a role that may not create schemas (one that may only append,
+            // see the README) still opens one that exists.
+            let failed = |e: postgres::Error| LogError::Open {
+                path: locator.shown.clone(),
+                message: format!("cannot create schema {schema}: {}", error::message(&e)),
+            };
+            let exists: bool = conn
+                .client()
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)",
+                    &[name],
+                )
+                .and_then(|row| row.try_get(0))
+                .map_err(failed)?;
+            if !exists {
+                conn.client()
+                    .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+                    .map_err(failed)?;
+            }
         }
         Self::with_schema(locator, conn, false)
     }

@@ -454,8 +454,15 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
-    let commit_floor_ms = commit_floor_ms(&path, durability);
-    let log = Database::Sqlite(SqliteLog::open_with(&path, durability)?);
+    // On PostgreSQL (`--db postgres://...`) every commit is flushed (`synchronous_commit =
+    // on`); the SQLite file's commit floor and WAL checkpoint do not apply there.
+    let postgres = castlog_events::database::is_postgres(&path);
+    let commit_floor_ms = if postgres {
+        None
+    } else {
+        commit_floor_ms(&path, durability)
+    };
+    let log = Database::open_with(&path, durability)?;
     log.prepare_for_steps();
     let (cast, agent, t0, end) = run_synth(&log, &clock, &cwd, args)?;
     let wall_s = end.duration_since(t0).as_secs_f64();
@@ -464,12 +471,17 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
     let (first_ms, last_ms) = decile_means_ms(t0, &stamps);
-    drop(log);
-    checkpoint(&path)?;
-    let bytes = db_bytes(&path);
+    let bytes = match &log {
+        Database::Postgres(pg) => pg.stored_bytes()?,
+        Database::Sqlite(_) => {
+            drop(log);
+            checkpoint(&path)?;
+            db_bytes(&path)
+        }
+    };
 
     // Phase 2: time travel on a fresh connection.
-    let log = Database::Sqlite(SqliteLog::open_with(&path, durability)?);
+    let log = Database::open_with(&path, durability)?;
     log.prepare_for_steps();
     let head = log
         .head(&cast)?

@@ -348,3 +348,25 @@ fn a_cast_the_target_holds_with_another_head_is_refused() {
         run.stderr
     );
 }
+
+#[test]
+fn bench_synth_runs_on_postgres_and_measures_its_tables() {
+    let (sandbox, schema) = (Sandbox::new(), Schema::new());
+    let run = sandbox.run_on(
+        Path::new(&schema.url()),
+        &["bench", "synth", "--items", "2", "--rework", "2", "--json"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let figures = run.json();
+    // 1 plan step, then per item 2 builds and 2 evals.
+    assert_eq!(figures["steps"], 9, "{figures}");
+    assert_eq!(
+        figures["fork_steps"].as_u64().map(|n| n > 0),
+        Some(true),
+        "{figures}"
+    );
+    assert!(figures["db_bytes"].as_u64().unwrap() > 0, "{figures}");
+    assert!(figures["commit_floor_ms"].is_null(), "{figures}");
+    let verify = sandbox.run_on(Path::new(&schema.url()), &["verify", "--all"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+}

@@ -146,6 +146,26 @@ impl PostgresLog {
         self.pool.with(rows::audit_casts)
     }
 
+    /// The bytes the log's tables take on the server (with their indexes and out-of-line
+    /// values), for benchmarks.
+    pub fn stored_bytes(&self) -> Result<u64, LogError> {
+        self.pool.with(|conn| {
+            let row = conn
+                .client()
+                .query_one(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+                     FROM pg_catalog.pg_class c
+                     WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'",
+                    &[],
+                )
+                .map_err(|e| error::map_err("measuring the log", &e))?;
+            let bytes: i64 = row
+                .try_get(0)
+                .map_err(|e| error::map_err("measuring the log", &e))?;
+            Ok(bytes.max(0) as u64)
+        })
+    }
+
     /// Events under a cast key no cast has, as `(key, first seq, events)` per key.
     pub fn orphaned_events(&self) -> Result<Vec<(i64, Seq, u64)>, LogError> {
         self.pool.with(rows::orphaned_events)

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
+mod copy;
 mod drive;
 mod placement;
 
 pub use bench::*;
+pub use copy::CopyArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use placement::*;
 
@@ -19,8 +21,9 @@ pub use placement::*;
 #[derive(Debug, Parser)]
 #[command(name = "castlog", version, propagate_version = true)]
 pub struct Cli {
-    /// The castlog database file [default: ./castlog.db; `bench` uses a temporary one unless
-    /// --db is given on its command line].
+    /// The castlog database: a SQLite file, or a PostgreSQL database as
+    /// postgres://USER@HOST/DB[?schema=NAME] [default: ./castlog.db; `bench` uses a temporary
+    /// one unless --db is given on its command line].
     #[arg(long, global = true, env = "CASTLOG_DB")]
     pub db: Option<PathBuf>,
 
@@ -90,6 +93,11 @@ pub enum Command {
     ///
     /// Example: castlog --db other.db import demo-1.jsonl
     Import(ImportArgs),
+    /// Copy casts from one database to another (SQLite or PostgreSQL, either way), each
+    /// with its blobs and the same bytes and hashes; the copy is verified before it is stored.
+    ///
+    /// Example: castlog copy --from castlog.db --to postgres://castlog@db.example/castlog --all
+    Copy(CopyArgs),
     /// Start a cast of a loadout and drive it until it ends or waits.
     ///
     /// Example: castlog run fixtures/loadouts/build-loop.json --task "add a greeting"

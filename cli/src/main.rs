@@ -187,6 +187,7 @@ fn dispatch(
         Command::Export(args) => commands::transfer::export(&existing_db(db)?, &args, globals),
         Command::Replay(args) => commands::projections::replay(&existing_db(db)?, &args),
         Command::Import(args) => commands::transfer::import(&db_path(db), &args),
+        Command::Copy(args) => commands::copy::run(&args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
         Command::Run(args) => commands::cast::run(&db_path(db), &args, globals),
         Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, globals),
@@ -213,10 +214,11 @@ fn db_path(db: Option<&Path>) -> PathBuf {
     db.map_or_else(|| PathBuf::from(DEFAULT_DB), Path::to_path_buf)
 }
 
-/// The database for a command that only reads: it must exist already.
+/// The database for a command that only reads: it must exist already (a PostgreSQL
+/// database's tables are looked for when it is opened).
 fn existing_db(db: Option<&Path>) -> Result<PathBuf, CliError> {
     let path = db_path(db);
-    if path.exists() {
+    if castlog_events::database::is_postgres(&path) || path.exists() {
         Ok(path)
     } else {
         Err(CliError::user(format!(

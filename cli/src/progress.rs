@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use castlog_core::event::{Event, FailureClass};
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_events::{Database, EventLog, Recorded};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::Agent;
 use castlog_replay::driver::Notice;
@@ -187,7 +187,7 @@ impl Progress {
 /// The timeline of one cast on stdout from a seq on: each line printed once, in seq order.
 #[derive(Debug)]
 pub struct Tail<'a> {
-    log: &'a SqliteLog,
+    log: &'a Database,
     cast: CastId,
     /// The first seq not printed yet.
     next: Cell<Seq>,
@@ -195,7 +195,7 @@ pub struct Tail<'a> {
 
 impl<'a> Tail<'a> {
     /// A timeline of `cast` whose first line will be `from`'s.
-    pub fn new(log: &'a SqliteLog, cast: &CastId, from: Seq) -> Self {
+    pub fn new(log: &'a Database, cast: &CastId, from: Seq) -> Self {
         Self {
             log,
             cast: cast.clone(),

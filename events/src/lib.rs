@@ -7,6 +7,8 @@
 //! - [`stream`]: `StreamKind`, what a chain is (cast, claims ledger, engagement), kept as data.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
+//! - [`postgres`]: `PostgresLog`, the log on a PostgreSQL database many machines share.
+//! - [`database`]: `Database`, whichever of the two a `--db` value names.
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`seal`]: the one seal of the caches kept beside the log (state snapshots, projection
 //!   checkpoints), its recipe in prose.
@@ -34,14 +36,18 @@ pub mod anchor;
 pub mod chain;
 pub mod chunk;
 pub mod codec;
+pub mod database;
 pub mod log;
 pub mod memory;
+pub mod postgres;
 pub mod record;
 pub mod seal;
 pub mod sqlite;
 pub mod stream;
 pub mod verify;
 
+pub use self::postgres::PostgresLog;
+pub use database::Database;
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use record::{Pending, Recorded};

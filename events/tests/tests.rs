@@ -6,8 +6,10 @@ mod it {
     // Shared by the tests below: sample events with fixed ids and clocks, and the backends.
     mod backend;
     mod sample;
+    mod scratch_schema;
 
-    // The `EventLog` contract, each body run against `InMemoryLog` and `SqliteLog`: appends,
+    // The `EventLog` contract, each body run against `InMemoryLog`, `SqliteLog` and
+    // `PostgresLog` (a fresh schema per test on the machine's server): appends,
     // conflicts, reads, heads and blobs;
     mod conformance;
     // forks (recasts) and their fork points;
@@ -27,6 +29,9 @@ mod it {
     mod stream_kinds;
     // A damaged SQLite file, made in code; `verify` must name the exact cast and seq.
     mod corruption;
+    // PostgreSQL: damage made in code named at its seq, the triggers, the schema version,
+    // writers on several connections.
+    mod postgres;
     // Export and import: JSONL and bincode round trips, tampering, truncation, garbage.
     mod codec;
     // Import of damaged real exports and arbitrary JSON lines (property tests): refused in

@@ -228,31 +228,55 @@ pub fn fold<'a, P: Projection>(records: impl IntoIterator<Item = &'a Recorded>) 
     p
 }
 
+/// A checkpoint a log keeps under `name`, for [`CheckpointStore::load`]: an unreadable one
+/// is as good as none (the fold is the truth).
+fn stored(
+    stored: Result<Option<castlog_events::Snapshot>, castlog_events::LogError>,
+    name: &str,
+) -> Option<Checkpoint> {
+    let stored = stored.ok().flatten()?;
+    Some(Checkpoint {
+        name: name.to_owned(),
+        version: stored.version,
+        seq: stored.seq,
+        hash: stored.hash,
+        bytes: stored.bytes,
+    })
+}
+
+/// A checkpoint as a log keeps it, for [`CheckpointStore::save`].
+fn to_store(checkpoint: Checkpoint) -> (String, castlog_events::Snapshot) {
+    (
+        checkpoint.name,
+        castlog_events::Snapshot {
+            version: checkpoint.version,
+            seq: checkpoint.seq,
+            hash: checkpoint.hash,
+            bytes: checkpoint.bytes,
+        },
+    )
+}
+
 impl CheckpointStore for castlog_events::SqliteLog {
     fn load(&self, cast: &CastId, name: &str) -> Option<Checkpoint> {
-        // An unreadable checkpoint is as good as none: the fold is the truth.
-        let stored = self.checkpoint(cast, name).ok().flatten()?;
-        Some(Checkpoint {
-            name: name.to_owned(),
-            version: stored.version,
-            seq: stored.seq,
-            hash: stored.hash,
-            bytes: stored.bytes,
-        })
+        stored(self.checkpoint(cast, name), name)
     }
 
     fn save(&self, cast: &CastId, checkpoint: Checkpoint) {
         // A checkpoint is an optimization; failing to store one loses nothing.
-        let _ = self.put_checkpoint(
-            cast,
-            &checkpoint.name,
-            castlog_events::Snapshot {
-                version: checkpoint.version,
-                seq: checkpoint.seq,
-                hash: checkpoint.hash,
-                bytes: checkpoint.bytes,
-            },
-        );
+        let (name, snapshot) = to_store(checkpoint);
+        let _ = self.put_checkpoint(cast, &name, snapshot);
+    }
+}
+
+impl CheckpointStore for castlog_events::Database {
+    fn load(&self, cast: &CastId, name: &str) -> Option<Checkpoint> {
+        stored(self.checkpoint(cast, name), name)
+    }
+
+    fn save(&self, cast: &CastId, checkpoint: Checkpoint) {
+        let (name, snapshot) = to_store(checkpoint);
+        let _ = self.put_checkpoint(cast, &name, snapshot);
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use castlog_core::id::CastId;
 use castlog_events::anchor::{Advance, Anchor, check};
 use castlog_events::verify::Problem;
-use castlog_events::{CastHead, EventLog, SqliteLog};
+use castlog_events::{CastHead, Database, EventLog};
 use serde::Serialize;
 
 use crate::args::AnchorArgs;
@@ -90,7 +90,7 @@ pub fn check_before_writing(db: &Path, path: &Path) -> Result<(), CliError> {
     if anchor.is_empty() {
         return Ok(());
     }
-    let problems = match SqliteLog::open_existing(db) {
+    let problems = match Database::open_existing(db) {
         Ok(log) => check(&log, &anchor, None)?,
         // A database that is gone (or empty) lost every anchored cast; it is not created to
         // say so.
@@ -108,7 +108,7 @@ pub fn check_before_writing(db: &Path, path: &Path) -> Result<(), CliError> {
 /// After a command that wrote: the anchor moves to every stream's head (an entry whose stream
 /// no longer holds it is kept as it was).
 pub fn advance_after_writing(db: &Path, path: &Path) -> Result<(), CliError> {
-    let log = match SqliteLog::open_existing(db) {
+    let log = match Database::open_existing(db) {
         Ok(log) => log,
         // Nothing was written (the command failed before it created the database).
         Err(castlog_events::LogError::NoDatabase { .. }) => return Ok(()),
@@ -146,7 +146,7 @@ pub fn run(db: &Path, args: &AnchorArgs, global_anchor: Option<&Path>) -> Result
     let path = args.output.as_deref().or(global_anchor).ok_or_else(|| {
         CliError::user("name the anchor file: castlog anchor --all -o FILE (or set CASTLOG_ANCHOR)")
     })?;
-    let log: SqliteLog = super::open(db)?;
+    let log: Database = super::open(db)?;
     let heads: Vec<CastHead> = match &args.cast {
         Some(cast) => {
             let head = super::inspect::head_of(&log, cast)?;

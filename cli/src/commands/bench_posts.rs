@@ -18,7 +18,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
-use castlog_events::{EventLog, Pending, SqliteLog};
+use castlog_events::{Database, EventLog, Pending, SqliteLog};
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::Driver;
@@ -175,7 +175,7 @@ pub fn posts(db: Option<&Path>, args: &BenchPostsArgs) -> Result<(), CliError> {
 /// Fills `path` with `casts` background casts, then drives the post casts; returns the
 /// figures and the events of one background cast.
 fn run_size(path: &Path, casts: u64, args: &BenchPostsArgs) -> Result<(PostsRun, u64), CliError> {
-    let log = SqliteLog::open_with(path, durability(args.durability))?;
+    let log = Database::Sqlite(SqliteLog::open_with(path, durability(args.durability))?);
     log.prepare_for_steps();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;

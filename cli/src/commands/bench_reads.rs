@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog, SqliteLog};
 use serde::Serialize;
 
 use crate::args::{BenchReadsArgs, BenchSynthArgs};
@@ -136,7 +136,7 @@ fn build(path: &Path, args: &BenchReadsArgs) -> Result<CastId, CliError> {
         json: true,
     };
     super::bench_synth::check(&synth)?;
-    let log = SqliteLog::open_with(path, durability(args.durability))?;
+    let log = Database::Sqlite(SqliteLog::open_with(path, durability(args.durability))?);
     log.prepare_for_steps();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let (cast, ..) =

@@ -18,7 +18,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
-use castlog_events::{Durability, EventLog, SqliteLog};
+use castlog_events::{Database, Durability, EventLog, SqliteLog};
 use castlog_projections::timeline::TimelineLine;
 use castlog_replay::agent::{Agent, AgentTurn, TurnRequest};
 use castlog_replay::clock::SystemClock;
@@ -382,7 +382,7 @@ pub(super) fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
 /// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
 /// agent (with its call times) and when the drive started and ended.
 pub(super) fn run_synth(
-    log: &SqliteLog,
+    log: &Database,
     clock: &SystemClock,
     cwd: &Path,
     args: &BenchSynthArgs,
@@ -425,7 +425,7 @@ pub(super) fn run_synth(
 /// decision boundary at or before that middle (the first one if none is), where the benches
 /// fork.
 fn state_mid_and_fork_point(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     head: Seq,
 ) -> Result<(f64, Seq), CliError> {
@@ -454,22 +454,34 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
-    let commit_floor_ms = commit_floor_ms(&path, durability);
-    let log = SqliteLog::open_with(&path, durability)?;
+    // On PostgreSQL (`--db postgres://...`) every commit is flushed (`synchronous_commit =
+    // on`); the SQLite file's commit floor and WAL checkpoint do not apply there.
+    let postgres = castlog_events::database::is_postgres(&path);
+    let commit_floor_ms = if postgres {
+        None
+    } else {
+        commit_floor_ms(&path, durability)
+    };
+    let log = Database::open_with(&path, durability)?;
     log.prepare_for_steps();
     let (cast, agent, t0, end) = run_synth(&log, &clock, &cwd, args)?;
     let wall_s = end.duration_since(t0).as_secs_f64();
-    let commits = log.commits();
+    let commits = log.sqlite().map_or(0, SqliteLog::commits);
     // A call marks the end of the step before it; the last step ends with the drive.
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
     let (first_ms, last_ms) = decile_means_ms(t0, &stamps);
-    drop(log);
-    checkpoint(&path)?;
-    let bytes = db_bytes(&path);
+    let bytes = match &log {
+        Database::Postgres(pg) => pg.stored_bytes()?,
+        Database::Sqlite(_) => {
+            drop(log);
+            checkpoint(&path)?;
+            db_bytes(&path)
+        }
+    };
 
     // Phase 2: time travel on a fresh connection.
-    let log = SqliteLog::open_with(&path, durability)?;
+    let log = Database::open_with(&path, durability)?;
     log.prepare_for_steps();
     let head = log
         .head(&cast)?
@@ -551,7 +563,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
     let (_scratch, path) = database(db)?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let clock = SystemClock;
-    let log = SqliteLog::open_with(&path, durability(args.durability))?;
+    let log = Database::Sqlite(SqliteLog::open_with(&path, durability(args.durability))?);
     log.prepare_for_steps();
     let (cast, _, _, _) = run_synth(&log, &clock, &cwd, args)?;
     let head = log

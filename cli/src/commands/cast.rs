@@ -12,7 +12,7 @@ use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog};
 use castlog_replay::agent::{Agent, CommandAgent, ScriptedAgent, command_argv};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
@@ -44,7 +44,7 @@ pub(crate) fn cwd() -> PathBuf {
 pub(crate) fn agent(
     spec: &str,
     used: usize,
-    log: Option<&SqliteLog>,
+    log: Option<&Database>,
     cast: Option<&CastId>,
     globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
@@ -62,7 +62,7 @@ pub(crate) fn agent(
 fn agent_spec(
     spec: &str,
     used: usize,
-    log: Option<&SqliteLog>,
+    log: Option<&Database>,
     cast: Option<&CastId>,
     globals: &crate::globals::Globals,
 ) -> Result<Box<dyn Agent>, CliError> {
@@ -140,7 +140,7 @@ fn agent_spec(
     )))
 }
 
-fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError> {
+fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
         .trim_end_matches('Z')
@@ -158,7 +158,7 @@ fn new_cast_id(log: &SqliteLog, clock: &SystemClock) -> Result<CastId, CliError>
 /// Prints what happened from `from` on and the final status; with `--exit-status`, a cast
 /// that ended failed or waits is told by the exit code too.
 pub(crate) fn report(
-    log: &SqliteLog,
+    log: &Database,
     tail: &Tail<'_>,
     cast: &CastId,
     stop: &Stop,
@@ -173,7 +173,7 @@ pub(crate) fn report(
 }
 
 fn printed(
-    log: &SqliteLog,
+    log: &Database,
     tail: &Tail<'_>,
     cast: &CastId,
     stop: &Stop,

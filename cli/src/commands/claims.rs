@@ -6,7 +6,7 @@ use castlog_core::claims::{self, Claim, Transition};
 use castlog_core::event::{Event, PostResolved, PostResponseRecorded, Resolution, Response};
 use castlog_core::id::CastId;
 use castlog_core::input::Input;
-use castlog_events::{EventLog, LogError, Pending, SqliteLog, StreamKind};
+use castlog_events::{Database, EventLog, LogError, Pending, StreamKind};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, fold};
@@ -165,7 +165,7 @@ impl Record {
 }
 
 /// Whether `cast` is run by the cast machine (a stream of kind cast, not an engage run).
-fn is_machine_cast(log: &SqliteLog, cast: &CastId) -> Result<bool, CliError> {
+fn is_machine_cast(log: &Database, cast: &CastId) -> Result<bool, CliError> {
     Ok(log
         .head(cast)?
         .is_some_and(|head| head.kind == StreamKind::Cast))
@@ -256,7 +256,7 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
 
 /// Recasts of `claim`'s cast that inherited it while it was pending and have not adopted a
 /// resolution yet (they do when next driven).
-fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, CliError> {
+fn waiting_inheritors(log: &Database, claim: &Claim) -> Result<Vec<CastId>, CliError> {
     let mut waiting = Vec::new();
     for child in descendants(log, &claim.cast)? {
         let (state, _) = fold(log, &child)?;
@@ -274,7 +274,7 @@ fn waiting_inheritors(log: &SqliteLog, claim: &Claim) -> Result<Vec<CastId>, Cli
 /// Records on a cast that is not run by the machine (an engage cast): a compare-and-set append
 /// after re-checking the claim against the cast's own log.
 fn append_record(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     claim: &Claim,
     record: &Record,

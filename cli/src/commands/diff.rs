@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use castlog_core::id::CastId;
-use castlog_events::SqliteLog;
+use castlog_events::Database;
 use serde_json::Value;
 
 use crate::args::DiffArgs;
@@ -23,7 +23,7 @@ pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
 }
 
 /// The diff of two casts as the `--json` document.
-pub fn compute(log: &SqliteLog, a: &str, b: &str) -> Result<Value, CliError> {
+pub fn compute(log: &Database, a: &str, b: &str) -> Result<Value, CliError> {
     let a = super::inspect::head_of(log, a)?;
     let b = super::inspect::head_of(log, b)?;
     let diff = castlog_projections::diff::compare(log, &a.cast, &b.cast)?;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
 use castlog_core::loadout::load_config;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::recast::{Recast, recast as fork, resolve_boundary};
@@ -96,7 +96,7 @@ pub fn recast(
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
     globals.launcher.record_under(db, &child);
-    let mut driver: Driver<'_, SqliteLog> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    let mut driver: Driver<'_, Database> = fork(&log, &clock, &plan, &super::cast::cwd())?;
     driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);

@@ -4,7 +4,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{CastHead, EventLog, ForkPoint, Recorded, SqliteLog, StreamKind};
+use castlog_events::{CastHead, Database, EventLog, ForkPoint, Recorded, StreamKind};
 use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
@@ -93,7 +93,7 @@ pub fn head_of(log: &dyn EventLog, cast: &str) -> Result<CastHead, CliError> {
 }
 
 /// A point of a cast for reading: any seq, SOCKET:VISIT, or a waypoint name.
-pub fn point(log: &SqliteLog, cast: &CastId, at: &str) -> Result<Seq, CliError> {
+pub fn point(log: &Database, cast: &CastId, at: &str) -> Result<Seq, CliError> {
     let Some(n) = castlog_replay::recast::seq_number(at) else {
         return Ok(castlog_replay::recast::resolve_at(log, cast, at)?);
     };

@@ -8,6 +8,7 @@ pub mod bench_reads;
 pub mod bench_synth;
 pub mod cast;
 pub mod claims;
+pub mod copy;
 pub mod diff;
 pub mod engage;
 pub mod fork;
@@ -23,7 +24,7 @@ use std::path::Path;
 
 use castlog_core::event::Contexts;
 use castlog_core::id::CastId;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog};
 
 use crate::error::CliError;
 
@@ -35,18 +36,18 @@ pub const CONTEXTS: Contexts = Contexts::with(&[&castlog_engage::event::VOCABULA
 /// Opens the database at `path`, which must be a castlog database already: a command that
 /// reads (or adds to a cast) never creates a file or writes a schema into an empty one. A
 /// database castlog cannot write is opened for reading.
-pub fn open(path: &Path) -> Result<SqliteLog, CliError> {
-    Ok(SqliteLog::open_existing(path)?)
+pub fn open(path: &Path) -> Result<Database, CliError> {
+    Ok(Database::open_existing(path)?)
 }
 
 /// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`).
-pub fn open_or_create(path: &Path) -> Result<SqliteLog, CliError> {
-    Ok(SqliteLog::open(path)?)
+pub fn open_or_create(path: &Path) -> Result<Database, CliError> {
+    Ok(Database::open(path)?)
 }
 
 /// A cast id a person chose with `--cast`: not empty, not a destination ledger's (`claims:`),
 /// and not taken.
-pub fn chosen_cast(log: &SqliteLog, id: &str) -> Result<CastId, CliError> {
+pub fn chosen_cast(log: &Database, id: &str) -> Result<CastId, CliError> {
     if id.trim().is_empty() {
         return Err(CliError::user("--cast must not be empty"));
     }

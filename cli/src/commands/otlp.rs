@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{EventLog, Recorded, SqliteLog};
+use castlog_events::{Database, EventLog, Recorded};
 use castlog_projections::otlp::{self, TraceOptions};
 
 use crate::output;
@@ -39,7 +39,7 @@ const BATCH: usize = 512;
 
 /// Every cast's head seq before the command ran (nothing when there is no database yet).
 pub fn heads_before(db: &Path) -> BTreeMap<CastId, u64> {
-    SqliteLog::open_existing(db)
+    Database::open_existing(db)
         .and_then(|log| log.casts())
         .map(|heads| heads.into_iter().map(|h| (h.cast, h.seq.get())).collect())
         .unwrap_or_default()
@@ -140,7 +140,7 @@ fn send_as_it_grows(
         }
     };
     let url = traces_url(endpoint);
-    let (Ok(log), Ok(client)) = (SqliteLog::open_existing(db), client()) else {
+    let (Ok(log), Ok(client)) = (Database::open_existing(db), client()) else {
         // Nothing sent: the end of the command sends the cast whole.
         return;
     };
@@ -210,7 +210,7 @@ pub fn send_moved(
 ) {
     let streamed = streamed.lock().map(|s| s.clone()).unwrap_or_default();
     let warn = |what: &dyn std::fmt::Display| warn(endpoint, what);
-    let Ok(log) = SqliteLog::open_existing(db) else {
+    let Ok(log) = Database::open_existing(db) else {
         return;
     };
     let heads = match log.casts() {

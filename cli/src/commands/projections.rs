@@ -4,7 +4,7 @@ use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
 
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog};
 use castlog_projections::manifest::{Content, Manifest, prompt_of, text_of};
 use castlog_projections::projection::{CatchUp, Projection, catch_up};
 use castlog_projections::prompt;
@@ -15,7 +15,7 @@ use crate::args::ReplayArgs;
 use crate::error::CliError;
 use crate::output;
 
-fn caught<P: Projection>(log: &SqliteLog, cast: &CastId) -> Result<(P, CatchUp), CliError> {
+fn caught<P: Projection>(log: &Database, cast: &CastId) -> Result<(P, CatchUp), CliError> {
     let (p, report) = catch_up::<P>(log, log, cast)?;
     if let Some(warning) = &report.warning {
         crate::output::to_stderr(format_args!("warning: {warning}"));
@@ -76,7 +76,7 @@ pub fn replay(db: &Path, args: &ReplayArgs) -> Result<(), CliError> {
 /// What an artifact's `content` names in the event at `seq` (`of` picks it out), read from
 /// the log.
 fn named<T>(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     seq: u64,
     path: &str,
@@ -96,7 +96,7 @@ fn named<T>(
 
 /// The text an artifact's `content` names, read from the event at `seq`.
 fn text(
-    log: &SqliteLog,
+    log: &Database,
     cast: &CastId,
     content: &Content,
     seq: u64,

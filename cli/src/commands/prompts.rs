@@ -5,7 +5,7 @@ use std::path::Path;
 
 use castlog_core::id::{CastId, Seq};
 use castlog_core::prompt::Message;
-use castlog_events::{EventLog, SqliteLog};
+use castlog_events::{Database, EventLog};
 use castlog_projections::audit::{PlacementAudit, PromptRecord};
 use castlog_projections::prompt;
 use serde_json::json;
@@ -15,7 +15,7 @@ use crate::error::CliError;
 use crate::output;
 
 /// The audit of `cast`, folded as its events are read (they are not kept).
-fn audit_of(log: &SqliteLog, cast: &str) -> Result<PlacementAudit, CliError> {
+fn audit_of(log: &Database, cast: &str) -> Result<PlacementAudit, CliError> {
     let head = super::inspect::head_of(log, cast)?;
     let mut audit = PlacementAudit::default();
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
@@ -27,7 +27,7 @@ fn audit_of(log: &SqliteLog, cast: &str) -> Result<PlacementAudit, CliError> {
     Ok(audit)
 }
 
-fn messages(log: &SqliteLog, cast: &str, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
+fn messages(log: &Database, cast: &str, record: &PromptRecord) -> Result<Vec<Message>, CliError> {
     let policy = prompt::policy_of(log, &CastId::new(cast))?;
     prompt::messages(log, &policy, &record.hash, &record.placements)
         .map_err(|e| CliError::from(e).context(format!("the prompt of seq {}", record.seq)))

@@ -96,7 +96,7 @@ pub fn export(db: &Path, args: &ExportArgs, globals: &Globals) -> Result<(), Cli
 
 /// `export --format otlp-json`: the cast's trace, built whole (a read model of the log).
 fn export_otlp(
-    log: &castlog_events::SqliteLog,
+    log: &castlog_events::Database,
     cast: &CastId,
     output: &Path,
     args: &ExportArgs,

@@ -9,7 +9,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::log::StoredRow;
 use castlog_events::sqlite::{DamagedCast, MisplacedEvent, Place};
 use castlog_events::verify::{Problem, ProblemKind, verify_cast_in};
-use castlog_events::{CastHead, EventLog, LogError, SqliteLog};
+use castlog_events::{CastHead, Database, EventLog, LogError};
 use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::driver::DriveError;
 use castlog_replay::redecide::redecide;
@@ -190,7 +190,7 @@ fn damage(err: LogError, cast: &castlog_core::id::CastId, seq: Seq) -> Result<Pr
 
 /// Every cast the log lists; rows of `casts` that cannot be read, and damage of the table or
 /// of its index of names, are problems.
-fn listed(log: &SqliteLog, problems: &mut Vec<Problem>) -> Result<Vec<CastHead>, CliError> {
+fn listed(log: &Database, problems: &mut Vec<Problem>) -> Result<Vec<CastHead>, CliError> {
     let audit = log.audit_casts()?;
     problems.extend(audit.damaged.into_iter().map(damaged_cast));
     Ok(audit.heads)
@@ -223,7 +223,7 @@ fn damaged_cast(row: DamagedCast) -> Problem {
 /// log does not find is a user's mistake only if the `casts` table is intact: a damaged one
 /// (a row that does not decode, a name its index lacks) may be what hides it.
 fn named(
-    log: &SqliteLog,
+    log: &Database,
     cast: &str,
     problems: &mut Vec<Problem>,
 ) -> Result<Vec<CastHead>, CliError> {
@@ -259,7 +259,7 @@ fn named(
 
 /// Verifies one cast into `report`: its chain, blobs, prompts, kept snapshots and
 /// checkpoints, and a re-decision of its inputs.
-fn verify_one(log: &SqliteLog, head: &CastHead, report: &mut Report) -> Result<(), LogError> {
+fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<(), LogError> {
     let verified = verify_cast_in(log, head, super::CONTEXTS)?;
     report.events += verified.events;
     let intact = verified.problems.is_empty();
@@ -329,7 +329,7 @@ fn verify_one(log: &SqliteLog, head: &CastHead, report: &mut Report) -> Result<(
 /// Every blob an event references must be present and match its address, and every
 /// dispatched prompt must rebuild from its entry blobs to its recorded digest.
 /// Rows that cannot be read are skipped here (the chain check reports them).
-fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, LogError> {
+fn check_blobs(log: &Database, head: &CastHead) -> Result<Vec<Problem>, LogError> {
     let mut refs = Vec::new();
     let mut prompts = Vec::new();
     let mut stored_by_older = Vec::new();
@@ -427,7 +427,7 @@ fn check_blobs(log: &SqliteLog, head: &CastHead) -> Result<Vec<Problem>, LogErro
 
 /// What is wrong with the kept checkpoints of the projections `replay` and `export` use.
 fn projection_checkpoints(
-    log: &SqliteLog,
+    log: &Database,
     cast: &castlog_core::id::CastId,
 ) -> Result<Vec<(Seq, String)>, LogError> {
     use castlog_projections::manifest::Manifest;

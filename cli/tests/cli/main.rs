@@ -21,6 +21,7 @@ mod lifetime;
 mod log_commands;
 mod otlp;
 mod placement;
+mod postgres;
 mod prompts;
 mod read_only;
 mod readme;

@@ -3,8 +3,10 @@
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
-use castlog_events::{Durability, EventLog, InMemoryLog, SqliteLog};
+use castlog_events::{Durability, EventLog, InMemoryLog, PostgresLog, SqliteLog};
 use tempfile::TempDir;
+
+pub use super::scratch_schema::{ScratchSchema, scratch_schema};
 
 /// Which `EventLog` implementation a test body runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +18,9 @@ pub enum Backend {
     /// `SqliteLog` with full durability, where begun appends are held and fsynced by the
     /// syncer (the other tests use `Normal`, to spare the fsyncs).
     SqliteFull,
+    /// `PostgresLog` in a fresh schema of the test server (see [`scratch_schema`]), dropped
+    /// once the test is done.
+    Postgres,
 }
 
 impl Backend {
@@ -25,6 +30,7 @@ impl Backend {
             Backend::Memory => Subject {
                 log: Box::new(InMemoryLog::new()),
                 _dir: None,
+                _schema: None,
             },
             Backend::Sqlite | Backend::SqliteFull => {
                 let (dir, path) = scratch();
@@ -36,18 +42,30 @@ impl Backend {
                 Subject {
                     log: Box::new(log),
                     _dir: Some(dir),
+                    _schema: None,
+                }
+            }
+            Backend::Postgres => {
+                let schema = scratch_schema();
+                let log = PostgresLog::open(&schema.url()).unwrap();
+                Subject {
+                    log: Box::new(log),
+                    _dir: None,
+                    _schema: Some(schema),
                 }
             }
         }
     }
 }
 
-/// A log under test, with the directory its file lives in (if any).
+/// A log under test, with the directory its file lives in or the schema its tables are in
+/// (if any).
 pub struct Subject {
-    // Declared before `dir`: fields drop in order, so the log closes its file before the
-    // directory is removed.
+    // Declared first: fields drop in order, so the log closes its file (or its connections)
+    // before the directory (or the schema) is removed.
     log: Box<dyn EventLog>,
     _dir: Option<TempDir>,
+    _schema: Option<ScratchSchema>,
 }
 
 impl Deref for Subject {

@@ -21,7 +21,7 @@ fn exports() -> [CastExport; 2] {
 #[rstest]
 fn an_export_round_trips(
     #[values(Format::Jsonl, Format::Bincode)] format: Format,
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     for export in exports() {
@@ -42,7 +42,7 @@ fn an_export_round_trips(
 #[rstest]
 fn an_export_written_from_the_log_is_the_collected_export(
     #[values(Format::Jsonl, Format::Bincode)] format: Format,
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let written = sample::populate(&*log);
@@ -150,7 +150,7 @@ fn edit(line: &str, edit: Edit) -> String {
 #[case::a_time(5, Edit::Time, 5)]
 #[case::the_head_hash(0, Edit::HeadHash, 6)]
 fn a_tampered_jsonl_export_is_refused_naming_the_seq(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
     #[case] line: usize,
     #[case] how: Edit,
     #[case] seq: u64,

@@ -19,6 +19,7 @@ const APPENDS: u64 = 3000;
 #[rstest]
 #[case::memory(Backend::Memory)]
 #[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 fn verify_while_a_writer_appends_reports_no_false_damage(#[case] backend: Backend) {
     let log = backend.open();
     let cast = sample::cast("growing");

@@ -15,7 +15,9 @@ use super::backend::Backend;
 use super::sample::{self, AT, assert_chain, seqs};
 
 #[rstest]
-fn append_creates_a_cast_at_seq_one(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn append_creates_a_cast_at_seq_one(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     let log = backend.open();
     let cast = sample::cast("c");
     assert_eq!(log.head(&cast).unwrap(), None);
@@ -55,7 +57,7 @@ fn append_creates_a_cast_at_seq_one(#[values(Backend::Memory, Backend::Sqlite)] 
 #[case::recreating(Seq(1))]
 #[case::zero(Seq(0))]
 fn a_wrong_expected_seq_is_a_conflict_and_writes_nothing(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
     #[case] expected: Seq,
 ) {
     let log = backend.open();
@@ -79,7 +81,7 @@ fn a_wrong_expected_seq_is_a_conflict_and_writes_nothing(
 
 #[rstest]
 fn appending_past_the_start_of_a_missing_cast_is_a_conflict(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let cast = sample::cast("nobody");
@@ -98,7 +100,9 @@ fn appending_past_the_start_of_a_missing_cast_is_a_conflict(
 }
 
 #[rstest]
-fn a_batch_is_sealed_as_one_chain(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn a_batch_is_sealed_as_one_chain(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     let log = backend.open();
     let cast = sample::cast("c");
     let first = log.append(&cast, Seq(1), &sample::batch(0, 4)).unwrap();
@@ -113,7 +117,9 @@ fn a_batch_is_sealed_as_one_chain(#[values(Backend::Memory, Backend::Sqlite)] ba
 }
 
 #[rstest]
-fn an_empty_append_is_refused(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn an_empty_append_is_refused(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     let log = backend.open();
     let fresh = sample::cast("fresh");
     let err = log.append(&fresh, Seq::FIRST, &[]).unwrap_err();
@@ -133,7 +139,9 @@ fn an_empty_append_is_refused(#[values(Backend::Memory, Backend::Sqlite)] backen
 }
 
 #[rstest]
-fn readers_never_see_half_a_batch(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn readers_never_see_half_a_batch(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     const BATCH: u64 = 4;
     const BATCHES: u64 = 50;
     let log = backend.open();
@@ -176,7 +184,7 @@ fn readers_never_see_half_a_batch(#[values(Backend::Memory, Backend::Sqlite)] ba
 #[case::reversed(4, Some(2), &[])]
 #[case::from_zero(0, Some(2), &[1, 2])]
 fn read_returns_the_asked_range(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
     #[case] from: u64,
     #[case] to: Option<u64>,
     #[case] expected: &[u64],
@@ -193,7 +201,7 @@ fn read_returns_the_asked_range(
 
 #[rstest]
 fn scan_stops_when_the_visitor_breaks(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let cast = sample::cast("c");
@@ -221,7 +229,7 @@ fn scan_stops_when_the_visitor_breaks(
 
 #[rstest]
 fn a_long_chain_reads_across_scan_pages(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     // The SQLite log reads 4096 rows per page; 9000 events span three pages.
     const TOTAL: u64 = 9000;
@@ -257,7 +265,7 @@ fn a_long_chain_reads_across_scan_pages(
 /// stop early and read the log meanwhile, and returns a read error instead of a result.
 #[rstest]
 fn with_events_streams_a_scan_in_order(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let cast = sample::cast("long");
@@ -281,7 +289,7 @@ fn with_events_streams_a_scan_in_order(
 
 #[rstest]
 fn casts_lists_heads_in_creation_order(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let (b, a, c) = (sample::cast("b"), sample::cast("a"), sample::cast("c"));
@@ -315,7 +323,9 @@ fn casts_lists_heads_in_creation_order(
 }
 
 #[rstest]
-fn blobs_are_stored_by_content_hash(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn blobs_are_stored_by_content_hash(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     let log = backend.open();
     let hash = log.put_blob(b"hello").unwrap();
     assert_eq!(hash, blob_hash(b"hello"));
@@ -330,7 +340,7 @@ fn blobs_are_stored_by_content_hash(#[values(Backend::Memory, Backend::Sqlite)] 
 
 #[rstest]
 fn large_blobs_round_trip_byte_for_byte(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     // Large enough to be chunked by SqliteLog, with a shared run and non-UTF-8 bytes.
@@ -347,7 +357,7 @@ fn large_blobs_round_trip_byte_for_byte(
 
 #[rstest]
 fn verify_finds_no_problem_in_an_intact_log(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     sample::populate(&*log);
@@ -364,7 +374,13 @@ fn verify_finds_no_problem_in_an_intact_log(
 /// and then); once waited for it is durable and every reader sees it, blobs included.
 #[rstest]
 fn a_begun_append_is_accepted_at_once_and_stored_once_waited_for(
-    #[values(Backend::Memory, Backend::Sqlite, Backend::SqliteFull)] backend: Backend,
+    #[values(
+        Backend::Memory,
+        Backend::Sqlite,
+        Backend::SqliteFull,
+        Backend::Postgres
+    )]
+    backend: Backend,
 ) {
     let log = backend.open();
     let cast = sample::cast("c");
@@ -417,7 +433,7 @@ fn claim_event(i: u64, claim: &str) -> Pending {
 /// named cast the log does not hold is unknown, and a visitor that breaks stops the read.
 #[rstest]
 fn scan_kinds_visits_the_kinds_asked_for_cast_by_cast(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     use castlog_core::claims::EVENT_KINDS;
     let log = backend.open();

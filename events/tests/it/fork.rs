@@ -11,7 +11,7 @@ use super::sample::{self, assert_chain};
 
 #[rstest]
 fn fork_links_to_the_parent_hash_at_the_fork_seq(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let (parent, child) = (sample::cast("parent"), sample::cast("child"));
@@ -42,7 +42,7 @@ fn fork_links_to_the_parent_hash_at_the_fork_seq(
 #[case::missing_seq(9, None)]
 #[case::seq_zero(0, None)]
 fn fork_rejects_a_bad_fork_point(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
     #[case] seq: u64,
     #[case] hash_of: Option<usize>,
 ) {
@@ -68,7 +68,7 @@ fn fork_rejects_a_bad_fork_point(
 
 #[rstest]
 fn fork_rejects_an_unknown_parent_and_an_existing_child(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let (parent, child) = (sample::cast("parent"), sample::cast("child"));

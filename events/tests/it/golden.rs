@@ -189,7 +189,7 @@ fn the_blob_address_of_hello_is_golden() {
 
 #[rstest]
 fn every_record_of_the_golden_chain_and_its_fork_hashes_to_its_golden_value(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let doc = fixture();
     let log = backend.open();

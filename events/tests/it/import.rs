@@ -13,8 +13,8 @@ use super::sample;
 
 #[rstest]
 fn an_import_reproduces_records_and_heads(
-    #[values(Backend::Memory, Backend::Sqlite)] from: Backend,
-    #[values(Backend::Memory, Backend::Sqlite)] to: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] from: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] to: Backend,
 ) {
     let source = from.open();
     let written = sample::populate(&*source);
@@ -42,7 +42,7 @@ fn an_import_reproduces_records_and_heads(
 
 #[rstest]
 fn an_import_of_an_existing_cast_is_refused(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let log = backend.open();
     let written = sample::populate(&*log);
@@ -66,7 +66,7 @@ fn an_import_of_an_existing_cast_is_refused(
 
 #[rstest]
 fn an_import_checks_numbering_and_the_fork_parent(
-    #[values(Backend::Memory, Backend::Sqlite)] backend: Backend,
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
 ) {
     let source = Backend::Memory.open();
     let written = sample::populate(&*source);
@@ -91,7 +91,9 @@ fn an_import_checks_numbering_and_the_fork_parent(
 /// Regression: a refused import used to store the export's blobs before the log refused the
 /// cast. Nothing may be left behind.
 #[rstest]
-fn a_refused_import_stores_no_blob(#[values(Backend::Memory, Backend::Sqlite)] backend: Backend) {
+fn a_refused_import_stores_no_blob(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
     let source = Backend::Memory.open();
     let written = sample::populate(&*source);
     let mut recast = codec::collect(&*source, &written.recast).unwrap();

@@ -1,0 +1,67 @@
+//! PostgreSQL errors turned into [`LogError`]s: the one place that reads SQLSTATE codes, so
+//! the log's error enum can change its shape without touching the queries.
+
+use postgres::error::SqlState;
+
+use crate::log::LogError;
+
+/// Maps a PostgreSQL error met while doing `context`, telling apart a read-only database or
+/// role, a schema castlog wrote that is gone or changed (damage), and other failures.
+pub(crate) fn map_err(context: &str, err: &postgres::Error) -> LogError {
+    let code = err.code();
+    if code == Some(&SqlState::READ_ONLY_SQL_TRANSACTION)
+        || code == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+    {
+        LogError::ReadOnly {
+            context: context.to_owned(),
+            message: message(err),
+        }
+    } else if code == Some(&SqlState::UNDEFINED_TABLE)
+        || code == Some(&SqlState::UNDEFINED_COLUMN)
+        || code == Some(&SqlState::DATA_CORRUPTED)
+        || code == Some(&SqlState::INDEX_CORRUPTED)
+    {
+        LogError::Corrupt {
+            context: context.to_owned(),
+            message: message(err),
+        }
+    } else {
+        LogError::storage(context, message(err))
+    }
+}
+
+/// Whether `err` is a unique or primary key violation (another writer took the row first).
+pub(crate) fn is_unique_violation(err: &postgres::Error) -> bool {
+    err.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// The server's message (with its detail, when it gives one), or the client's.
+pub(crate) fn message(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => {
+            // The client's own errors name the cause in their source ("error connecting to
+            // server: Connection refused").
+            let mut text = err.to_string();
+            let mut source = std::error::Error::source(err);
+            while let Some(cause) = source {
+                let cause = cause.to_string();
+                if !text.contains(&cause) {
+                    text.push_str(": ");
+                    text.push_str(&cause);
+                }
+                source = cause_source(source);
+            }
+            text
+        }
+    }
+}
+
+fn cause_source<'a>(
+    err: Option<&'a (dyn std::error::Error + 'static)>,
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    err.and_then(std::error::Error::source)
+}

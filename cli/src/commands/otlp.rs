@@ -20,7 +20,7 @@
 //! it ends, where a resumed cast must send its spans again with the same ids.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -127,7 +127,7 @@ impl Drop for Stream {
 /// The stream's thread: folds every record it is handed (and the records before the first,
 /// from the log), posts what settles, and at the end what is left.
 fn send_as_it_grows(
-    db: &PathBuf,
+    db: &Path,
     cast: &CastId,
     endpoint: &str,
     options: TraceOptions,

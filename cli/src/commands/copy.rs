@@ -117,7 +117,7 @@ fn copy_one(source: &Database, target: &Database, head: &CastHead) -> Result<Cop
     let export = codec::collect(source, &head.cast)?;
     let head = &export.head;
     // The chain is checked record by record before anything is stored (as `import` does).
-    codec::import(target, &export)?;
+    codec::import_in(target, &export, super::CONTEXTS)?;
     let stored = target.head(&head.cast)?;
     match stored {
         Some(stored) if (stored.seq, stored.hash) == (head.seq, head.hash) => Ok(Copied {

@@ -13,7 +13,7 @@ fn start(workdir: &Workdir, arguments: &Value) -> Result<PathBuf, String> {
     workdir.resolve(optional(arguments, "path").unwrap_or("."))
 }
 
-fn listing(lines: Vec<String>) -> Outcome {
+fn listing(lines: &[String]) -> Outcome {
     let truncated = lines.len() > LIMIT;
     let kept = &lines[..lines.len().min(LIMIT)];
     Outcome {
@@ -37,7 +37,7 @@ pub(super) fn ls(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String
         })
         .collect();
     names.sort();
-    Ok(listing(names))
+    Ok(listing(&names))
 }
 
 /// Every file under `dir` (symlinks not followed, `.git` skipped), sorted.
@@ -86,12 +86,12 @@ pub(super) fn find(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Stri
     let pattern = text(arguments, "pattern")?;
     let mut files = Vec::new();
     walk(&start(workdir, arguments)?, &mut files);
-    let found = files
+    let found: Vec<String> = files
         .iter()
         .filter(|f| glob(pattern, &name_of(f)) || glob(pattern, &workdir.show(f)))
         .map(|f| workdir.show(f))
         .collect();
-    Ok(listing(found))
+    Ok(listing(&found))
 }
 
 /// Lines containing `pattern` (a plain substring), as `path:line:text`.
@@ -122,7 +122,7 @@ pub(super) fn grep(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Stri
             break;
         }
     }
-    Ok(listing(hits))
+    Ok(listing(&hits))
 }
 
 #[cfg(test)]

@@ -333,6 +333,9 @@ pub struct RunArgs {
     /// cast) [default: the config's placementPolicy, else recommended].
     #[arg(long, value_name = "NAME|FILE")]
     pub policy: Option<String>,
+    /// The directory tool calls act in (recorded in the cast) [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
     /// Posting: dry run unless --post.
     #[command(flatten)]
     pub posting: PostArgs,

@@ -138,6 +138,12 @@ events! {
     OutputRejected(OutputRejected) = "output_rejected", v 1;
     /// The socket visit produced its final output.
     SocketCompleted(SocketCompleted) = "socket_completed", v 1;
+    /// The agent asked for a tool call; recorded before the tool runs.
+    ToolCalled(ToolCalled) = "tool_called", v 1;
+    /// A tool call ended with a result.
+    ToolFinished(ToolFinished) = "tool_finished", v 1;
+    /// A tool call with an effect was cut off; its outcome is unknown and it is not run again.
+    ToolInterrupted(ToolInterrupted) = "tool_interrupted", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
     DataAssigned(DataAssigned) = "data_assigned", v 1;
@@ -181,12 +187,14 @@ events! {
 }
 
 mod posting;
+mod tools;
 mod vocabulary;
 
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
+pub use tools::{ToolCalled, ToolFinished, ToolInterrupted};
 pub use vocabulary::{Contexts, Vocabulary};
 
 impl Event {
@@ -197,6 +205,7 @@ impl Event {
             // The rendered prompt is rebuilt from its entries (`prompt::assemble`).
             Event::PromptDispatched(p) => p.placements.iter().map(|pl| pl.body).collect(),
             Event::PostClaimed(p) => vec![p.body],
+            Event::ToolFinished(t) => vec![t.result],
             _ => Vec::new(),
         }
     }
@@ -274,6 +283,9 @@ pub struct CastStarted {
     /// before fencing, whose prompts render unfenced (version 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u32>,
+    /// The working directory tools resolve paths in; absent in a cast recorded before tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

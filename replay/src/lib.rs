@@ -81,4 +81,5 @@ pub mod redecide;
 pub mod retry;
 pub mod secrets;
 pub mod sender;
+pub mod tools;
 pub mod utility;

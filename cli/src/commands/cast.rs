@@ -246,6 +246,11 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         Some(args.config.display().to_string()),
     );
     started.policy_document = policy_document;
+    if let Some(dir) = &args.workdir {
+        let workdir =
+            castlog_replay::tools::Workdir::open(dir).map_err(|e| CliError::user(e.to_string()))?;
+        started.workdir = Some(workdir.root().display().to_string());
+    }
     globals.launcher.record_under(db, &cast);
     let tail = Rc::new(Tail::new(&log, &cast, Seq::FIRST));
     let stop = {

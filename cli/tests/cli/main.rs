@@ -33,6 +33,7 @@ mod scorecard;
 mod secrets;
 mod streams;
 mod terminal;
+mod tools;
 mod upgrade;
 mod verify_damage;
 mod watch;

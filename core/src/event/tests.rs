@@ -72,3 +72,37 @@ fn flattened_allowance_round_trips() {
     let bytes = event.encode();
     assert_eq!(Event::decode(event.kind(), 1, &bytes), Ok(event));
 }
+
+#[test]
+fn tool_events_round_trip_and_leave_defaults_out() {
+    use crate::event::{ToolCalled, ToolFinished, ToolInterrupted};
+    use crate::id::{Digest, SocketId, Turn, Visit};
+    let called = Event::from(ToolCalled {
+        call: "call-1".into(),
+        tool: "write".into(),
+        arguments: serde_json::json!({"path": "a.txt", "content": "x"}),
+        socket: SocketId::new("Build"),
+        visit: Visit(1),
+        turn: Turn(1),
+    });
+    let finished = Event::from(ToolFinished {
+        call: "call-1".into(),
+        result: Digest::ZERO,
+        exit: None,
+        error: false,
+        truncated: false,
+        duration_ms: 3,
+    });
+    let interrupted = Event::from(ToolInterrupted {
+        call: "call-2".into(),
+        tool: "bash".into(),
+    });
+    for event in [&called, &finished, &interrupted] {
+        let bytes = event.encode();
+        assert_eq!(&Event::decode(event.kind(), 1, &bytes).unwrap(), event);
+    }
+    let text = String::from_utf8(finished.encode()).unwrap();
+    assert!(!text.contains("error") && !text.contains("truncated") && !text.contains("exit"));
+    assert_eq!(finished.blob_refs(), vec![Digest::ZERO]);
+    assert_eq!(called.kind(), "tool_called");
+}

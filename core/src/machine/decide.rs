@@ -448,6 +448,7 @@ pub fn started_event(
         policy_document: None,
         config_source,
         fence: Some(prompt::fence::VERSION),
+        workdir: None,
     }
 }
 

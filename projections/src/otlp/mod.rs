@@ -725,6 +725,7 @@ mod tests {
                 policy_document: None,
                 config_source: None,
                 fence: None,
+                workdir: None,
             }),
             Event::SocketStarted(SocketStarted {
                 socket: socket.clone(),

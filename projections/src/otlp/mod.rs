@@ -637,6 +637,7 @@ mod tests {
             config_source: None,
             fence: None,
             policy_document: None,
+            workdir: None,
         })];
         for visit in 1..=3 {
             events.push(Event::SocketStarted(SocketStarted {

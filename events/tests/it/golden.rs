@@ -61,6 +61,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         policy_document: None,
         config_source: None,
         fence: None,
+        handoff: None,
     });
     let socket_started = Event::from(SocketStarted {
         socket: socket.clone(),

@@ -691,6 +691,7 @@ mod tests {
                 policy_document: None,
                 config_source: None,
                 fence: None,
+                handoff: None,
             }),
             Event::SocketStarted(SocketStarted {
                 socket: socket.clone(),

@@ -313,6 +313,26 @@ pub fn day_holder<'a>(
     })
 }
 
+/// The claim of `step` holding `day` on any destination, if any (ignoring `except`): the day
+/// rule of a step whose day is one for the whole deployment.
+pub fn step_day_holder<'a>(
+    claims: impl IntoIterator<Item = &'a Claim>,
+    step: &str,
+    day: &str,
+    except: Option<&ClaimId>,
+) -> Option<&'a Claim> {
+    claims.into_iter().find(|c| {
+        c.step == step && c.day == day && c.holds_day() && except.is_none_or(|e| *e != c.claim)
+    })
+}
+
+/// The named refusal for a claim whose day, one for the whole deployment, is held by `holder`.
+pub fn deployment_day_taken_reason(holder: &ClaimId, day: &str) -> String {
+    format!(
+        "{DAY_ALREADY_CLAIMED}: the deployment already has claim {holder} for {day}, on one of its destinations (a post has already gone out or may have)"
+    )
+}
+
 /// The reason code of a claim refused because its day is taken.
 pub const DAY_ALREADY_CLAIMED: &str = "day_already_claimed";
 

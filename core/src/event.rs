@@ -286,6 +286,12 @@ pub struct CastStarted {
     /// The working directory tools resolve paths in; absent in a cast recorded before tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// The handoff-context rule of the cast's prompts (`machine::turn`, `HANDOFF_RULE`): 1,
+    /// a paragraph carrying another work item's rework reason stays out of a prompt's handoff
+    /// context. Absent in a cast recorded before the rule and in a `legacy` cast (the audited
+    /// behaviour): every kept paragraph is shown, so those casts still reproduce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<u32>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

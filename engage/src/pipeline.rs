@@ -40,7 +40,7 @@ pub mod verify;
 
 use serde::{Deserialize, Serialize};
 
-pub use input::{Allowlist, EngageInput, InputError, Settings, SourceRecord};
+pub use input::{Allowlist, DayScope, EngageInput, InputError, Settings, SourceRecord};
 
 /// The kind of a follow-up question. There is no default: an unlabelled candidate cannot be
 /// selected (the reference defaulted to `timed`, which slipped past the fidelity veto).

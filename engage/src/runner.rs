@@ -30,7 +30,7 @@ use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_projections::projection::fold;
 use castlog_replay::agent::{Agent, ask};
-use castlog_replay::ledger::{Taken, take_day};
+use castlog_replay::ledger::{DEPLOYMENT, Taken, take_day_on};
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
 
@@ -44,8 +44,8 @@ use crate::machine::{EngageState, Refusal, Step};
 use crate::pipeline::draft::{self, Draft};
 use crate::pipeline::history::{self, Probe};
 use crate::pipeline::{
-    Candidate, EngageInput, QuestionType, Rejection, collect, fingerprint, live, qualify, rank,
-    schedule, select, verify,
+    Candidate, DayScope, EngageInput, QuestionType, Rejection, collect, fingerprint, live, qualify,
+    rank, schedule, select, verify,
 };
 use crate::report::EngagementReport;
 
@@ -551,15 +551,34 @@ fn post<L: EventLog + ?Sized>(
             "no_destination: the allowlist names no single permitted post channel".to_owned();
         return rec.post(refuse_early(reason, None));
     }
-    // The day rule against the ledger; the ledger chain settles races below.
+    // The day rule against the ledger; the ledger chain settles races below. One day for
+    // the whole deployment unless the settings scope it per destination.
+    let per_destination = input.settings.day_scope == DayScope::Destination;
     let fresh = ClaimsLedger::load(rec.log)?;
-    if let Some(holder) = fresh
-        .day_holder(&destination, &day, None)
-        .or_else(|| ledger.day_holder(&destination, &day, None))
-    {
-        let reason = claims::day_taken_reason(&holder.claim, &destination, &day);
+    let holder = if per_destination {
+        fresh
+            .day_holder(&destination, &day, None)
+            .or_else(|| ledger.day_holder(&destination, &day, None))
+    } else {
+        claims::step_day_holder(fresh.claims(), POSTER_STEP, &day, None)
+            .or_else(|| claims::step_day_holder(ledger.claims(), POSTER_STEP, &day, None))
+    };
+    let taken_reason = |holder: &castlog_core::id::ClaimId| {
+        if per_destination {
+            claims::day_taken_reason(holder, &destination, &day)
+        } else {
+            claims::deployment_day_taken_reason(holder, &day)
+        }
+    };
+    if let Some(holder) = holder {
+        let reason = taken_reason(&holder.claim);
         return rec.post(refuse_early(reason, Some(holder.claim.clone())));
     }
+    let day_ledger = if per_destination {
+        destination.as_str()
+    } else {
+        DEPLOYMENT
+    };
     let content = draft.sent_text().to_owned();
     let body = rec.log.put_blob(content.as_bytes())?;
     let claimed = PostClaimed {
@@ -582,7 +601,7 @@ fn post<L: EventLog + ?Sized>(
     let mine = Claim::claimed(&rec.cast, rec.now_ms, &claimed);
     let mut extra = history::reply_fields(candidate, &destination, &input.settings);
     extra["question"] = json!(draft.text);
-    let outcome = match take_day(rec.log, &mine, rec.now_ms) {
+    let outcome = match take_day_on(rec.log, day_ledger, &mine, rec.now_ms) {
         Ok(Taken::Won) => sender.send(&Outbound {
             claim: &claim,
             cast: &rec.cast,
@@ -591,7 +610,7 @@ fn post<L: EventLog + ?Sized>(
             extra: &extra,
         }),
         Ok(Taken::Held { holder }) => SendOutcome::Refused {
-            reason: claims::day_taken_reason(&holder, &destination, &day),
+            reason: taken_reason(&holder),
         },
         Err(e) => SendOutcome::Refused {
             reason: format!("day_not_taken: cannot take {day} on {destination}: {e}"),

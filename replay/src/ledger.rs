@@ -56,13 +56,29 @@ fn status_in_cast(
     }
 }
 
+/// The ledger whose chain (`claims:*`) holds the days of claims whose day is one for the
+/// whole deployment rather than per destination (an engagement's, by default); no
+/// destination is named `*`.
+pub const DEPLOYMENT: &str = "*";
+
 /// Takes `claim`'s day on its destination's chain, or reports the claim holding it.
 pub fn take_day(
     log: &(impl EventLog + ?Sized),
     claim: &Claim,
     now_ms: u64,
 ) -> Result<Taken, LogError> {
-    let chain = chain_of(&claim.destination);
+    take_day_on(log, &claim.destination, claim, now_ms)
+}
+
+/// Takes `claim`'s day on `ledger`'s chain (a destination, or [`DEPLOYMENT`]), or reports the
+/// claim holding it there. The `day_claimed` event names the claim's own destination.
+pub fn take_day_on(
+    log: &(impl EventLog + ?Sized),
+    ledger: &str,
+    claim: &Claim,
+    now_ms: u64,
+) -> Result<Taken, LogError> {
+    let chain = chain_of(ledger);
     if let Some(head) = log.head(&chain)?
         && head.kind != StreamKind::ClaimsLedger
     {

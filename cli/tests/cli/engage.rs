@@ -623,3 +623,62 @@ fn a_skip_after_live_sources_says_they_were_confirmed() {
         run.stdout
     );
 }
+
+/// The fixture's input for one member (`t1` or `t2`) posting to one channel, with `settings`.
+fn one_channel(sandbox: &Sandbox, member: usize, channel: &str, settings: Value) -> String {
+    let mut input = engage_fixture();
+    input["results"] = json!([input["results"][member].clone()]);
+    input["allowlist"]["post_channel_ids"] = json!([channel]);
+    for (key, value) in settings.as_object().unwrap() {
+        input["settings"][key] = value.clone();
+    }
+    sandbox.write(&format!("one-{member}-{channel}.json"), &input.to_string())
+}
+
+/// As in the reference, one engagement post per New York day for the whole deployment: a
+/// second post to another allowed channel is refused `day_already_claimed`, unless
+/// `settings.day_scope` is `"destination"`.
+#[test]
+fn the_engagement_day_is_one_for_the_whole_deployment() {
+    let sandbox = Sandbox::new();
+    let first = one_channel(&sandbox, 0, "999", json!({}));
+    let second = one_channel(&sandbox, 1, "888", json!({}));
+    let script = format!(
+        "cat > /dev/null\necho '{}'\n",
+        json!({ "question": SECOND_QUESTION })
+    );
+    let drafter = format!("cmd:sh {}", sandbox.write("second.sh", &script));
+    let post = ["--post", "--sender", "file:outbox"];
+    let other = ["--post", "--sender", "file:outbox", "--drafter", &drafter];
+    let one = engage(&sandbox, &first, &post);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    assert_eq!(one.json()["send"], "staged", "{}", one.stdout);
+    let two = engage(&sandbox, &second, &other);
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    let all = claims(&sandbox);
+    let refused: Vec<&Value> = all.iter().filter(|c| c["status"] == "refused").collect();
+    assert_eq!(refused.len(), 1, "{all:?}");
+    assert_eq!(refused[0]["destination"], "888", "{all:?}");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("day_already_claimed"),
+        "{all:?}"
+    );
+    assert_eq!(sandbox.run(&["verify", "--json"]).json()["ok"], true);
+
+    let scoped = Sandbox::new();
+    let per = json!({"day_scope": "destination"});
+    let first = one_channel(&scoped, 0, "999", per.clone());
+    let second = one_channel(&scoped, 1, "888", per);
+    let drafter = format!("cmd:sh {}", scoped.write("second.sh", &script));
+    let other = ["--post", "--sender", "file:outbox", "--drafter", &drafter];
+    for (input, flags) in [(first, &post[..]), (second, &other[..])] {
+        let run = engage(&scoped, &input, flags);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.json()["send"], "staged", "{}", run.stdout);
+    }
+    let bad = one_channel(&scoped, 0, "999", json!({"day_scope": "galaxy"}));
+    assert_eq!(engage(&scoped, &bad, &[]).code, 1);
+}

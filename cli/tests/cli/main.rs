@@ -18,6 +18,7 @@ mod fence;
 mod hostile;
 mod json_errors;
 mod lifetime;
+mod lint_clean;
 mod log_commands;
 mod otlp;
 mod placement;

@@ -92,6 +92,16 @@ pub enum Rejection {
         /// The newest this castlog knows.
         supported: u32,
     },
+    /// The cast's handoff-context rule is newer than this castlog's.
+    #[error(
+        "cannot start the loadout: the cast's handoff context follows rule {rule}, newer than this castlog's {supported}: use a newer castlog"
+    )]
+    HandoffRuleTooNew {
+        /// The cast's rule.
+        rule: u32,
+        /// The newest this castlog knows.
+        supported: u32,
+    },
     /// The loadout cannot start.
     #[error("cannot start the loadout: {0}")]
     Loadout(#[from] super::StartError),
@@ -420,6 +430,12 @@ pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), R
             supported: prompt::fence::VERSION,
         });
     }
+    if let Some(rule) = started.handoff.filter(|&r| r > super::turn::HANDOFF_RULE) {
+        return Err(Rejection::HandoffRuleTooNew {
+            rule,
+            supported: super::turn::HANDOFF_RULE,
+        });
+    }
     let mut state = CastState::started(&started)?;
     let entry = state.loadout.entry.clone();
     let mut d = Decider::new(&mut state, env);
@@ -438,6 +454,8 @@ pub fn started_event(
     policy: String,
     config_source: Option<String>,
 ) -> CastStarted {
+    // A legacy cast keeps the audited handoff context, so an audit shows the difference.
+    let handoff = (policy != "legacy").then_some(super::turn::HANDOFF_RULE);
     CastStarted {
         cast,
         loadout_name: loadout.name.clone(),
@@ -449,6 +467,7 @@ pub fn started_event(
         config_source,
         fence: Some(prompt::fence::VERSION),
         workdir: None,
+        handoff,
     }
 }
 

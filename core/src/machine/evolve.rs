@@ -73,6 +73,7 @@ impl CastState {
             policy: event.policy.clone(),
             policy_document,
             fence: event.fence.unwrap_or(0),
+            handoff: event.handoff.unwrap_or(0),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),
@@ -84,6 +85,7 @@ impl CastState {
             no_advance: NoAdvance::default(),
             last_edge_budgeted: false,
             rework: Vec::new(),
+            settled_rework: Vec::new(),
             refinement_turns: Default::default(),
             last_output: None,
             last_json: None,
@@ -432,7 +434,15 @@ impl CastState {
                 }
             }
             Event::ReworkRouted(e) => self.rework.push(e.clone()),
-            Event::ReworkCleared(e) => self.rework.retain(|r| r.item != e.item),
+            Event::ReworkCleared(e) => {
+                if self.handoff >= 1 {
+                    let cleared = self.rework.iter().filter(|r| r.item == e.item).cloned();
+                    self.settled_rework.extend(cleared);
+                    let excess = self.settled_rework.len().saturating_sub(CONTEXT_KEPT);
+                    self.settled_rework.drain(..excess);
+                }
+                self.rework.retain(|r| r.item != e.item);
+            }
             Event::DispatchScheduled(e) => {
                 self.scheduled = Some(e.key.clone());
                 if let Some(c) = &mut self.current {

@@ -190,6 +190,10 @@ pub struct CastState {
     /// before fencing). A recast inherits it with the rest of the parent's state.
     #[serde(default)]
     pub fence: u32,
+    /// Its handoff-context rule (`cast_started`'s `handoff`; 0: a cast recorded before the
+    /// rule, or a legacy one). A recast inherits it with the rest of the parent's state.
+    #[serde(default)]
+    pub handoff: u32,
     /// Where it stands.
     pub status: Status,
     /// The visit in progress.
@@ -213,6 +217,12 @@ pub struct CastState {
     pub last_edge_budgeted: bool,
     /// Live rework entries.
     pub rework: Vec<ReworkRouted>,
+    /// The reasons of rework entries cleared since, with their items, most recent last (under
+    /// handoff rule 1 only): the handoff context may still hold them, and another item's
+    /// prompt must not show them. Bounded by the paragraphs that context keeps, beyond which
+    /// an older reason cannot be in it any more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled_rework: Vec<ReworkRouted>,
     /// Refinement turns per `socket@item#visit`.
     pub refinement_turns: BTreeMap<String, u32>,
     /// The last raw output.

@@ -89,6 +89,12 @@ pub(super) fn paragraphs(text: &str) -> impl Iterator<Item = &str> {
 /// How many of the most recent handoff-context paragraphs a prompt shows.
 const CONTEXT_PARAGRAPHS: usize = 6;
 
+/// The newest handoff-context rule (recorded in `cast_started`): 1, a paragraph that carries
+/// the rework reason of another work item (live, or cleared since) is left out of a prompt's
+/// handoff context, so an earlier item's rejection does not reach a later item's prompt. A
+/// cast recorded without the rule (0) shows every kept paragraph.
+pub const HANDOFF_RULE: u32 = 1;
+
 /// How many upcoming work items the remaining delta names.
 const DELTA_TITLES: usize = 5;
 
@@ -214,6 +220,17 @@ impl CastState {
             .filter(|r| r.target == current.socket && r.item == current.item)
             .map(|r| Reason::new(&r.reason))
             .collect();
+        // Other items' rejections (rule 1): reasons for another item, live or settled.
+        let foreign: Vec<Reason> = if self.handoff >= 1 {
+            self.rework
+                .iter()
+                .chain(&self.settled_rework)
+                .filter(|r| r.item != current.item)
+                .map(|r| Reason::new(&r.reason))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if let Some(Value::String(context)) = self.data.get("context") {
             // Bounded: the most recent paragraphs only, so a prompt does not grow with the
             // length of the cast (the reference renders the whole history every turn).
@@ -222,7 +239,12 @@ impl CastState {
             let kept: Vec<&str> = all[skipped..]
                 .iter()
                 .copied()
-                .filter(|paragraph| !reasons.iter().any(|r| r.overlaps(paragraph)))
+                .filter(|paragraph| {
+                    !reasons
+                        .iter()
+                        .chain(&foreign)
+                        .any(|r| r.overlaps(paragraph))
+                })
                 .collect();
             if !kept.is_empty() {
                 let earlier = if skipped > 0 {

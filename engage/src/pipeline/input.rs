@@ -24,6 +24,12 @@
 //! not name it, it is the guild the conversation id names (`…:guild:ID`), else none (a send
 //! then carries an empty `reply_to_guild_id`). Nothing in the input
 //! can turn posting on: only `--post` does, so keys like `post` or `posting_enabled` are refused.
+//!
+//! `settings.day_scope` says what one claimed day covers: `"deployment"` (the default, as the
+//! reference has it) gives the whole deployment one engagement post per day in the claim zone,
+//! whichever allowed channel it goes to; `"destination"` gives each post channel its own day. A
+//! run recorded before the setting has no `day_scope` in its recorded settings: it was decided
+//! per destination, and its recorded refusals verify as they are.
 
 use std::collections::BTreeMap;
 
@@ -153,6 +159,19 @@ pub struct Settings {
     /// The guild (server) a reply is sent in: `reply_to_guild_id` of every send. Empty in the
     /// file: the guild the conversation id names ([`parse`] fills it in).
     pub guild_id: String,
+    /// What one claimed day covers (see the module documentation).
+    pub day_scope: DayScope,
+}
+
+/// What one claimed engagement day covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DayScope {
+    /// One post per day for the whole deployment, on every destination together.
+    #[default]
+    Deployment,
+    /// One post per day on each destination.
+    Destination,
 }
 
 impl Default for Settings {
@@ -174,6 +193,7 @@ impl Default for Settings {
             fetch_timeout_ms: 10_000,
             report_examples: 2,
             guild_id: String::new(),
+            day_scope: DayScope::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use castlog_core::event::{Event, PostClaimed};
 use castlog_core::id::{CastId, ClaimId, Digest, Seq};
 use castlog_events::{EventLog, InMemoryLog, LogError, Pending, Recorded};
 use castlog_projections::claims::ClaimsLedger;
-use castlog_replay::ledger::{Taken, take_day};
+use castlog_replay::ledger::{DEPLOYMENT, Taken, take_day_on};
 
 /// The rival's cast and claim.
 pub const RIVAL_CAST: &str = "rival";
@@ -53,7 +53,11 @@ impl RivalLog {
             .append(&cast, Seq::FIRST, &[Pending::new(at_ms, &event)])
             .unwrap();
         let claim = Claim::claimed(&cast, at_ms, &rival);
-        assert_eq!(take_day(&self.inner, &claim, at_ms).unwrap(), Taken::Won);
+        // An engagement day is one for the whole deployment (its default day scope).
+        assert_eq!(
+            take_day_on(&self.inner, DEPLOYMENT, &claim, at_ms).unwrap(),
+            Taken::Won
+        );
     }
 }
 

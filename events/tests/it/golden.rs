@@ -62,6 +62,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         config_source: None,
         fence: None,
         workdir: None,
+        handoff: None,
     });
     let socket_started = Event::from(SocketStarted {
         socket: socket.clone(),

@@ -638,6 +638,7 @@ mod tests {
             fence: None,
             policy_document: None,
             workdir: None,
+            handoff: None,
         })];
         for visit in 1..=3 {
             events.push(Event::SocketStarted(SocketStarted {
@@ -727,6 +728,7 @@ mod tests {
                 config_source: None,
                 fence: None,
                 workdir: None,
+                handoff: None,
             }),
             Event::SocketStarted(SocketStarted {
                 socket: socket.clone(),

@@ -625,7 +625,7 @@ fn a_skip_after_live_sources_says_they_were_confirmed() {
 }
 
 /// The fixture's input for one member (`t1` or `t2`) posting to one channel, with `settings`.
-fn one_channel(sandbox: &Sandbox, member: usize, channel: &str, settings: Value) -> String {
+fn one_channel(sandbox: &Sandbox, member: usize, channel: &str, settings: &Value) -> String {
     let mut input = engage_fixture();
     input["results"] = json!([input["results"][member].clone()]);
     input["allowlist"]["post_channel_ids"] = json!([channel]);
@@ -641,8 +641,8 @@ fn one_channel(sandbox: &Sandbox, member: usize, channel: &str, settings: Value)
 #[test]
 fn the_engagement_day_is_one_for_the_whole_deployment() {
     let sandbox = Sandbox::new();
-    let first = one_channel(&sandbox, 0, "999", json!({}));
-    let second = one_channel(&sandbox, 1, "888", json!({}));
+    let first = one_channel(&sandbox, 0, "999", &json!({}));
+    let second = one_channel(&sandbox, 1, "888", &json!({}));
     let script = format!(
         "cat > /dev/null\necho '{}'\n",
         json!({ "question": SECOND_QUESTION })
@@ -670,8 +670,8 @@ fn the_engagement_day_is_one_for_the_whole_deployment() {
 
     let scoped = Sandbox::new();
     let per = json!({"day_scope": "destination"});
-    let first = one_channel(&scoped, 0, "999", per.clone());
-    let second = one_channel(&scoped, 1, "888", per);
+    let first = one_channel(&scoped, 0, "999", &per);
+    let second = one_channel(&scoped, 1, "888", &per);
     let drafter = format!("cmd:sh {}", scoped.write("second.sh", &script));
     let other = ["--post", "--sender", "file:outbox", "--drafter", &drafter];
     for (input, flags) in [(first, &post[..]), (second, &other[..])] {
@@ -679,6 +679,6 @@ fn the_engagement_day_is_one_for_the_whole_deployment() {
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(run.json()["send"], "staged", "{}", run.stdout);
     }
-    let bad = one_channel(&scoped, 0, "999", json!({"day_scope": "galaxy"}));
+    let bad = one_channel(&scoped, 0, "999", &json!({"day_scope": "galaxy"}));
     assert_eq!(engage(&scoped, &bad, &[]).code, 1);
 }

@@ -51,18 +51,10 @@ pub(crate) fn append(
     if events.is_empty() {
         return Err(LogError::EmptyAppend { cast: cast.clone() });
     }
-    match locked_head(conn, cast)? {
-        None if expected == Seq::FIRST => create(conn, cast, None, events),
-        None => Err(LogError::Conflict {
-            cast: cast.clone(),
-            expected,
-            found: Seq::FIRST,
-        }),
-        Some((_, head, _)) if head.next() != expected => Err(LogError::Conflict {
-            cast: cast.clone(),
-            expected,
-            found: head.next(),
-        }),
+    let found = locked_head(conn, cast)?;
+    crate::log::expect_next(cast, expected, found.as_ref().map(|(_, head, _)| *head))?;
+    match found {
+        None => create(conn, cast, None, events),
         Some((key, head, hash)) => {
             let sealed = seal_batch(cast, head, hash, events);
             insert_events(conn, key, &sealed)?;

@@ -570,6 +570,22 @@ pub trait EventLog: Send + Sync {
     }
 }
 
+/// The expected-seq check every backend's append makes before it writes: a writer that meant
+/// to create the cast (`expected` 1) finds it absent, any other finds its head just before
+/// `expected`; else a `Conflict` naming the seq the log would take next.
+pub(crate) fn expect_next(cast: &CastId, expected: Seq, head: Option<Seq>) -> Result<(), LogError> {
+    let found = head.map_or(Seq::FIRST, Seq::next);
+    if found == expected {
+        Ok(())
+    } else {
+        Err(LogError::Conflict {
+            cast: cast.clone(),
+            expected,
+            found,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::error::Error as _;
@@ -624,21 +640,5 @@ mod tests {
             source.map(|e| e.kind()),
             Some(std::io::ErrorKind::PermissionDenied)
         );
-    }
-}
-
-/// The expected-seq check every backend's append makes before it writes: a writer that meant
-/// to create the cast (`expected` 1) finds it absent, any other finds its head just before
-/// `expected`; else a `Conflict` naming the seq the log would take next.
-pub(crate) fn expect_next(cast: &CastId, expected: Seq, head: Option<Seq>) -> Result<(), LogError> {
-    let found = head.map_or(Seq::FIRST, Seq::next);
-    if found == expected {
-        Ok(())
-    } else {
-        Err(LogError::Conflict {
-            cast: cast.clone(),
-            expected,
-            found,
-        })
     }
 }

@@ -99,6 +99,9 @@ pub struct Progress {
     failures: u32,
     /// Attempts a prompt gets under the agent's retry policy.
     attempts: u32,
+    /// What the line names (socket, label, item, turn) since the last wait began, so a count
+    /// told later (a local agent's steps are told once durable) redraws it.
+    shown: Option<(String, String, Option<String>, u32)>,
 }
 
 impl Progress {
@@ -119,7 +122,14 @@ impl Progress {
             tokens,
             failures: 0,
             attempts,
+            shown: None,
         }
+    }
+
+    /// The line for what it shows now, if a wait began.
+    fn current_line(&self) -> Option<String> {
+        let (socket, label, item, turn) = self.shown.as_ref()?;
+        Some(self.line(socket, label, item.as_deref(), *turn))
     }
 
     /// The line's text while an agent or utility works.
@@ -163,12 +173,23 @@ impl Progress {
                 turn,
                 ..
             } => {
-                let line = self.line(socket.as_str(), label, item, turn);
-                if let Some(bar) = &self.bar {
-                    bar.set_message(line);
+                self.shown = Some((
+                    socket.as_str().to_owned(),
+                    label.to_owned(),
+                    item.map(str::to_owned),
+                    turn,
+                ));
+            }
+            Notice::Recorded { event, .. } => {
+                let before = (self.tokens, self.failures);
+                self.count(event);
+                if before == (self.tokens, self.failures) {
+                    return;
                 }
             }
-            Notice::Recorded { event, .. } => self.count(event),
+        }
+        if let (Some(bar), Some(line)) = (&self.bar, self.current_line()) {
+            bar.set_message(line);
         }
     }
 }
@@ -328,6 +349,28 @@ mod tests {
         assert!(
             p.line("s", "L", None, 2)
                 .contains("attempt 1/5 turn 2 · 45 tokens")
+        );
+    }
+
+    #[test]
+    fn a_reply_told_after_the_next_wait_began_still_counts_on_the_line() {
+        let mut p = Progress::new(true, 0, 3);
+        assert_eq!(p.current_line(), None);
+        p.shown = Some(("s".into(), "L".into(), None, 1));
+        p.count(&Event::AgentReplied(AgentReplied {
+            socket: SocketId::new("r"),
+            visit: Visit(1),
+            turn: Turn(1),
+            text: String::new(),
+            usage: Some(Usage {
+                input: 7,
+                output: 1,
+            }),
+        }));
+        let line = p.current_line().unwrap();
+        assert!(
+            line.contains("s L · attempt 1/3 turn 1 · 8 tokens"),
+            "{line}"
         );
     }
 }

@@ -1,0 +1,124 @@
+//! pi-materia conformance through the CLI: configs written in pi-materia's format behave as
+//! pi-materia documents (`../shared/reference/pi-materia-spec.md`), or are refused as it
+//! refuses them.
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, Sandbox};
+
+/// A config of one loadout `L` with these sockets and materia, in pi-materia's format.
+fn config(sockets: Value, materia: Value) -> Value {
+    json!({
+        "activeLoadout": "L",
+        "loadouts": { "L": { "entry": "Socket-1", "sockets": sockets } },
+        "materia": materia,
+    })
+}
+
+/// `castlog run` of `config` (written to the sandbox) as cast `cast`, with `script` as the
+/// scripted agent's lines and `extra` arguments, `--json`.
+fn run(sandbox: &Sandbox, cast: &str, config: &Value, script: &[Value], extra: &[&str]) -> Run {
+    let path = sandbox.write(&format!("{cast}.json"), &config.to_string());
+    let lines: String = script.iter().map(|l| format!("{l}\n")).collect();
+    let agent = format!(
+        "scripted:{}",
+        sandbox.write(&format!("{cast}.jsonl"), &lines)
+    );
+    let mut args = vec![
+        "run", &path, "--task", "t", "--cast", cast, "--agent", &agent, "--json",
+    ];
+    args.extend_from_slice(extra);
+    sandbox.run(&args)
+}
+
+fn end() -> Value {
+    json!([{ "when": "always", "to": "end" }])
+}
+
+/// A load-time refusal: exit 1, nothing recorded, the message naming `at` and saying `why`.
+fn assert_refused(sandbox: &Sandbox, cast: &str, config: &Value, at: &str, why: &str) {
+    let refused = run(sandbox, cast, config, &[], &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains(&format!("config error at {at}:")) && message.contains(why),
+        "{message}"
+    );
+    let casts = sandbox.run(&["casts", "--json"]);
+    assert!(
+        casts.code != 0 || !casts.stdout.contains(&format!("\"{cast}\"")),
+        "{}",
+        casts.stdout
+    );
+}
+
+/// Item 3: a utility socket's own `parse` is obsolete (unless its materia is a generator or a
+/// loop exits from it on satisfied/not_satisfied), and a `command` argument must be a
+/// non-empty string; the refusal names socket or materia, field and index.
+#[test]
+fn utility_parse_and_bad_command_arguments_are_refused_at_load() {
+    let sandbox = Sandbox::new();
+    let tick = |command: Value| json!({ "Tick": { "type": "utility", "command": command } });
+    let socket = |extra: Value| {
+        let mut s = json!({ "materia": "Tick", "edges": end() });
+        s.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({ "Socket-1": s })
+    };
+    assert_refused(
+        &sandbox,
+        "own-parse",
+        &config(
+            socket(json!({"parse": "json"})),
+            tick(json!(["echo", "{}"])),
+        ),
+        "loadouts.L.sockets.Socket-1.parse",
+        "`parse` on utility socket Socket-1 is obsolete",
+    );
+    assert_refused(
+        &sandbox,
+        "text-parse",
+        &config(socket(json!({"parse": "text"})), tick(json!(["echo", "x"]))),
+        "loadouts.L.sockets.Socket-1.parse",
+        "set it on materia.Tick",
+    );
+    assert_refused(
+        &sandbox,
+        "empty-arg",
+        &config(socket(json!({})), tick(json!(["echo", "a", ""]))),
+        "materia.Tick.command[2]",
+        "`command` argument 2 is an empty string",
+    );
+    assert_refused(
+        &sandbox,
+        "number-arg",
+        &config(socket(json!({})), tick(json!(["echo", 3]))),
+        "materia.Tick.command[1]",
+        "`command` entries must be strings, found a number",
+    );
+    assert_refused(
+        &sandbox,
+        "no-argv",
+        &config(socket(json!({})), tick(json!([]))),
+        "materia.Tick.command",
+        "`command` is empty",
+    );
+
+    // A generator utility socket may carry the derived `json`.
+    let plan = json!({"workItems": [{"title": "a", "context": "b"}]}).to_string();
+    let generator = json!({ "Tick": { "type": "utility", "generator": true,
+                                      "command": ["echo", plan] } });
+    let ok = run(
+        &sandbox,
+        "generator",
+        &config(socket(json!({"parse": "json"})), generator),
+        &[],
+        &[],
+    );
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(ok.json()["status"], "completed", "{}", ok.stdout);
+}

@@ -292,6 +292,11 @@ pub struct CastStarted {
     /// behaviour): every kept paragraph is shown, so those casts still reproduce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<u32>,
+    /// The pi-materia conformance rules the cast follows (`machine::CONFORMANCE`, which lists
+    /// them). Absent in a cast recorded before them, which keeps the behaviour it was recorded
+    /// with (version 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformance: Option<u32>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

@@ -122,3 +122,54 @@ fn utility_parse_and_bad_command_arguments_are_refused_at_load() {
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert_eq!(ok.json()["status"], "completed", "{}", ok.stdout);
 }
+
+/// Item 4: a utility that reports failure (`satisfied: false` with a `state.<ns>.ok: false`)
+/// fails the cast with its own `context` as the reason, the socket named; one without a
+/// context is named by the namespace that failed.
+#[test]
+fn a_utility_failure_keeps_the_utility_s_words() {
+    let sandbox = Sandbox::new();
+    let check = |output: Value| {
+        config(
+            json!({ "Socket-1": { "materia": "Check", "edges": [
+                { "when": "satisfied", "to": "end" },
+                { "when": "not_satisfied", "to": "end" } ] } }),
+            json!({ "Check": { "type": "utility", "parse": "json",
+                               "command": ["echo", output.to_string()] } }),
+        )
+    };
+    let failed = run(
+        &sandbox,
+        "words",
+        &check(
+            json!({"satisfied": false, "context": "git is not installed here",
+                      "state": {"vcs": {"ok": false}}}),
+        ),
+        &[],
+        &[],
+    );
+    assert_eq!(failed.code, 0, "{}", failed.stderr);
+    assert_eq!(failed.json()["status"], "failed", "{}", failed.stdout);
+    assert_eq!(
+        failed.json()["message"],
+        "utility Socket-1 failed: git is not installed here"
+    );
+    let state = sandbox.run(&["state", "words", "--json"]).json();
+    assert_eq!(
+        state["failure"]["reason"], "utility Socket-1 failed: git is not installed here",
+        "{state}"
+    );
+    let unworded = run(
+        &sandbox,
+        "unworded",
+        &check(json!({"satisfied": false, "state": {"vcs": {"ok": false}}})),
+        &[],
+        &[],
+    );
+    assert_eq!(
+        unworded.json()["message"],
+        "utility Socket-1 reported a failure in state.vcs (ok: false)"
+    );
+    let verified = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+}

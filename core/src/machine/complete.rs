@@ -286,11 +286,16 @@ impl Decider<'_, '_> {
                 .iter()
                 .find(|(_, v)| v.get("ok") == Some(&Value::Bool(false)))
         {
-            self.fail(
-                format!("utility {socket_id} reported a failure in state.{ns} (ok: false)"),
-                Some(socket_id.clone()),
-                None,
-            );
+            let context = whole
+                .get("context")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|c| !c.is_empty() && self.state.conformance >= 1);
+            let reason = match context {
+                Some(context) => format!("utility {socket_id} failed: {context}"),
+                None => format!("utility {socket_id} reported a failure in state.{ns} (ok: false)"),
+            };
+            self.fail(reason, Some(socket_id.clone()), None);
             return;
         }
         for (target, source) in &socket.assign {

@@ -74,6 +74,7 @@ impl CastState {
             policy_document,
             fence: event.fence.unwrap_or(0),
             handoff: event.handoff.unwrap_or(0),
+            conformance: event.conformance.unwrap_or(0),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),

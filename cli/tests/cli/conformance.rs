@@ -173,3 +173,49 @@ fn a_utility_failure_keeps_the_utility_s_words() {
     let verified = sandbox.run(&["verify", "--all", "--json"]);
     assert_eq!(verified.code, 0, "{}", verified.stdout);
 }
+
+/// Item 6: pi-materia's utility aliases `noop`, `echo`, `project.ensureIgnored` and
+/// `vcs.detect` run as built-ins.
+#[test]
+fn the_utility_aliases_run_as_built_ins() {
+    let sandbox = Sandbox::new();
+    let next = |to: &str| json!([{ "when": "always", "to": to }]);
+    let loadout = config(
+        json!({
+            "Socket-1": { "materia": "Nothing", "edges": next("Socket-2") },
+            "Socket-2": { "materia": "Say", "edges": next("Socket-3") },
+            "Socket-3": { "materia": "Ignore", "edges": next("Socket-4") },
+            "Socket-4": { "materia": "Vcs", "edges": end() },
+        }),
+        json!({
+            "Nothing": { "type": "utility", "utility": "noop" },
+            "Say": { "type": "utility", "utility": "echo", "parse": "json",
+                     "params": { "state": { "greeting": "hello" } } },
+            "Ignore": { "type": "utility", "utility": "project.ensureIgnored", "parse": "json",
+                        "params": { "patterns": [".pi/"] } },
+            "Vcs": { "type": "utility", "utility": "vcs.detect", "parse": "json" },
+        }),
+    );
+    let done = run(&sandbox, "aliases", &loadout, &[], &[]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed", "{}", done.stdout);
+    let state = sandbox.run(&["state", "aliases", "--json"]).json();
+    let data = &state["data"];
+    assert_eq!(data["greeting"], "hello", "{state}");
+    assert_eq!(data["artifactIgnore"]["added"], json!([".pi/"]), "{state}");
+    assert_eq!(data["vcs"]["ok"], true, "{state}");
+    let show = sandbox.run(&["show", "aliases"]);
+    assert!(show.stdout.contains("Socket-1:1 exit 0"), "{}", show.stdout);
+
+    let unknown = config(
+        json!({ "Socket-1": { "materia": "Odd", "edges": end() } }),
+        json!({ "Odd": { "type": "utility", "utility": "vcs.spawnJjWorkspace" } }),
+    );
+    let refused = run(&sandbox, "odd", &unknown, &[], &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("'vcs.spawnJjWorkspace'"),
+        "{}",
+        refused.stderr
+    );
+}

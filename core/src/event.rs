@@ -144,6 +144,8 @@ events! {
     ToolFinished(ToolFinished) = "tool_finished", v 1;
     /// A tool call with an effect was cut off; its outcome is unknown and it is not run again.
     ToolInterrupted(ToolInterrupted) = "tool_interrupted", v 1;
+    /// A socket's output reported an event of its own (pi-materia's `event` side-channel).
+    MateriaEvent(MateriaEvent) = "materia_event", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
     DataAssigned(DataAssigned) = "data_assigned", v 1;
@@ -186,10 +188,12 @@ events! {
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
 }
 
+mod materia;
 mod posting;
 mod tools;
 mod vocabulary;
 
+pub use materia::MateriaEvent;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,

@@ -219,3 +219,61 @@ fn the_utility_aliases_run_as_built_ins() {
         refused.stderr
     );
 }
+
+/// The event kinds of a cast, in order.
+fn kinds(sandbox: &Sandbox, cast: &str) -> Vec<String> {
+    let shown = sandbox.run(&["show", cast, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let doc = shown.json();
+    let events = doc
+        .as_array()
+        .or(doc["events"].as_array())
+        .cloned()
+        .unwrap();
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Item 2: an agent reply's `event` side-channel is checked (a bad one gets a repair turn),
+/// recorded as `materia_event`s and taken out before routing; a socket whose `assign` reads
+/// `"$"` (as the bundled Auto-Eval's `lastCheck` does) accepts extra top-level fields.
+#[test]
+fn the_event_side_channel_and_extra_fields_of_a_socket_reading_dollar() {
+    let sandbox = Sandbox::new();
+    let loadout = config(
+        json!({ "Socket-1": { "materia": "Auto-Eval", "parse": "json",
+                              "assign": { "lastCheck": "$" },
+                              "edges": [{ "when": "satisfied", "to": "end" },
+                                        { "when": "not_satisfied", "to": "end" }] } }),
+        json!({ "Auto-Eval": { "type": "agent", "tools": "none",
+                               "prompt": "Check {{request}}." } }),
+    );
+    let bad = json!({"satisfied": true, "event": [{"type": "", "severity": "loud"}]});
+    let good = json!({"satisfied": true, "context": "fine", "score": 9,
+                      "event": [{"type": "progress", "severity": "info", "message": "checked",
+                                 "payload": {"files": 2}}]});
+    let lines = [
+        json!({"reply": bad.to_string()}),
+        json!({"reply": good.to_string()}),
+    ];
+    let done = run(&sandbox, "eval", &loadout, &lines, &[]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed", "{}", done.stdout);
+    let kinds = kinds(&sandbox, "eval");
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or(usize::MAX);
+    assert!(at("output_rejected") < at("materia_event"), "{kinds:?}");
+    assert!(at("materia_event") < at("socket_completed"), "{kinds:?}");
+    assert!(at("socket_completed") < at("cast_completed"), "{kinds:?}");
+    let shown = sandbox.run(&["show", "eval", "--json"]).stdout;
+    assert!(shown.contains("$.event[0].type is required"), "{shown}");
+    let state = sandbox.run(&["state", "eval", "--json"]).json();
+    assert_eq!(
+        state["data"]["lastCheck"],
+        json!({"satisfied": true, "context": "fine", "score": 9}),
+        "{state}"
+    );
+    let verified = sandbox.run(&["verify", "--all"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+}

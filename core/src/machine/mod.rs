@@ -288,7 +288,12 @@ impl SentBodies {
 /// (`conformance`); a cast recorded with an older version keeps its behaviour, so it still
 /// re-decides as recorded. Version 1:
 /// - a utility that reports failure (`satisfied: false` with a `state.<ns>.ok: false`) fails
-///   the cast with its own `context` as the reason, the socket named.
+///   the cast with its own `context` as the reason, the socket named;
+/// - an output's `event` side-channel is checked (a bad one is a repair turn for an agent, a
+///   failure for a utility), recorded as `materia_event`s and taken out of the output before
+///   validation and routing;
+/// - an agent socket that reads `$` (an assignment from `$` or `$.…`, an advance condition with
+///   `$.`) accepts extra top-level keys.
 pub const CONFORMANCE: u32 = 1;
 
 /// How many recent dispatch keys a cast remembers.

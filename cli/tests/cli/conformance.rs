@@ -277,3 +277,54 @@ fn the_event_side_channel_and_extra_fields_of_a_socket_reading_dollar() {
     let verified = sandbox.run(&["verify", "--all"]);
     assert_eq!(verified.code, 0, "{}", verified.stdout);
 }
+
+/// Item 1: a loop with neither `consumes` nor `iterator` (and no generator feeding it) walks no
+/// work items: its sockets run without an item, its own cursor advances, and its exit route
+/// leads into a second such loop.
+#[test]
+fn loops_without_an_iterator_run_without_items_and_chain() {
+    let sandbox = Sandbox::new();
+    let agent = |prompt: &str| json!({ "type": "agent", "tools": "none", "prompt": prompt });
+    let loadout = config(
+        json!({
+            "Socket-1": { "materia": "Work", "edges": [{ "when": "always", "to": "Socket-2" }] },
+            "Socket-2": { "materia": "Check", "edges": [{ "when": "not_satisfied", "to": "Socket-1" }] },
+            "Socket-3": { "materia": "Work", "edges": [{ "when": "always", "to": "Socket-4" }] },
+            "Socket-4": { "materia": "Check", "edges": [{ "when": "not_satisfied", "to": "Socket-3" }] },
+        }),
+        json!({ "Work": agent("Do {{request}}."), "Check": agent("Check it.") }),
+    );
+    let mut loadout = loadout;
+    loadout["loadouts"]["L"]["loops"] = json!({
+        "first": { "sockets": ["Socket-1", "Socket-2"],
+                   "exit": { "from": "Socket-2", "when": "satisfied", "to": "Socket-3" } },
+        "second": { "sockets": ["Socket-3", "Socket-4"],
+                    "exit": { "from": "Socket-4", "when": "satisfied", "to": "end" } },
+    });
+    let verdict = |ok: bool| json!({"reply": json!({"satisfied": ok, "context": "c"}).to_string()});
+    let lines = [
+        json!({"reply": "first try"}),
+        verdict(false),
+        json!({"reply": "second try"}),
+        verdict(true),
+        json!({"reply": "next stage"}),
+        verdict(true),
+    ];
+    let done = run(&sandbox, "loops", &loadout, &lines, &[]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed", "{}", done.stdout);
+    let show = sandbox.run(&["show", "loops"]).stdout;
+    for line in [
+        "Socket-1 visit 2 (Work)\n",
+        "Socket-3 visit 1 (Work)\n",
+        "firstIndex: 0 -> 1",
+        "secondIndex: 0 -> 1",
+        "Socket-2 -> Socket-3 (satisfied, traversal 1)",
+        "Socket-4 -> end (always, traversal 1)",
+    ] {
+        assert!(show.contains(line), "{line:?} not in\n{show}");
+    }
+    assert!(!show.contains(" item WI-"), "{show}");
+    let verified = sandbox.run(&["verify", "--all"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+}

@@ -138,7 +138,7 @@ impl CastState {
         s.foreach.clone().or_else(|| {
             self.loadout
                 .loops_of(socket)
-                .next()
+                .find(|l| !l.itemless)
                 .map(|l| l.iterator.clone())
         })
     }

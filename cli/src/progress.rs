@@ -289,7 +289,10 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     );
     driver.observe(Box::new(move |notice| {
         progress.notice(notice);
-        if let Notice::Recorded { record, .. } = notice {
+        if let Notice::Recorded { record, event } = notice {
+            if let Some(said) = ignore_notice(event) {
+                progress.aside(|| crate::output::to_stderr(format_args!("{said}")));
+            }
             if let Some(stream) = &stream {
                 stream.recorded(record);
             }
@@ -301,6 +304,39 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     let flag = interrupt_flag();
     agent.cancel_on(Arc::clone(&flag));
     driver.interrupt_on(flag);
+}
+
+/// What the built-in Ignore-Artifacts did to which file, from its recorded output: a cast must
+/// not change a file unnoticed.
+fn ignore_notice(event: &Event) -> Option<String> {
+    let Event::UtilityFinished(done) = event else {
+        return None;
+    };
+    let output: serde_json::Value = serde_json::from_str(&done.stdout).ok()?;
+    let ignore = output.pointer("/state/artifactIgnore")?;
+    let path = ignore.get("path")?.as_str()?;
+    let list = |key: &str| -> Vec<String> {
+        ignore
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let added = list("added");
+    Some(if added.is_empty() {
+        format!(
+            "note: {} found {} in {path} already",
+            done.socket,
+            list("patterns").join(", ")
+        )
+    } else {
+        format!("note: {} added {} to {path}", done.socket, added.join(", "))
+    })
 }
 
 #[cfg(test)]

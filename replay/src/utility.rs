@@ -114,7 +114,8 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
     }
 }
 
-/// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore`.
+/// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore` (the
+/// cast's working directory; nothing above it is looked at), and says which file (`path`).
 fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
     let patterns: Vec<String> = input
         .pointer("/params/patterns")
@@ -155,6 +156,7 @@ fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
         "state": { "artifactIgnore": {
             "ok": true,
             "file": ".gitignore",
+            "path": file.display().to_string(),
             "patterns": patterns,
             "added": added,
         }}

@@ -328,3 +328,54 @@ fn loops_without_an_iterator_run_without_items_and_chain() {
     let verified = sandbox.run(&["verify", "--all"]);
     assert_eq!(verified.code, 0, "{}", verified.stdout);
 }
+
+/// Item 9: the built-in Ignore-Artifacts edits the ignore file of the cast's `--workdir`, says
+/// so on stderr, and leaves the directory castlog was started in alone.
+#[test]
+fn ignore_artifacts_edits_the_workdir_s_ignore_file_and_says_so() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir(sandbox.path("project")).unwrap();
+    let loadout = config(
+        json!({ "Socket-1": { "materia": "Ignore-Artifacts", "edges": [{ "when": "always", "to": "Socket-2" }] },
+                "Socket-2": { "materia": "Ignore-Again", "edges": end() } }),
+        json!({
+            "Ignore-Artifacts": { "type": "utility", "parse": "json",
+                "script": { "kind": "shippedUtility", "name": "ensure-ignored.mjs" },
+                "params": { "patterns": [".pi/pi-materia/"] } },
+            "Ignore-Again": { "type": "utility", "utility": "project.ensureIgnored",
+                "parse": "json", "params": { "patterns": [".pi/pi-materia/"] } },
+        }),
+    );
+    let project = sandbox.path("project");
+    let done = run(
+        &sandbox,
+        "ignore",
+        &loadout,
+        &[],
+        &["--workdir", project.to_str().unwrap()],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["status"], "completed", "{}", done.stdout);
+    let file = std::fs::canonicalize(&project).unwrap().join(".gitignore");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), ".pi/pi-materia/\n");
+    assert!(
+        !sandbox.path(".gitignore").exists(),
+        "the directory castlog ran in was touched"
+    );
+    assert!(
+        done.stderr.contains(&format!(
+            "castlog: note: Socket-1 added .pi/pi-materia/ to {}",
+            file.display()
+        )),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        done.stderr.contains(&format!(
+            "castlog: note: Socket-2 found .pi/pi-materia/ in {} already",
+            file.display()
+        )),
+        "{}",
+        done.stderr
+    );
+}

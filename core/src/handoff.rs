@@ -136,10 +136,10 @@ pub fn take_events(value: &mut Value) -> Result<Vec<Value>, Vec<String>> {
             issues.push(format!("{at} must be an object with a string \"type\""));
             continue;
         };
-        if !fields
+        if fields
             .get("type")
             .and_then(Value::as_str)
-            .is_some_and(|t| !t.trim().is_empty())
+            .is_none_or(|t| t.trim().is_empty())
         {
             issues.push(format!("{at}.type is required: a non-empty string"));
         }

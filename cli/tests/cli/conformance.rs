@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 use crate::common::{Run, Sandbox};
 
 /// A config of one loadout `L` with these sockets and materia, in pi-materia's format.
+// Built inline at the call sites, so it takes them by value.
+#[allow(clippy::needless_pass_by_value)]
 fn config(sockets: Value, materia: Value) -> Value {
     json!({
         "activeLoadout": "L",

@@ -287,10 +287,11 @@ pub fn watch<'a, L: EventLog + ?Sized>(
         driver.state.usage.total(),
         agent.attempts(),
     );
+    let utilities_in = driver.cwd().to_path_buf();
     driver.observe(Box::new(move |notice| {
         progress.notice(notice);
         if let Notice::Recorded { record, event } = notice {
-            if let Some(said) = ignore_notice(event) {
+            if let Some(said) = ignore_notice(event, &utilities_in) {
                 progress.aside(|| crate::output::to_stderr(format_args!("{said}")));
             }
             if let Some(stream) = &stream {
@@ -308,13 +309,14 @@ pub fn watch<'a, L: EventLog + ?Sized>(
 
 /// What the built-in Ignore-Artifacts did to which file, from its recorded output: a cast must
 /// not change a file unnoticed.
-fn ignore_notice(event: &Event) -> Option<String> {
+fn ignore_notice(event: &Event, dir: &std::path::Path) -> Option<String> {
     let Event::UtilityFinished(done) = event else {
         return None;
     };
     let output: serde_json::Value = serde_json::from_str(&done.stdout).ok()?;
     let ignore = output.pointer("/state/artifactIgnore")?;
-    let path = ignore.get("path")?.as_str()?;
+    let path = dir.join(ignore.get("file")?.as_str()?);
+    let path = path.display();
     let list = |key: &str| -> Vec<String> {
         ignore
             .get(key)

@@ -115,7 +115,7 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
 }
 
 /// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore` (the
-/// cast's working directory; nothing above it is looked at), and says which file (`path`).
+/// cast's working directory; nothing above it is looked at).
 fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
     let patterns: Vec<String> = input
         .pointer("/params/patterns")
@@ -156,7 +156,6 @@ fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
         "state": { "artifactIgnore": {
             "ok": true,
             "file": ".gitignore",
-            "path": file.display().to_string(),
             "patterns": patterns,
             "added": added,
         }}

@@ -381,3 +381,58 @@ fn ignore_artifacts_edits_the_workdir_s_ignore_file_and_says_so() {
         done.stderr
     );
 }
+
+/// The bundled Full-Auto and Planning-Consult run to completion when their evaluator replies
+/// carry an extra field: every shipped reply with a `satisfied` (Auto-Eval's, which assigns
+/// `lastCheck ← $`, and Maintain's, which assigns `lastMaintain ← $`) gets `"verdict": "pass"`,
+/// which pi-materia accepts there, and so does castlog.
+#[test]
+fn bundled_loadouts_complete_with_extra_fields_in_evaluator_replies() {
+    let sandbox = Sandbox::new();
+    for (loadout, script) in [
+        ("Full-Auto", "full-auto.jsonl"),
+        ("Planning-Consult", "planning-consult.jsonl"),
+    ] {
+        let mut extra = 0;
+        let lines: Vec<String> = crate::common::fixture_lines(&format!("scripts/{script}"))
+            .into_iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let mut line: Value = serde_json::from_str(&l).unwrap();
+                let reply = line["reply"].as_str().unwrap_or_default();
+                if let Ok(Value::Object(mut out)) = serde_json::from_str::<Value>(reply)
+                    && out.contains_key("satisfied")
+                    && !out.contains_key("workItems")
+                {
+                    out.insert("verdict".into(), json!("pass"));
+                    line["reply"] = json!(Value::Object(out).to_string());
+                    extra += 1;
+                }
+                line.to_string()
+            })
+            .collect();
+        assert!(extra >= 2, "{script}: {extra} evaluator replies");
+        let agent = format!(
+            "scripted:{}",
+            sandbox.write(&format!("extra-{script}"), &(lines.join("\n") + "\n"))
+        );
+        let done = sandbox.run(&[
+            "run",
+            &crate::common::fixture("pi-materia-default.json"),
+            "--loadout",
+            loadout,
+            "--task",
+            "build a config loader",
+            "--agent",
+            &agent,
+            "--json",
+        ]);
+        assert_eq!(done.code, 0, "{}", done.stderr);
+        assert_eq!(
+            done.json()["status"],
+            "completed",
+            "{loadout}: {}",
+            done.stdout
+        );
+    }
+}

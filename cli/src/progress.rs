@@ -99,6 +99,9 @@ pub struct Progress {
     failures: u32,
     /// Attempts a prompt gets under the agent's retry policy.
     attempts: u32,
+    /// What the line names (socket, label, item, turn) since the last wait began, so a count
+    /// told later (a local agent's steps are told once durable) redraws it.
+    shown: Option<(String, String, Option<String>, u32)>,
 }
 
 impl Progress {
@@ -119,7 +122,14 @@ impl Progress {
             tokens,
             failures: 0,
             attempts,
+            shown: None,
         }
+    }
+
+    /// The line for what it shows now, if a wait began.
+    fn current_line(&self) -> Option<String> {
+        let (socket, label, item, turn) = self.shown.as_ref()?;
+        Some(self.line(socket, label, item.as_deref(), *turn))
     }
 
     /// The line's text while an agent or utility works.
@@ -163,12 +173,23 @@ impl Progress {
                 turn,
                 ..
             } => {
-                let line = self.line(socket.as_str(), label, item, turn);
-                if let Some(bar) = &self.bar {
-                    bar.set_message(line);
+                self.shown = Some((
+                    socket.as_str().to_owned(),
+                    label.to_owned(),
+                    item.map(str::to_owned),
+                    turn,
+                ));
+            }
+            Notice::Recorded { event, .. } => {
+                let before = (self.tokens, self.failures);
+                self.count(event);
+                if before == (self.tokens, self.failures) {
+                    return;
                 }
             }
-            Notice::Recorded { event, .. } => self.count(event),
+        }
+        if let (Some(bar), Some(line)) = (&self.bar, self.current_line()) {
+            bar.set_message(line);
         }
     }
 }
@@ -266,9 +287,13 @@ pub fn watch<'a, L: EventLog + ?Sized>(
         driver.state.usage.total(),
         agent.attempts(),
     );
+    let utilities_in = driver.cwd().to_path_buf();
     driver.observe(Box::new(move |notice| {
         progress.notice(notice);
-        if let Notice::Recorded { record, .. } = notice {
+        if let Notice::Recorded { record, event } = notice {
+            if let Some(said) = ignore_notice(event, &utilities_in) {
+                progress.aside(|| crate::output::to_stderr(format_args!("{said}")));
+            }
             if let Some(stream) = &stream {
                 stream.recorded(record);
             }
@@ -280,6 +305,40 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     let flag = interrupt_flag();
     agent.cancel_on(Arc::clone(&flag));
     driver.interrupt_on(flag);
+}
+
+/// What the built-in Ignore-Artifacts did to which file, from its recorded output: a cast must
+/// not change a file unnoticed.
+fn ignore_notice(event: &Event, dir: &std::path::Path) -> Option<String> {
+    let Event::UtilityFinished(done) = event else {
+        return None;
+    };
+    let output: serde_json::Value = serde_json::from_str(&done.stdout).ok()?;
+    let ignore = output.pointer("/state/artifactIgnore")?;
+    let path = dir.join(ignore.get("file")?.as_str()?);
+    let path = path.display();
+    let list = |key: &str| -> Vec<String> {
+        ignore
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let added = list("added");
+    Some(if added.is_empty() {
+        format!(
+            "note: {} found {} in {path} already",
+            done.socket,
+            list("patterns").join(", ")
+        )
+    } else {
+        format!("note: {} added {} to {path}", done.socket, added.join(", "))
+    })
 }
 
 #[cfg(test)]
@@ -328,6 +387,28 @@ mod tests {
         assert!(
             p.line("s", "L", None, 2)
                 .contains("attempt 1/5 turn 2 · 45 tokens")
+        );
+    }
+
+    #[test]
+    fn a_reply_told_after_the_next_wait_began_still_counts_on_the_line() {
+        let mut p = Progress::new(true, 0, 3);
+        assert_eq!(p.current_line(), None);
+        p.shown = Some(("s".into(), "L".into(), None, 1));
+        p.count(&Event::AgentReplied(AgentReplied {
+            socket: SocketId::new("r"),
+            visit: Visit(1),
+            turn: Turn(1),
+            text: String::new(),
+            usage: Some(Usage {
+                input: 7,
+                output: 1,
+            }),
+        }));
+        let line = p.current_line().unwrap();
+        assert!(
+            line.contains("s L · attempt 1/3 turn 1 · 8 tokens"),
+            "{line}"
         );
     }
 }

@@ -144,6 +144,8 @@ events! {
     ToolFinished(ToolFinished) = "tool_finished", v 1;
     /// A tool call with an effect was cut off; its outcome is unknown and it is not run again.
     ToolInterrupted(ToolInterrupted) = "tool_interrupted", v 1;
+    /// A socket's output reported an event of its own (pi-materia's `event` side-channel).
+    MateriaEvent(MateriaEvent) = "materia_event", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
     DataAssigned(DataAssigned) = "data_assigned", v 1;
@@ -186,10 +188,12 @@ events! {
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
 }
 
+mod materia;
 mod posting;
 mod tools;
 mod vocabulary;
 
+pub use materia::MateriaEvent;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
@@ -292,6 +296,11 @@ pub struct CastStarted {
     /// behaviour): every kept paragraph is shown, so those casts still reproduce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<u32>,
+    /// The pi-materia conformance rules the cast follows (`machine::CONFORMANCE`, which lists
+    /// them). Absent in a cast recorded before them, which keeps the behaviour it was recorded
+    /// with (version 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformance: Option<u32>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

@@ -5,10 +5,16 @@
 //! prose is ignored). Validation returns every issue as a sentence the agent can act on in its
 //! repair turn.
 //!
-//! One deliberate improvement on the reference: an assignment of the whole output (`"$"`) does
-//! not open the door to arbitrary extra keys. Extra agent keys are accepted only when a `$.key`
-//! path of an assignment or an advance condition consumes them, so validation never weakens
-//! silently (pinned by `whole_output_assign_does_not_admit_extra_keys`).
+//! Extra top-level keys of an agent's output: a cast under the conformance rules
+//! (`machine::CONFORMANCE` 1) accepts any, as the reference does, once the socket reads `$` (an
+//! assignment whose source is `$` or starts with `$.`, or an advance condition with `$.`); a
+//! cast recorded before them accepts only the keys a `$.key` path consumes (pinned by
+//! `whole_output_assign_does_not_admit_extra_keys`).
+//!
+//! The `event` side-channel (pi-materia §2.5 b): a top-level `event` array of objects, each with
+//! a non-empty string `type` and, when given, `severity` (debug, info, warning, error,
+//! critical), a string `message`, an object `payload` and an object `source`. [`take_events`]
+//! checks it and takes it out of the output, so routing and validation see the rest.
 
 use serde_json::Value;
 
@@ -104,8 +110,90 @@ pub fn needs_work_items(socket: &Socket) -> bool {
             .any(|(target, source)| target == "workItems" && source.trim() == "$.workItems")
 }
 
-/// Validates a parsed JSON output of `socket`. Returns every issue found (empty = valid).
+/// The severities an `event` may carry.
+const SEVERITIES: [&str; 5] = ["debug", "info", "warning", "error", "critical"];
+
+/// Takes the `event` side-channel out of a JSON output: its events, or every issue with it (the
+/// output is left as it was then). An output without `event` gives no events.
+pub fn take_events(value: &mut Value) -> Result<Vec<Value>, Vec<String>> {
+    let Some(map) = value.as_object_mut() else {
+        return Ok(Vec::new());
+    };
+    let Some(events) = map.get("event") else {
+        return Ok(Vec::new());
+    };
+    let Value::Array(list) = events else {
+        return Err(vec![
+            "\"event\" at $.event must be an array of {type, severity?, message?, payload?, \
+             source?} objects"
+                .to_owned(),
+        ]);
+    };
+    let mut issues = Vec::new();
+    for (i, event) in list.iter().enumerate() {
+        let at = format!("$.event[{i}]");
+        let Value::Object(fields) = event else {
+            issues.push(format!("{at} must be an object with a string \"type\""));
+            continue;
+        };
+        if fields
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(|t| t.trim().is_empty())
+        {
+            issues.push(format!("{at}.type is required: a non-empty string"));
+        }
+        if let Some(severity) = fields.get("severity")
+            && !severity.as_str().is_some_and(|s| SEVERITIES.contains(&s))
+        {
+            issues.push(format!(
+                "{at}.severity must be one of debug, info, warning, error, critical"
+            ));
+        }
+        type Check = (&'static str, fn(&Value) -> bool, &'static str);
+        let checks: [Check; 3] = [
+            ("message", Value::is_string, "a string"),
+            ("payload", Value::is_object, "an object"),
+            ("source", Value::is_object, "an object"),
+        ];
+        for (key, ok, wanted) in checks {
+            if fields.get(key).is_some_and(|v| !ok(v)) {
+                issues.push(format!("{at}.{key} must be {wanted}"));
+            }
+        }
+    }
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    match map.remove("event") {
+        Some(Value::Array(list)) => Ok(list),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Whether a socket reads `$` (an assignment from `$` or `$.…`, an advance condition with
+/// `$.`): under the conformance rules its agent output may carry any extra top-level key.
+fn reads_dollar(socket: &Socket) -> bool {
+    socket
+        .assign
+        .iter()
+        .any(|(_, source)| source.trim() == "$" || source.trim().starts_with("$."))
+        || socket
+            .advance
+            .as_ref()
+            .and_then(|a| a.when.as_deref())
+            .is_some_and(|w| w.contains("$."))
+}
+
+/// Validates a parsed JSON output of `socket` as a cast recorded before the conformance rules
+/// does. Returns every issue found (empty = valid).
 pub fn validate(socket: &Socket, value: &Value) -> Vec<String> {
+    validate_under(socket, value, 0)
+}
+
+/// Validates a parsed JSON output of `socket` under a cast's `conformance` rules
+/// (`machine::CONFORMANCE`). Returns every issue found (empty = valid).
+pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<String> {
     let mut issues = Vec::new();
     let Value::Object(map) = value else {
         issues.push("the output must be one JSON object, not an array or a scalar".to_owned());
@@ -113,9 +201,10 @@ pub fn validate(socket: &Socket, value: &Value) -> Vec<String> {
     };
     let agent = socket.is_agent();
     let consumed = consumed_keys(socket);
+    let open = conformance >= 1 && reads_dollar(socket);
     if agent {
         for key in map.keys() {
-            if !CANONICAL_KEYS.contains(&key.as_str()) && !consumed.contains(key) {
+            if !open && !CANONICAL_KEYS.contains(&key.as_str()) && !consumed.contains(key) {
                 issues.push(format!(
                     "unexpected top-level field \"{key}\": only workItems, satisfied and context are allowed; put explanations in context"
                 ));
@@ -282,6 +371,55 @@ mod tests {
                 .any(|i| i.contains("$.satisfied must be a boolean"))
         );
         assert!(issues.iter().any(|i| i.contains("\"feedback\"")));
+    }
+
+    #[test]
+    fn under_the_conformance_rules_reading_dollar_admits_extra_keys() {
+        let whole = socket(&[("lastCheck", "$")], eval_edges(), false);
+        let reply = json!({"satisfied": true, "verdict": "x", "score": 3});
+        assert!(validate_under(&whole, &reply, 1).is_empty());
+        let path = socket(&[("v", "$.verdict")], eval_edges(), false);
+        assert!(validate_under(&path, &reply, 1).is_empty());
+        let none = socket(&[], eval_edges(), false);
+        assert!(!validate_under(&none, &reply, 1).is_empty());
+        let typed = validate_under(&whole, &json!({"satisfied": "yes", "x": 1}), 1);
+        assert_eq!(
+            typed,
+            vec!["\"satisfied\" at $.satisfied must be a boolean"]
+        );
+    }
+
+    #[test]
+    fn the_event_side_channel_is_checked_and_taken_out() {
+        let mut out = json!({"satisfied": true, "event": [
+            {"type": "note", "severity": "info", "message": "m", "payload": {"a": 1}, "x": 2}
+        ]});
+        let events = take_events(&mut out).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["x"], 2);
+        assert_eq!(out, json!({"satisfied": true}));
+        let mut plain = json!({"satisfied": true});
+        assert_eq!(take_events(&mut plain).unwrap(), Vec::<Value>::new());
+        let mut bad = json!({"event": [
+            {"type": ""}, "text", {"type": "t", "severity": "loud", "payload": 1, "source": "s"}
+        ]});
+        let issues = take_events(&mut bad).unwrap_err();
+        assert_eq!(
+            issues,
+            vec![
+                "$.event[0].type is required: a non-empty string",
+                "$.event[1] must be an object with a string \"type\"",
+                "$.event[2].severity must be one of debug, info, warning, error, critical",
+                "$.event[2].payload must be an object",
+                "$.event[2].source must be an object",
+            ]
+        );
+        assert!(
+            bad.get("event").is_some(),
+            "a bad side-channel stays in the output"
+        );
+        let mut not_array = json!({"event": {"type": "t"}});
+        assert!(take_events(&mut not_array).unwrap_err()[0].contains("must be an array"));
     }
 
     #[test]

@@ -169,6 +169,17 @@ pub fn describe(event: &Event) -> String {
             e.code.map_or_else(|| "none".into(), |c| c.to_string()),
             if e.timed_out { " (timed out)" } else { "" }
         ),
+        Event::MateriaEvent(e) => format!(
+            "{}:{} {} {}{}",
+            e.socket,
+            e.visit,
+            e.event["severity"].as_str().unwrap_or("info"),
+            e.event["type"].as_str().unwrap_or_default(),
+            e.event["message"]
+                .as_str()
+                .map(|m| format!(": {}", excerpt(m, 60)))
+                .unwrap_or_default()
+        ),
         Event::RefinementRecorded(e) => format!(
             "{}:{} draft {}: {}",
             e.socket,

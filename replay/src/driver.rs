@@ -325,6 +325,11 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.observer = Some(observer);
     }
 
+    /// The directory the cast's utilities run in.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
     /// Aborts the cast (recording `cast_aborted`) at the next step after `flag` is set.
     pub fn interrupt_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.interrupt = Some(flag);

@@ -1,5 +1,7 @@
-//! Running utility sockets: a command (no shell), a fixed output, or a built-in equivalent of
-//! pi-materia's shipped scripts (`ensure-ignored`, `detect-vcs`). The result becomes a
+//! Running utility sockets: a command (no shell), a fixed output, or a built-in: an equivalent
+//! of pi-materia's shipped scripts (`ensure-ignored`, `detect-vcs`, also named by the aliases
+//! `project.ensureIgnored` and `vcs.detect`) or its aliases `echo` (prints the socket's
+//! `params` as JSON) and `noop` (prints `{}`). The result becomes a
 //! `utility_finished` event, so replay never runs a utility again.
 
 use std::path::Path;
@@ -102,12 +104,18 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
         Exec::Builtin { name } => match name.as_str() {
             "ensure-ignored" => ensure_ignored(input, cwd),
             "detect-vcs" => ok(detect_vcs(cwd).to_string()),
+            "echo" => ok(match input.get("params") {
+                Some(params @ Value::Object(_)) => params.to_string(),
+                _ => "{}".to_owned(),
+            }),
+            "noop" => ok("{}".to_owned()),
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
     }
 }
 
-/// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore`.
+/// `ensure-ignored`: makes sure each of `params.patterns` is a line of `<cwd>/.gitignore` (the
+/// cast's working directory; nothing above it is looked at).
 fn ensure_ignored(input: &Value, cwd: &Path) -> Finished {
     let patterns: Vec<String> = input
         .pointer("/params/patterns")

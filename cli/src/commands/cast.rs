@@ -36,6 +36,25 @@ pub(crate) fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
 
+/// The directory a cast's utilities run in: the working directory its `cast_started` records
+/// (`run --workdir`, the root's for a recast), else the current directory. The built-in
+/// Ignore-Artifacts edits the ignore file there and nowhere else.
+pub(crate) fn cast_cwd(log: &(impl EventLog + ?Sized), cast: &CastId) -> PathBuf {
+    let root = castlog_events::log::ancestors(log, cast)
+        .ok()
+        .and_then(|mut a| a.pop())
+        .unwrap_or_else(|| cast.clone());
+    let recorded = log
+        .read(&root, Seq::FIRST, Some(Seq::FIRST))
+        .ok()
+        .and_then(|first| first.first().and_then(|r| r.event().ok()))
+        .and_then(|event| match event {
+            castlog_core::event::Event::CastStarted(started) => started.workdir,
+            _ => None,
+        });
+    recorded.map_or_else(cwd, PathBuf::from)
+}
+
 /// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the
 /// casts `recorded:CAST` answers from (only that agent needs it); `cast` is the cast about to be
 /// driven on, when it already exists (a recorded agent skips the answers it holds). `globals`
@@ -246,15 +265,17 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         Some(args.config.display().to_string()),
     );
     started.policy_document = policy_document;
+    let mut utilities_in = cwd();
     if let Some(dir) = &args.workdir {
         let workdir =
             castlog_replay::tools::Workdir::open(dir).map_err(|e| CliError::user(e.to_string()))?;
         started.workdir = Some(workdir.root().display().to_string());
+        utilities_in = workdir.root().to_path_buf();
     }
     globals.launcher.record_under(db, &cast);
     let tail = Rc::new(Tail::new(&log, &cast, Seq::FIRST));
     let stop = {
-        let mut driver = Driver::start(&log, &clock, started, &cwd())?;
+        let mut driver = Driver::start(&log, &clock, started, &utilities_in)?;
         driver.launch_with(globals.launcher.clone());
         if let Some(sender) = sender {
             driver.post_with(sender);
@@ -312,7 +333,7 @@ fn feed(
     let clock = SystemClock;
     let cast = CastId::new(cast);
     globals.launcher.record_under(db, &cast);
-    let mut driver = Driver::open(&log, &clock, &cast, &cwd())?;
+    let mut driver = Driver::open(&log, &clock, &cast, &cast_cwd(&log, &cast))?;
     driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);

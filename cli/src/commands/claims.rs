@@ -189,7 +189,7 @@ fn resolve(db: &Path, args: &ResolveArgs) -> Result<(), CliError> {
     let cast = claim.cast.clone();
     let mut continues = false;
     if is_machine_cast(&log, &cast)? {
-        let mut driver = Driver::open(&log, &clock, &cast, &super::cast::cwd())?;
+        let mut driver = Driver::open(&log, &clock, &cast, &super::cast::cast_cwd(&log, &cast))?;
         let waiting = driver.state.current.as_ref().is_some_and(|c| {
             c.claim.as_ref() == Some(&claim.claim)
                 && c.phase == castlog_core::machine::Phase::AwaitingPostOutcome

@@ -141,7 +141,12 @@ pub fn mark(db: &Path, args: &MarkArgs) -> Result<(), CliError> {
     let head = super::inspect::head_of(&log, &args.cast)?;
     let at = args.at.map_or(head.seq, Seq);
     let clock = SystemClock;
-    let mut driver = Driver::open(&log, &clock, &head.cast, &super::cast::cwd())?;
+    let mut driver = Driver::open(
+        &log,
+        &clock,
+        &head.cast,
+        &super::cast::cast_cwd(&log, &head.cast),
+    )?;
     driver.apply(&Input::Mark {
         name: args.name.clone(),
         at,

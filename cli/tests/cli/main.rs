@@ -9,6 +9,7 @@ mod casts;
 mod casts_errors;
 mod casts_pauses;
 mod claims;
+mod conformance;
 mod crash;
 mod cycles;
 mod engage;

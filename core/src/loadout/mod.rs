@@ -106,6 +106,11 @@ pub struct LoopRegion {
     /// Exit routes, in declaration order.
     #[serde(default)]
     pub exits: Vec<ExitRoute>,
+    /// The loop walks no items (neither `consumes` nor `iterator`, no generator feeding it):
+    /// its sockets run without an item. Absent in loadouts frozen before, which walked
+    /// `state.workItems`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub itemless: bool,
 }
 
 /// What runs a utility socket.

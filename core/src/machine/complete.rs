@@ -7,8 +7,8 @@ use super::decide::{Decider, Rejection};
 use super::{Phase, Status};
 use crate::event::{
     Allowance, AllowanceExhausted, AllowanceExtended, CastRevived, CursorAdvanced, DataAssigned,
-    EdgeTaken, OutputRejected, RefinementRecorded, ReworkCleared, ReworkRouted, SocketCompleted,
-    Target, UtilityFinished, When,
+    EdgeTaken, MateriaEvent, OutputRejected, RefinementRecorded, ReworkCleared, ReworkRouted,
+    SocketCompleted, Target, UtilityFinished, When,
 };
 use crate::handoff;
 use crate::id::{SocketId, Turn};
@@ -113,15 +113,48 @@ impl Decider<'_, '_> {
             self.complete(&current.socket, &text, None);
             return;
         }
-        let parsed = handoff::parse_lenient(&text);
-        let issues = match &parsed {
+        let mut parsed = handoff::parse_lenient(&text);
+        let conformance = self.state.conformance;
+        let mut events = Vec::new();
+        let issues = match &mut parsed {
+            Ok(value) if conformance >= 1 => match handoff::take_events(value) {
+                Ok(taken) => {
+                    events = taken;
+                    handoff::validate_under(socket, value, conformance)
+                }
+                Err(issues) => issues,
+            },
             Ok(value) => handoff::validate(socket, value),
             Err(err) => vec![err.to_string()],
         };
         match parsed {
-            Ok(value) if issues.is_empty() => self.complete(&current.socket, &text, Some(value)),
+            Ok(value) if issues.is_empty() => {
+                let output = self.report_events(events, &value, &text);
+                self.complete(&current.socket, &output, Some(value));
+            }
             _ => self.reject(&issues),
         }
+    }
+
+    /// Records the events an output's side-channel reported (pi-materia's `event`), and
+    /// returns the output as routing sees it: the re-written JSON without `event` when it had
+    /// one, else `text` as it came.
+    fn report_events(&mut self, events: Vec<Value>, stripped: &Value, text: &str) -> String {
+        if events.is_empty() {
+            return text.to_owned();
+        }
+        let Some(current) = self.state.current.clone() else {
+            return text.to_owned();
+        };
+        for event in events {
+            self.emit(MateriaEvent {
+                socket: current.socket.clone(),
+                visit: current.visit,
+                item: current.item.clone(),
+                event,
+            });
+        }
+        stripped.to_string()
     }
 
     /// An agent output broke the contract: one same-socket repair turn, then failure.
@@ -223,7 +256,7 @@ impl Decider<'_, '_> {
             self.complete(&current.socket, stdout, None);
             return;
         }
-        let parsed = match handoff::parse_lenient(stdout) {
+        let mut parsed = match handoff::parse_lenient(stdout) {
             Ok(value) => value,
             Err(err) => {
                 self.fail(
@@ -237,7 +270,18 @@ impl Decider<'_, '_> {
                 return;
             }
         };
-        let issues = handoff::validate(socket, &parsed);
+        let conformance = self.state.conformance;
+        let (events, issues) = if conformance >= 1 {
+            match handoff::take_events(&mut parsed) {
+                Ok(events) => (
+                    events,
+                    handoff::validate_under(socket, &parsed, conformance),
+                ),
+                Err(issues) => (Vec::new(), issues),
+            }
+        } else {
+            (Vec::new(), handoff::validate(socket, &parsed))
+        };
         if !issues.is_empty() {
             self.fail(
                 format!(
@@ -250,7 +294,8 @@ impl Decider<'_, '_> {
             );
             return;
         }
-        self.complete(&current.socket, stdout, Some(parsed));
+        let output = self.report_events(events, &parsed, stdout);
+        self.complete(&current.socket, &output, Some(parsed));
     }
 
     /// Commits an accepted output and routes.
@@ -286,11 +331,16 @@ impl Decider<'_, '_> {
                 .iter()
                 .find(|(_, v)| v.get("ok") == Some(&Value::Bool(false)))
         {
-            self.fail(
-                format!("utility {socket_id} reported a failure in state.{ns} (ok: false)"),
-                Some(socket_id.clone()),
-                None,
-            );
+            let context = whole
+                .get("context")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|c| !c.is_empty() && self.state.conformance >= 1);
+            let reason = match context {
+                Some(context) => format!("utility {socket_id} failed: {context}"),
+                None => format!("utility {socket_id} reported a failure in state.{ns} (ok: false)"),
+            };
+            self.fail(reason, Some(socket_id.clone()), None);
             return;
         }
         for (target, source) in &socket.assign {

@@ -102,6 +102,16 @@ pub enum Rejection {
         /// The newest this castlog knows.
         supported: u32,
     },
+    /// The cast follows pi-materia conformance rules newer than this castlog's.
+    #[error(
+        "cannot start the loadout: the cast follows pi-materia conformance rules {version}, newer than this castlog's {supported}: use a newer castlog"
+    )]
+    ConformanceTooNew {
+        /// The cast's version.
+        version: u32,
+        /// The newest this castlog knows.
+        supported: u32,
+    },
     /// The loadout cannot start.
     #[error("cannot start the loadout: {0}")]
     Loadout(#[from] super::StartError),
@@ -436,6 +446,12 @@ pub fn start(started: CastStarted, env: &Env) -> Result<(CastState, Decision), R
             supported: super::turn::HANDOFF_RULE,
         });
     }
+    if let Some(version) = started.conformance.filter(|&v| v > super::CONFORMANCE) {
+        return Err(Rejection::ConformanceTooNew {
+            version,
+            supported: super::CONFORMANCE,
+        });
+    }
     let mut state = CastState::started(&started)?;
     let entry = state.loadout.entry.clone();
     let mut d = Decider::new(&mut state, env);
@@ -468,6 +484,7 @@ pub fn started_event(
         fence: Some(prompt::fence::VERSION),
         workdir: None,
         handoff,
+        conformance: Some(super::CONFORMANCE),
     }
 }
 

@@ -74,6 +74,7 @@ impl CastState {
             policy_document,
             fence: event.fence.unwrap_or(0),
             handoff: event.handoff.unwrap_or(0),
+            conformance: event.conformance.unwrap_or(0),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),
@@ -137,7 +138,7 @@ impl CastState {
         s.foreach.clone().or_else(|| {
             self.loadout
                 .loops_of(socket)
-                .next()
+                .find(|l| !l.itemless)
                 .map(|l| l.iterator.clone())
         })
     }

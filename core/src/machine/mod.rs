@@ -194,6 +194,10 @@ pub struct CastState {
     /// rule, or a legacy one). A recast inherits it with the rest of the parent's state.
     #[serde(default)]
     pub handoff: u32,
+    /// Its pi-materia conformance rules (`cast_started`'s `conformance`, see [`CONFORMANCE`];
+    /// 0: a cast recorded before them). A recast inherits them with the rest of the state.
+    #[serde(default)]
+    pub conformance: u32,
     /// Where it stands.
     pub status: Status,
     /// The visit in progress.
@@ -279,6 +283,18 @@ impl SentBodies {
         self.0.insert(digest);
     }
 }
+
+/// The pi-materia conformance rules new casts follow, recorded in `cast_started`
+/// (`conformance`); a cast recorded with an older version keeps its behaviour, so it still
+/// re-decides as recorded. Version 1:
+/// - a utility that reports failure (`satisfied: false` with a `state.<ns>.ok: false`) fails
+///   the cast with its own `context` as the reason, the socket named;
+/// - an output's `event` side-channel is checked (a bad one is a repair turn for an agent, a
+///   failure for a utility), recorded as `materia_event`s and taken out of the output before
+///   validation and routing;
+/// - an agent socket that reads `$` (an assignment from `$` or `$.…`, an advance condition with
+///   `$.`) accepts extra top-level keys.
+pub const CONFORMANCE: u32 = 1;
 
 /// How many recent dispatch keys a cast remembers.
 pub const DISPATCH_MEMORY: usize = 64;

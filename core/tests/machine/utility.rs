@@ -127,6 +127,26 @@ fn satisfied_false_with_a_failed_state_namespace_fails_instead_of_reworking() {
 }
 
 #[test]
+fn a_failing_utility_s_context_is_the_failure_reason_under_the_conformance_rules() {
+    let output = r#"{"satisfied": false, "context": "git is not installed here",
+                     "state": {"vcs": {"ok": false}}}"#;
+    let mut cast = probe();
+    let events = cast.utility(output);
+    assert_eq!(
+        of!(events, CastFailed)[0].reason,
+        "utility Socket-1 failed: git is not installed here"
+    );
+    // A cast recorded before the rules keeps the reason it was recorded with.
+    let mut older = probe();
+    older.state.conformance = 0;
+    let events = older.utility(output);
+    assert_eq!(
+        of!(events, CastFailed)[0].reason,
+        "utility Socket-1 reported a failure in state.vcs (ok: false)"
+    );
+}
+
+#[test]
 fn satisfied_false_without_a_failed_namespace_takes_the_rework_edge() {
     let mut cast = probe();
     let events = cast.utility(

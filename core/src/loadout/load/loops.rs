@@ -4,7 +4,7 @@
 use super::LoadError;
 use super::draft::{Draft, normalize_condition, req_target, req_when, when_str};
 use super::json::{
-    Json, Obj, as_object, err, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
+    Json, Obj, as_object, err, get, index, join, opt_array, opt_nonempty_str, opt_object, opt_str,
     req_nonempty_str, req_str,
 };
 use super::materia::{WORK_ITEMS, positive_u32};
@@ -128,7 +128,19 @@ fn read_loop(
         }
     };
 
-    let iterator = read_iterator(obj, path, consumes_as, consumes_cursor)?;
+    // A loop with neither `consumes` nor `iterator`, and no generator feeding it, walks no
+    // items: its sockets run without an item and its own cursor (`<loop id>Index`) advances
+    // over an empty list, so each advance leaves by the loop's exit route.
+    let itemless = consumes.is_none() && get(obj, "iterator").is_none() && consumes_from.is_none();
+    let iterator = if itemless {
+        ItemSource {
+            items: String::new(),
+            as_name: DEFAULT_AS.to_owned(),
+            cursor: format!("{id}Index"),
+        }
+    } else {
+        read_iterator(obj, path, consumes_as, consumes_cursor)?
+    };
     let mut exits = read_exits(obj, path, &members, &ids)?;
 
     if let Some(exit) = read_legacy_exit(obj, path, &members, &ids)? {
@@ -176,6 +188,7 @@ fn read_loop(
         consumes_from,
         iterator,
         exits,
+        itemless,
     })
 }
 

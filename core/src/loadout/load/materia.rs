@@ -335,7 +335,10 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
             output: output.to_value(),
         })
     } else if let Some(alias) = alias {
-        Program::NotProvided(alias.to_owned())
+        match builtin_alias(alias) {
+            Some(name) => Program::Runs(Exec::Builtin { name: name.into() }),
+            None => Program::NotProvided(alias.to_owned()),
+        }
     } else if let Some(name) = script {
         match name {
             "ensure-ignored.mjs" => Program::Runs(Exec::Builtin {
@@ -405,6 +408,19 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
 }
 
 /// `command`: a non-empty array of strings.
+/// The built-in utility a pi-materia `utility` alias names: `echo` (prints its `params`),
+/// `noop` (prints `{}`), `project.ensureIgnored` and `vcs.detect` (the shipped
+/// `ensure-ignored` and `detect-vcs` scripts' equivalents).
+fn builtin_alias(alias: &str) -> Option<&'static str> {
+    match alias {
+        "echo" => Some("echo"),
+        "noop" => Some("noop"),
+        "project.ensureIgnored" => Some("ensure-ignored"),
+        "vcs.detect" => Some("detect-vcs"),
+        _ => None,
+    }
+}
+
 fn read_command(obj: &Obj, path: &str) -> Result<Option<Vec<String>>, LoadError> {
     let Some(value) = get(obj, "command") else {
         return Ok(None);

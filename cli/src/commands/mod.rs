@@ -17,8 +17,10 @@ pub mod otlp;
 pub mod placement;
 pub mod projections;
 pub mod prompts;
+pub mod submit;
 pub mod transfer;
 pub mod verify;
+pub mod worker;
 
 use std::path::Path;
 
@@ -40,7 +42,8 @@ pub fn open(path: &Path) -> Result<Database, CliError> {
     Ok(Database::open_existing(path)?)
 }
 
-/// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`).
+/// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`,
+/// `submit`, `worker`).
 pub fn open_or_create(path: &Path) -> Result<Database, CliError> {
     Ok(Database::open(path)?)
 }

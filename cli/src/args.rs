@@ -221,6 +221,11 @@ pub struct CastsArgs {
     /// Also list the streams that are not casts (the destinations' claim ledgers).
     #[arg(long)]
     pub all: bool,
+    /// Only the casts in this state: queued (waiting for a worker, or under an expired
+    /// lease), running (held by a worker, or driven by a command), paused (waiting for a
+    /// person or for `resume`), completed, failed or aborted.
+    #[arg(long, value_parser = ["queued", "running", "paused", "completed", "failed", "aborted"])]
+    pub status: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -231,6 +236,10 @@ pub struct CastsArgs {
 pub struct ShowArgs {
     /// The cast.
     pub cast: String,
+    /// Keep printing events as they are appended (from any machine sharing the database),
+    /// until the cast completes, fails or is aborted; with --json, one event document a line.
+    #[arg(long)]
+    pub follow: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -11,6 +11,8 @@ pub mod claims;
 pub mod copy;
 pub mod diff;
 pub mod engage;
+mod fleet;
+mod follow;
 pub mod fork;
 pub mod inspect;
 pub mod otlp;

@@ -1,0 +1,62 @@
+//! `castlog show CAST --follow`: the cast's events printed as they are appended, by whichever
+//! machine appends them, until it completes, fails or is aborted.
+//!
+//! It polls the log (a read of the events after the last one printed, every
+//! [`POLL`]) on SQLite and PostgreSQL alike: a reader holds no lock and sees every committed
+//! append, whoever made it.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use castlog_core::id::{CastId, Seq};
+use castlog_events::{Database, EventLog, Recorded};
+use castlog_projections::timeline::TimelineLine;
+use serde_json::Value;
+
+use crate::error::CliError;
+use crate::output;
+
+/// How often the log is read for new events.
+const POLL: Duration = Duration::from_millis(200);
+
+/// The kinds that end a cast (a revive may start it again; following stops there).
+const TERMINAL: &[&str] = &["cast_completed", "cast_failed", "cast_aborted"];
+
+/// Prints every event of `cast` from its first, then each one appended, until a terminal
+/// one; with `json`, each event as one JSON document on a line of its own.
+pub(crate) fn follow(
+    log: &Database,
+    cast: &CastId,
+    json: bool,
+    as_json: fn(&Recorded) -> Value,
+) -> Result<(), CliError> {
+    if !json {
+        crate::say!("cast {cast} (following: Ctrl-C stops)");
+    }
+    let mut next = Seq::FIRST;
+    loop {
+        let mut ended = false;
+        log.scan(cast, next, &mut |record| {
+            if json {
+                let line = serde_json::to_string(&as_json(&record)).unwrap_or_default();
+                crate::say!("{line}");
+            } else {
+                let line = TimelineLine::of(&record, super::CONTEXTS);
+                crate::say!(
+                    "{:>6}  {}  {:<26} {}",
+                    line.seq,
+                    output::timestamp(line.at_ms),
+                    line.kind,
+                    line.summary
+                );
+            }
+            next = record.seq.next();
+            ended = TERMINAL.contains(&record.kind.as_str());
+            ControlFlow::Continue(())
+        })?;
+        if ended {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+}

@@ -1,0 +1,337 @@
+//! The run queue: `submit`, `worker` under leases, a worker killed or stalled past its lease,
+//! `casts --status` and `show --follow`. On SQLite always, and on PostgreSQL (a schema of
+//! its own per test) when `CASTLOG_TEST_POSTGRES` is set.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::Sandbox;
+use crate::postgres::Schema;
+
+/// Two single-turn sockets, one after the other: a cast is two agent calls.
+const TWO_SOCKETS: &str = r#"{
+  "activeLoadout": "Two",
+  "loadouts": {
+    "Two": {
+      "entry": "Socket-1",
+      "sockets": {
+        "Socket-1": { "materia": "Write", "parse": "text", "edges": [{ "when": "always", "to": "Socket-2" }] },
+        "Socket-2": { "materia": "Check", "parse": "text" }
+      }
+    }
+  },
+  "materia": {
+    "Write": { "type": "agent", "tools": "none", "label": "Write", "prompt": "Write: {{request}}" },
+    "Check": { "type": "agent", "tools": "none", "label": "Check", "prompt": "Check: {{lastOutput}}" }
+  }
+}"#;
+
+/// A database for one test: the sandbox's SQLite file, or a fresh PostgreSQL schema.
+struct Backend {
+    db: PathBuf,
+    _schema: Option<Schema>,
+}
+
+fn backends(sandbox: &Sandbox) -> Vec<Backend> {
+    let mut all = vec![Backend {
+        db: sandbox.db(),
+        _schema: None,
+    }];
+    if std::env::var_os("CASTLOG_TEST_POSTGRES").is_some() {
+        let schema = Schema::new();
+        all.push(Backend {
+            db: PathBuf::from(schema.url()),
+            _schema: Some(schema),
+        });
+    }
+    all
+}
+
+/// A `cmd:` agent that waits `seconds` (touching `started` first when given), then answers.
+fn agent(sandbox: &Sandbox, name: &str, seconds: &str, started: Option<&Path>) -> String {
+    let touch = started
+        .map(|p| format!("touch {}\n", p.display()))
+        .unwrap_or_default();
+    let path = sandbox.write(
+        name,
+        &format!("#!/bin/sh\ncat >/dev/null\n{touch}sleep {seconds}\necho ok\n"),
+    );
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    format!("cmd:{path}")
+}
+
+/// Kills (SIGKILL, the whole process group) a worker the test did not see end.
+struct Worker(Option<Child>);
+
+impl Worker {
+    fn child(&self) -> &Child {
+        self.0.as_ref().unwrap()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = signal(&child, "-KILL", true);
+            let _ = child.wait();
+        }
+    }
+}
+
+fn signal(child: &Child, sig: &str, group: bool) -> std::io::Result<std::process::ExitStatus> {
+    let target = if group {
+        format!("-{}", child.id())
+    } else {
+        child.id().to_string()
+    };
+    std::process::Command::new("kill")
+        .args([sig, "--", &target])
+        .status()
+}
+
+fn worker(sandbox: &Sandbox, db: &Path, id: &str, lease: &str) -> Worker {
+    let child = sandbox
+        .command_on(db)
+        .args([
+            "worker",
+            "--concurrency",
+            "2",
+            "--lease",
+            lease,
+            "--poll",
+            "100ms",
+            "--until-idle",
+            "--id",
+            id,
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    Worker(Some(child))
+}
+
+/// Waits for the worker to end and returns its `--json` report and stderr.
+fn finish(mut worker: Worker) -> (serde_json::Value, String) {
+    let child = worker.0.take().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "the worker failed: {stderr}");
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("worker stdout is not JSON ({e}): {stderr}"));
+    (report, stderr)
+}
+
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn casts(sandbox: &Sandbox, db: &Path) -> Vec<serde_json::Value> {
+    let run = sandbox.run_on(db, &["casts", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.json()["casts"].as_array().unwrap().clone()
+}
+
+fn submit(sandbox: &Sandbox, db: &Path, config: &str, agent: &str, cast: &str) {
+    let run = sandbox.run_on(
+        db,
+        &[
+            "submit", config, "--task", cast, "--agent", agent, "--cast", cast, "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["cast"], cast);
+    assert_eq!(run.json()["state"], "queued");
+}
+
+fn events(sandbox: &Sandbox, db: &Path, cast: &str) -> Vec<serde_json::Value> {
+    let run = sandbox.run_on(db, &["show", cast, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.json()["events"].as_array().unwrap().clone()
+}
+
+fn count(events: &[serde_json::Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["kind"] == kind).count()
+}
+
+/// `(socket, visit)` of every completed socket visit, in order.
+fn completions(events: &[serde_json::Value]) -> Vec<(String, u64)> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "socket_completed")
+        .map(|e| {
+            (
+                e["payload"]["socket"].as_str().unwrap().to_owned(),
+                e["payload"]["visit"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn thirty_casts_three_workers_one_killed_each_cast_completes_once() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("two.json", TWO_SOCKETS);
+    let agent = agent(&sandbox, "agent.sh", "0.1", None);
+    for backend in backends(&sandbox) {
+        let db = &backend.db;
+        let names: Vec<String> = (1..=30).map(|i| format!("job-{i:02}")).collect();
+        for name in &names {
+            submit(&sandbox, db, &config, &agent, name);
+        }
+        let queued = casts(&sandbox, db);
+        assert!(queued.iter().all(|c| c["status"] == "queued"), "{queued:?}");
+
+        let doomed = worker(&sandbox, db, "w1", "2s");
+        let others = [
+            worker(&sandbox, db, "w2", "2s"),
+            worker(&sandbox, db, "w3", "2s"),
+        ];
+        // Mid-run: some cast is done, and w1 holds one.
+        let mut held_by_w1 = Vec::new();
+        until("w1 to hold a cast after the first cast completed", || {
+            let now = casts(&sandbox, db);
+            held_by_w1 = now
+                .iter()
+                .filter(|c| c["holder"] == "w1")
+                .map(|c| c["cast"].as_str().unwrap().to_owned())
+                .collect();
+            !held_by_w1.is_empty() && now.iter().any(|c| c["status"] == "completed")
+        });
+        signal(doomed.child(), "-KILL", true).unwrap();
+        drop(doomed);
+        // What w1 held when it died: its leases have not expired yet.
+        held_by_w1 = casts(&sandbox, db)
+            .iter()
+            .filter(|c| c["holder"] == "w1")
+            .map(|c| c["cast"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(!held_by_w1.is_empty(), "w1 held nothing when it was killed");
+
+        let reports: Vec<_> = others.into_iter().map(finish).collect();
+        let listed = casts(&sandbox, db);
+        assert_eq!(listed.len(), 30);
+        for cast in &listed {
+            assert_eq!(cast["status"], "completed", "{cast}");
+            assert_eq!(cast["holder"], serde_json::Value::Null);
+        }
+        for name in &names {
+            let events = events(&sandbox, db, name);
+            assert_eq!(count(&events, "cast_completed"), 1, "{name}");
+            assert_eq!(
+                completions(&events),
+                [("Socket-1".to_owned(), 1), ("Socket-2".to_owned(), 1)],
+                "{name}: a socket visit completed twice or not at all"
+            );
+        }
+        // What w1 held when it died was taken over and finished by w2 or w3.
+        for name in &held_by_w1 {
+            let taken_over = reports.iter().any(|(report, _)| {
+                report["casts"].as_array().unwrap().iter().any(|c| {
+                    c["cast"] == name.as_str()
+                        && c["taken_over"] == true
+                        && c["outcome"] == "completed"
+                })
+            });
+            assert!(taken_over, "{name} was not taken over: {reports:?}");
+            let listed = listed.iter().find(|c| c["cast"] == name.as_str()).unwrap();
+            assert!(listed["epoch"].as_u64().unwrap() >= 2, "{listed}");
+            // Its prompt in flight (or held) was sent again through the resume path.
+            let events = events(&sandbox, db, name);
+            assert!(count(&events, "cast_resumed") >= 1, "{name}: {events:?}");
+        }
+        let verify = sandbox.run_on(db, &["verify", "--all", "--json"]);
+        assert_eq!(verify.code, 0, "{}", verify.stdout);
+        assert_eq!(verify.json()["ok"], true);
+    }
+}
+
+#[test]
+fn a_worker_stopped_past_its_lease_appends_nothing_after_the_take_over() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("two.json", TWO_SOCKETS);
+    for (n, backend) in backends(&sandbox).into_iter().enumerate() {
+        let db = &backend.db;
+        let started = sandbox.path(&format!("started-{n}"));
+        let agent = agent(&sandbox, &format!("slow-{n}.sh"), "0.8", Some(&started));
+        submit(&sandbox, db, &config, &agent, "slow");
+        let stalled = worker(&sandbox, db, "stalled", "1s");
+        until("the first worker's agent to start", || started.exists());
+        signal(stalled.child(), "-STOP", false).unwrap();
+        until("the stopped worker's lease to expire", || {
+            casts(&sandbox, db)[0]["lease_expired"] == true
+        });
+        let (report, _) = finish(worker(&sandbox, db, "rescuer", "2s"));
+        assert_eq!(report["casts"][0]["outcome"], "completed", "{report}");
+        assert_eq!(report["casts"][0]["taken_over"], true, "{report}");
+        let done = events(&sandbox, db, "slow");
+
+        signal(stalled.child(), "-CONT", false).unwrap();
+        let (report, stderr) = finish(stalled);
+        assert_eq!(
+            report["casts"][0]["outcome"], "lease_lost",
+            "{report} {stderr}"
+        );
+        assert!(
+            stderr.contains("was taken over"),
+            "the stalled worker does not say it lost the cast: {stderr}"
+        );
+        let after = events(&sandbox, db, "slow");
+        assert_eq!(
+            after, done,
+            "the stalled worker appended after the take-over"
+        );
+        assert_eq!(count(&after, "cast_completed"), 1);
+        assert_eq!(sandbox.run_on(db, &["verify", "--all"]).code, 0);
+    }
+}
+
+#[test]
+fn casts_lists_status_and_holder_and_show_follow_ends_with_the_cast() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("two.json", TWO_SOCKETS);
+    let agent = agent(&sandbox, "agent.sh", "0.1", None);
+    for backend in backends(&sandbox) {
+        let db = &backend.db;
+        submit(&sandbox, db, &config, &agent, "watched");
+        let queued = sandbox.run_on(db, &["casts", "--status", "queued", "--json"]);
+        assert_eq!(queued.json()["casts"][0]["cast"], "watched");
+        let running = sandbox.run_on(db, &["casts", "--status", "running", "--json"]);
+        assert_eq!(running.json()["casts"].as_array().unwrap().len(), 0);
+
+        let follow = sandbox
+            .command_on(db)
+            .args(["show", "watched", "--follow"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (report, _) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(report["casts"][0]["outcome"], "completed");
+        let out = follow.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        let last = text.lines().last().unwrap_or_default();
+        assert!(last.contains("cast_completed"), "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.contains("agent_replied")).count(),
+            2,
+            "{text}"
+        );
+        let done = sandbox.run_on(db, &["casts", "--status", "completed", "--json"]);
+        let row = &done.json()["casts"][0];
+        assert_eq!(row["cast"], "watched");
+        assert_eq!(row["cast_status"], "completed");
+        assert_eq!(row["epoch"], 1);
+    }
+}

@@ -94,6 +94,10 @@ fn signal(child: &Child, sig: &str, group: bool) -> std::io::Result<std::process
 }
 
 fn worker(sandbox: &Sandbox, db: &Path, id: &str, lease: &str) -> Worker {
+    worker_with(sandbox, db, id, lease, &[])
+}
+
+fn worker_with(sandbox: &Sandbox, db: &Path, id: &str, lease: &str, more: &[&str]) -> Worker {
     let child = sandbox
         .command_on(db)
         .args([
@@ -109,6 +113,7 @@ fn worker(sandbox: &Sandbox, db: &Path, id: &str, lease: &str) -> Worker {
             id,
             "--json",
         ])
+        .args(more)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -333,5 +338,57 @@ fn casts_lists_status_and_holder_and_show_follow_ends_with_the_cast() {
         assert_eq!(row["cast"], "watched");
         assert_eq!(row["cast_status"], "completed");
         assert_eq!(row["epoch"], 1);
+    }
+}
+
+#[test]
+fn max_inflight_holds_an_endpoints_limit_across_workers() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("two.json", TWO_SOCKETS);
+    for (n, backend) in backends(&sandbox).into_iter().enumerate() {
+        let db = &backend.db;
+        // The agent notes how many of its calls are in flight (itself included) when it starts.
+        let inflight = sandbox.path(&format!("inflight-{n}"));
+        let seen = sandbox.path(&format!("seen-{n}"));
+        std::fs::create_dir_all(&inflight).unwrap();
+        let path = sandbox.write(
+            &format!("counted-{n}.sh"),
+            &format!(
+                "#!/bin/sh\ncat >/dev/null\ntouch {dir}/$$\nls {dir} | wc -l >> {seen}\nsleep 0.2\nrm {dir}/$$\necho ok\n",
+                dir = inflight.display(),
+                seen = seen.display()
+            ),
+        );
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+        let agent = format!("cmd:{path}");
+        for i in 1..=6 {
+            submit(&sandbox, db, &config, &agent, &format!("limited-{i}"));
+        }
+        let limit = format!("{agent}=1");
+        let workers =
+            ["a", "b"].map(|id| worker_with(&sandbox, db, id, "2s", &["--max-inflight", &limit]));
+        for worker in workers {
+            let (report, _) = finish(worker);
+            for cast in report["casts"].as_array().unwrap() {
+                assert_eq!(cast["outcome"], "completed", "{report}");
+            }
+        }
+        let counts: Vec<u32> = std::fs::read_to_string(&seen)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(counts.len(), 12, "two calls per cast: {counts:?}");
+        assert!(
+            counts.iter().all(|c| *c == 1),
+            "more than one call in flight: {counts:?}"
+        );
+        let listed = casts(&sandbox, db);
+        assert!(
+            listed.iter().all(|c| c["status"] == "completed"),
+            "{listed:?}"
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
 use castlog_core::loadout::load_config;
+use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
 use castlog_events::{Database, RunQueue};
@@ -24,14 +25,6 @@ pub fn run(
     args: &SubmitArgs,
     globals: &crate::globals::Globals,
 ) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&args.config).map_err(|e| {
-        CliError::user(format!("cannot read config {}: {e}", args.config.display()))
-    })?;
-    let config =
-        load_config(&text).map_err(|e| CliError::from(e).context(args.config.display()))?;
-    let loadout = config
-        .resolve(args.loadout.as_deref())
-        .map_err(|e| CliError::from(e).context(args.config.display()))?;
     if args.agent.starts_with("recorded:") {
         return Err(CliError::user(
             "submit takes a live agent (scripted:, cmd:, openai:); recorded:CAST answers only with run, resume or recast",
@@ -41,30 +34,18 @@ pub fn run(
     // on its own machine).
     super::cast::agent(&args.agent, 0, None, None, globals)?;
     let log = super::open_or_create(db)?;
-    let clock = SystemClock;
     let cast = match &args.cast {
         Some(id) => super::chosen_cast(&log, id)?,
-        None => super::cast::new_cast_id(&log, &clock)?,
+        None => super::cast::new_cast_id(&log, &SystemClock)?,
     };
-    let policy = config
-        .placement_policy
-        .clone()
-        .unwrap_or_else(|| "recommended".into());
-    let started = started_event(
-        cast.clone(),
-        &loadout,
-        loadout_hash(&loadout.to_json()),
-        args.task.clone(),
-        policy,
-        Some(args.config.display().to_string()),
-    );
-    let status = {
-        let mut driver = Driver::start(&log, &clock, started, &super::cast::cwd())
-            .map_err(|e| CliError::from(e).context(format!("cast {cast}")))?;
-        driver.hold_unsent()?;
-        driver.state.status
-    };
-    log.submit(&cast, &args.agent, clock.now_ms())?;
+    let status = queue_cast(
+        &log,
+        &args.config,
+        args.loadout.as_deref(),
+        &args.task,
+        &args.agent,
+        &cast,
+    )?;
     if args.json {
         return output::json(&json!({
             "cast": cast,
@@ -75,6 +56,47 @@ pub fn run(
     }
     crate::say!("{cast}");
     Ok(())
+}
+
+/// Records the start of `cast` (a new id) of the config's loadout, its first prompt held,
+/// and queues it for `agent`; returns the cast's status.
+pub(crate) fn queue_cast(
+    log: &Database,
+    config_path: &Path,
+    loadout: Option<&str>,
+    task: &str,
+    agent: &str,
+    cast: &CastId,
+) -> Result<Status, CliError> {
+    let text = std::fs::read_to_string(config_path).map_err(|e| {
+        CliError::user(format!("cannot read config {}: {e}", config_path.display()))
+    })?;
+    let config =
+        load_config(&text).map_err(|e| CliError::from(e).context(config_path.display()))?;
+    let loadout = config
+        .resolve(loadout)
+        .map_err(|e| CliError::from(e).context(config_path.display()))?;
+    let clock = SystemClock;
+    let policy = config
+        .placement_policy
+        .clone()
+        .unwrap_or_else(|| "recommended".into());
+    let started = started_event(
+        cast.clone(),
+        &loadout,
+        loadout_hash(&loadout.to_json()),
+        task.to_owned(),
+        policy,
+        Some(config_path.display().to_string()),
+    );
+    let status = {
+        let mut driver = Driver::start(log, &clock, started, &super::cast::cwd())
+            .map_err(|e| CliError::from(e).context(format!("cast {cast}")))?;
+        driver.hold_unsent()?;
+        driver.state.status
+    };
+    log.submit(cast, agent, clock.now_ms())?;
+    Ok(status)
 }
 
 /// Queues `cast` again if it waits in the run queue as paused and its status is one a

@@ -392,3 +392,46 @@ fn max_inflight_holds_an_endpoints_limit_across_workers() {
         );
     }
 }
+
+#[test]
+fn bench_workers_reports_casts_per_second_per_worker_count() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run_on(
+        &sandbox.db(),
+        &[
+            "bench",
+            "workers",
+            "--workers",
+            "1,2",
+            "--casts",
+            "3",
+            "--sleep-ms",
+            "10",
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let figures = run.json();
+    assert_eq!(figures["backend"], "sqlite");
+    let rounds = figures["rounds"].as_array().unwrap();
+    assert_eq!(
+        rounds
+            .iter()
+            .map(|r| r["workers"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(rounds[0]["scaling"], 1.0);
+    assert!(
+        rounds
+            .iter()
+            .all(|r| r["casts_per_s"].as_f64().unwrap() > 0.0)
+    );
+    // Every submitted cast was driven to its end.
+    let listed = casts(&sandbox, &sandbox.db());
+    assert_eq!(listed.len(), 6);
+    assert!(
+        listed.iter().all(|c| c["status"] == "completed"),
+        "{listed:?}"
+    );
+}

@@ -435,3 +435,65 @@ fn bench_workers_reports_casts_per_second_per_worker_count() {
         "{listed:?}"
     );
 }
+
+/// A multi-turn socket, then a single-turn one.
+const TALK: &str = r#"{
+  "activeLoadout": "Talk",
+  "loadouts": {
+    "Talk": {
+      "entry": "Socket-1",
+      "sockets": {
+        "Socket-1": { "materia": "Talk", "parse": "text", "edges": [{ "when": "always", "to": "Socket-2" }] },
+        "Socket-2": { "materia": "Check", "parse": "text" }
+      }
+    }
+  },
+  "materia": {
+    "Talk": { "type": "agent", "tools": "none", "multiTurn": true, "label": "Talk", "prompt": "Talk: {{request}}" },
+    "Check": { "type": "agent", "tools": "none", "label": "Check", "prompt": "Check: {{lastOutput}}" }
+  }
+}"#;
+
+#[test]
+fn a_paused_cast_waits_in_the_queue_until_refine_or_continue() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("talk.json", TALK);
+    let agent = agent(&sandbox, "agent.sh", "0", None);
+    for backend in backends(&sandbox) {
+        let db = &backend.db;
+        submit(&sandbox, db, &config, &agent, "talk");
+        let status = |wanted: &str| {
+            let run = sandbox.run_on(db, &["casts", "--status", wanted, "--json"]);
+            run.json()["casts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["cast"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let (report, _) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(report["casts"][0]["outcome"], "awaiting_refinement");
+        assert_eq!(status("paused"), ["talk"]);
+        // Paused: a worker takes nothing.
+        let (report, _) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(report["casts"], serde_json::json!([]));
+
+        let refined = sandbox.run_on(db, &["refine", "talk", "say more", "--json"]);
+        assert_eq!(refined.code, 0, "{}", refined.stderr);
+        assert_eq!(status("queued"), ["talk"]);
+        let (report, _) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(report["casts"][0]["outcome"], "awaiting_refinement");
+
+        let finalized = sandbox.run_on(db, &["continue", "talk", "--json"]);
+        assert_eq!(finalized.code, 0, "{}", finalized.stderr);
+        assert_eq!(status("queued"), ["talk"]);
+        let (report, _) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(report["casts"][0]["outcome"], "completed");
+        assert_eq!(status("completed"), ["talk"]);
+        let events = events(&sandbox, db, "talk");
+        // Two drafts, the finalized answer (a turn of its own) and Socket-2's.
+        assert_eq!(count(&events, "agent_replied"), 4);
+        assert_eq!(count(&events, "cast_completed"), 1);
+        assert_eq!(sandbox.run_on(db, &["verify", "--all"]).code, 0);
+    }
+}

@@ -79,7 +79,6 @@ pub(crate) fn queue_cast(
     let clock = SystemClock;
     let policy = config
         .placement_policy
-        .clone()
         .unwrap_or_else(|| "recommended".into());
     let started = started_event(
         cast.clone(),

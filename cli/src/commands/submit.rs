@@ -30,9 +30,10 @@ pub fn run(
             "submit takes a live agent (scripted:, cmd:, openai:); recorded:CAST answers only with run, resume or recast",
         ));
     }
-    // A mistyped SPEC is refused here, before anything is queued (a worker checks it again
-    // on its own machine).
+    // A mistyped SPEC or a bad config is refused here, before the database is opened (a
+    // worker checks the SPEC again on its own machine).
     super::cast::agent(&args.agent, 0, None, None, globals)?;
+    loadout_of(&args.config, args.loadout.as_deref())?;
     let log = super::open_or_create(db)?;
     let cast = match &args.cast {
         Some(id) => super::chosen_cast(&log, id)?,
@@ -68,18 +69,8 @@ pub(crate) fn queue_cast(
     agent: &str,
     cast: &CastId,
 ) -> Result<Status, CliError> {
-    let text = std::fs::read_to_string(config_path).map_err(|e| {
-        CliError::user(format!("cannot read config {}: {e}", config_path.display()))
-    })?;
-    let config =
-        load_config(&text).map_err(|e| CliError::from(e).context(config_path.display()))?;
-    let loadout = config
-        .resolve(loadout)
-        .map_err(|e| CliError::from(e).context(config_path.display()))?;
+    let (loadout, policy) = loadout_of(config_path, loadout)?;
     let clock = SystemClock;
-    let policy = config
-        .placement_policy
-        .unwrap_or_else(|| "recommended".into());
     let started = started_event(
         cast.clone(),
         &loadout,
@@ -96,6 +87,25 @@ pub(crate) fn queue_cast(
     };
     log.submit(cast, agent, clock.now_ms())?;
     Ok(status)
+}
+
+/// The loadout a config names (or its active one) and the config's placement policy.
+fn loadout_of(
+    config_path: &Path,
+    loadout: Option<&str>,
+) -> Result<(castlog_core::loadout::Loadout, String), CliError> {
+    let text = std::fs::read_to_string(config_path).map_err(|e| {
+        CliError::user(format!("cannot read config {}: {e}", config_path.display()))
+    })?;
+    let config =
+        load_config(&text).map_err(|e| CliError::from(e).context(config_path.display()))?;
+    let loadout = config
+        .resolve(loadout)
+        .map_err(|e| CliError::from(e).context(config_path.display()))?;
+    let policy = config
+        .placement_policy
+        .unwrap_or_else(|| "recommended".into());
+    Ok((loadout, policy))
 }
 
 /// Queues `cast` again if it waits in the run queue as paused and its status is one a

@@ -497,3 +497,35 @@ fn a_paused_cast_waits_in_the_queue_until_refine_or_continue() {
         assert_eq!(sandbox.run_on(db, &["verify", "--all"]).code, 0);
     }
 }
+
+#[test]
+fn submit_refuses_a_bad_config_or_agent_before_opening_the_database() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("two.json", TWO_SOCKETS);
+    let missing = sandbox.run(&[
+        "submit",
+        "nope.json",
+        "--task",
+        "t",
+        "--agent",
+        "cmd:true",
+        "--json",
+    ]);
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("nope.json"), "{}", missing.stderr);
+    missing.assert_failure_stdout();
+    let agent = sandbox.run(&["submit", &config, "--task", "t", "--agent", "bogus:x"]);
+    assert_eq!(agent.code, 1);
+    assert!(
+        agent.stderr.contains("unknown agent spec"),
+        "{}",
+        agent.stderr
+    );
+    assert!(
+        !sandbox.db().exists(),
+        "nothing may be created for a refused submit"
+    );
+    let worker = sandbox.run(&["worker", "--lease", "0s"]);
+    assert_eq!(worker.code, 1, "{}", worker.stderr);
+    assert!(worker.stderr.contains("more than 0"), "{}", worker.stderr);
+}

@@ -57,6 +57,15 @@ impl Database {
         }
     }
 
+    /// A listener woken by appends from any machine (PostgreSQL, once the run queue's tables
+    /// are there); `None` where a follower can only poll.
+    pub fn listen_appends(&self) -> Result<Option<crate::postgres::AppendListener>, LogError> {
+        match self {
+            Self::Sqlite(_) => Ok(None),
+            Self::Postgres(log) => log.listen_appends(),
+        }
+    }
+
     /// The SQLite log, when this is one.
     pub fn sqlite(&self) -> Option<&SqliteLog> {
         match self {

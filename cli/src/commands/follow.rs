@@ -1,9 +1,10 @@
 //! `castlog show CAST --follow`: the cast's events printed as they are appended, by whichever
 //! machine appends them, until it completes, fails or is aborted.
 //!
-//! It polls the log (a read of the events after the last one printed, every
-//! [`POLL`]) on SQLite and PostgreSQL alike: a reader holds no lock and sees every committed
-//! append, whoever made it.
+//! It reads the log again (the events after the last one printed) every [`POLL`] on SQLite;
+//! on PostgreSQL it waits for an append's announcement (LISTEN, see `events/src/postgres/
+//! queue.sql`), at most [`POLL_LISTENING`], and reads then. A reader holds no lock and sees
+//! every committed append, whoever made it.
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -19,6 +20,9 @@ use crate::output;
 /// How often the log is read for new events.
 const POLL: Duration = Duration::from_millis(200);
 
+/// The longest wait for an announcement before the log is read anyway.
+const POLL_LISTENING: Duration = Duration::from_secs(2);
+
 /// The kinds that end a cast (a revive may start it again; following stops there).
 const TERMINAL: &[&str] = &["cast_completed", "cast_failed", "cast_aborted"];
 
@@ -33,6 +37,7 @@ pub(crate) fn follow(
     if !json {
         crate::say!("cast {cast} (following: Ctrl-C stops)");
     }
+    let mut listener = log.listen_appends()?;
     let mut next = Seq::FIRST;
     loop {
         let mut ended = false;
@@ -57,6 +62,11 @@ pub(crate) fn follow(
         if ended {
             return Ok(());
         }
-        std::thread::sleep(POLL);
+        match listener.as_mut() {
+            Some(listener) => {
+                listener.wait(POLL_LISTENING)?;
+            }
+            None => std::thread::sleep(POLL),
+        }
     }
 }

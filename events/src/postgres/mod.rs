@@ -37,6 +37,7 @@ use crate::record::{Pending, Recorded};
 use crate::sqlite::CastsAudit;
 use conn::{Conn, Pool};
 pub use locator::{Locator, is_postgres_url};
+pub use queue::AppendListener;
 pub use schema::SCHEMA_VERSION;
 
 /// A hash-chained event log in a PostgreSQL database (or one schema of it).

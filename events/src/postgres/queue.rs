@@ -9,6 +9,7 @@
 //! and an append after a take-over finds the new epoch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use castlog_core::id::{CastId, Seq};
 
@@ -56,7 +57,9 @@ impl PostgresLog {
         &self,
         work: impl FnOnce(&mut Conn) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        if !self.queue_ready.0.load(Ordering::Acquire) {
+        // Tables already there are left alone: a role that may only use them (see the
+        // README) could not create them, nor replace the function beside them.
+        if !self.queue_ready.0.load(Ordering::Acquire) && !self.pool.with(Self::has_queue)? {
             self.write(|conn| {
                 conn.client()
                     .execute("SELECT pg_advisory_xact_lock($1)", &[&QUEUE_DDL_LOCK])
@@ -65,8 +68,8 @@ impl PostgresLog {
                     .batch_execute(DDL)
                     .map_err(|e| map_err("creating the run queue's tables", &e))
             })?;
-            self.queue_ready.0.store(true, Ordering::Release);
         }
+        self.queue_ready.0.store(true, Ordering::Release);
         self.write(work)
     }
 
@@ -80,6 +83,60 @@ impl PostgresLog {
             )
             .and_then(|row| row.try_get(0))
             .map_err(|e| map_err("reading the run queue", &e))
+    }
+}
+
+/// A session that listens for the appends to one log's events (see `queue.sql`).
+pub struct AppendListener {
+    client: postgres::Client,
+}
+
+impl std::fmt::Debug for AppendListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppendListener").finish_non_exhaustive()
+    }
+}
+
+impl AppendListener {
+    /// Waits until an append is announced or `timeout` passes; true when one was.
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool, LogError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut notices = self.client.notifications();
+        let heard = notices
+            .timeout_iter(timeout)
+            .next()
+            .map_err(|e| map_err("waiting for appends", &e))?
+            .is_some();
+        // Everything announced meanwhile is one wake-up.
+        while notices
+            .iter()
+            .next()
+            .map_err(|e| map_err("waiting for appends", &e))?
+            .is_some()
+        {}
+        Ok(heard)
+    }
+}
+
+impl PostgresLog {
+    /// A listener for appends to this log, when its schema announces them (the run queue's
+    /// tables, `queue.sql`, came with the trigger); `None` otherwise (a follower polls).
+    pub fn listen_appends(&self) -> Result<Option<AppendListener>, LogError> {
+        if !self.pool.with(Self::has_queue)? {
+            return Ok(None);
+        }
+        let mut conn = Conn::connect(self.pool.locator())?;
+        let channel: String = conn
+            .client()
+            .query_one("SELECT 'castlog_' || left(md5(current_schema()), 16)", &[])
+            .and_then(|row| row.try_get(0))
+            .map_err(|e| map_err("listening for appends", &e))?;
+        conn.client()
+            .batch_execute(&format!("LISTEN \"{channel}\""))
+            .map_err(|e| map_err("listening for appends", &e))?;
+        Ok(Some(AppendListener {
+            client: conn.into_client(),
+        }))
     }
 }
 

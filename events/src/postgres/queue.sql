@@ -21,3 +21,23 @@ CREATE TABLE IF NOT EXISTS castlog_slots (
     lease_until_ms bigint  NOT NULL,
     PRIMARY KEY (endpoint, slot)
 );
+
+-- Appends are announced (NOTIFY on a channel named for the schema, `castlog_` and the first
+-- 16 hex digits of md5(schema)), so `show --follow` on another machine wakes when an event
+-- is committed instead of waiting for its next poll. One notification per appending
+-- statement, delivered at commit; a follower still polls, so a lost one only delays it.
+CREATE OR REPLACE FUNCTION castlog_announce_append() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('castlog_' || left(md5(TG_TABLE_SCHEMA), 16), '');
+    RETURN NULL;
+END;
+$$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                   WHERE tgname = 'events_announce' AND tgrelid = 'events'::regclass) THEN
+        CREATE TRIGGER events_announce AFTER INSERT ON events
+            FOR EACH STATEMENT EXECUTE FUNCTION castlog_announce_append();
+    END IF;
+END;
+$$;

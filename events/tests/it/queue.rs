@@ -137,3 +137,22 @@ fn a_sqlite_file_nobody_queued_in_gets_no_queue_tables() {
     );
     assert_eq!(tables, 0);
 }
+
+#[test]
+fn a_postgres_append_from_another_log_wakes_a_listener() {
+    let schema = scratch_schema();
+    let log = PostgresLog::open(&schema.url()).unwrap();
+    assert!(
+        log.listen_appends().unwrap().is_none(),
+        "no queue, no announcements"
+    );
+    let cast = CastId::new("followed");
+    log.append(&cast, Seq(1), &[event()]).unwrap();
+    log.submit(&cast, "cmd:true", 0).unwrap();
+    let mut listener = log.listen_appends().unwrap().unwrap();
+    let quiet = std::time::Duration::from_millis(50);
+    assert!(!listener.wait(quiet).unwrap(), "nothing appended yet");
+    let other = PostgresLog::open(&schema.url()).unwrap();
+    other.append(&cast, Seq(2), &[event()]).unwrap();
+    assert!(listener.wait(std::time::Duration::from_secs(30)).unwrap());
+}

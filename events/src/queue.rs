@@ -216,9 +216,12 @@ pub trait RunQueue: Send + Sync {
     fn release_slot(&self, slot: &Slot) -> Result<(), LogError>;
 }
 
-/// The log as a leased worker sees it: reads go to the log, appends are fenced by the lease
-/// ([`RunQueue::append_leased`]), so a driver that holds it cannot write once its lease is
-/// lost. Forks and imports are not a worker's to make and are refused.
+/// The log as a leased worker sees it: reads go to the log, appends to the leased cast are
+/// fenced by the lease ([`RunQueue::append_leased`]), so a driver that holds it cannot write
+/// to its cast once its lease is lost. Appends to other streams (a destination's claims
+/// ledger, whose day is taken by a compare-and-set of its own) go to the log as they are:
+/// a stalled worker may still take a ledger's day, but the cast's `post_claimed` that would
+/// use it is refused, so nothing is posted.
 pub struct LeasedLog<'a> {
     log: &'a dyn EventLog,
     queue: &'a dyn RunQueue,
@@ -243,17 +246,6 @@ impl<'a> LeasedLog<'a> {
     pub fn lease(&self) -> &Lease {
         &self.lease
     }
-
-    fn leased(&self, cast: &CastId) -> Result<(), LogError> {
-        if *cast == self.lease.cast {
-            return Ok(());
-        }
-        Err(LogError::LeaseLost {
-            cast: cast.clone(),
-            epoch: 0,
-            current: 0,
-        })
-    }
 }
 
 impl EventLog for LeasedLog<'_> {
@@ -269,22 +261,14 @@ impl EventLog for LeasedLog<'_> {
     fn fork(
         &self,
         cast: &CastId,
-        _from: &ForkPoint,
-        _events: &[Pending],
+        from: &ForkPoint,
+        events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        Err(LogError::LeaseLost {
-            cast: cast.clone(),
-            epoch: self.lease.epoch,
-            current: self.lease.epoch,
-        })
+        self.log.fork(cast, from, events)
     }
 
-    fn import(&self, head: &CastHead, _events: &[Recorded]) -> Result<(), LogError> {
-        Err(LogError::LeaseLost {
-            cast: head.cast.clone(),
-            epoch: self.lease.epoch,
-            current: self.lease.epoch,
-        })
+    fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
+        self.log.import(head, events)
     }
 
     fn scan(
@@ -332,7 +316,9 @@ impl EventLog for LeasedLog<'_> {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        self.leased(cast)?;
+        if *cast != self.lease.cast {
+            return self.log.append_with_blobs(cast, expected, blobs, events);
+        }
         self.queue
             .append_leased(&self.lease, expected, blobs, events)
     }
@@ -346,6 +332,11 @@ impl EventLog for LeasedLog<'_> {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Appending<'_>, LogError> {
+        if *cast != self.lease.cast {
+            return self
+                .log
+                .begin_append_with_blobs(cast, expected, blobs, events);
+        }
         self.append_with_blobs(cast, expected, blobs, events)
             .map(Appending::durable)
     }

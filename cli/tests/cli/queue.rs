@@ -529,3 +529,24 @@ fn submit_refuses_a_bad_config_or_agent_before_opening_the_database() {
     assert_eq!(worker.code, 1, "{}", worker.stderr);
     assert!(worker.stderr.contains("more than 0"), "{}", worker.stderr);
 }
+
+/// A post step appends to a destination's claims ledger as well as to its cast: a worker
+/// does both (the cast's appends fenced by its lease), and the post stays a dry run.
+#[test]
+fn a_worker_drives_a_post_cast_as_a_dry_run() {
+    let sandbox = Sandbox::new();
+    let config = crate::common::fixture("loadouts/post.json");
+    let agent = crate::common::scripted("post.jsonl");
+    for backend in backends(&sandbox) {
+        let db = &backend.db;
+        submit(&sandbox, db, &config, &agent, "posting");
+        let (report, stderr) = finish(worker(&sandbox, db, "w", "2s"));
+        assert_eq!(
+            report["casts"][0]["outcome"], "completed",
+            "{report} {stderr}"
+        );
+        let events = events(&sandbox, db, "posting");
+        assert_eq!(count(&events, "post_claimed"), 1);
+        assert_eq!(sandbox.run_on(db, &["verify", "--all"]).code, 0);
+    }
+}

@@ -8,11 +8,13 @@ mod bench;
 mod copy;
 mod drive;
 mod placement;
+mod queue;
 
 pub use bench::*;
 pub use copy::CopyArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use placement::*;
+pub use queue::{SubmitArgs, WorkerArgs};
 
 /// castlog: an event-sourced runtime for LLM agent workflows.
 ///
@@ -103,6 +105,22 @@ pub enum Command {
     /// Example: castlog run fixtures/loadouts/build-loop.json --task "add a greeting"
     ///   --agent scripted:fixtures/scripts/build-loop.jsonl
     Run(RunArgs),
+    /// Queue a cast for a worker: its start is recorded, and it is driven by whichever
+    /// `castlog worker` on any machine sharing the database takes it. Prints the cast id.
+    ///
+    /// Example: castlog submit fixtures/loadouts/build-loop.json --task "add a greeting"
+    ///   --agent scripted:fixtures/scripts/build-loop.jsonl
+    Submit(SubmitArgs),
+    /// Drive queued casts under leases until stopped (or --once, --until-idle).
+    ///
+    /// A worker takes a queued cast (or one whose holder's lease expired: that holder died
+    /// or stalled), renews its lease while it drives it, and releases it when the cast ends
+    /// or waits for a person; `refine` or `continue` queues a paused cast again. An append
+    /// under a lease another worker took over is refused, so a stalled worker cannot write
+    /// into a cast it lost.
+    ///
+    /// Example: castlog --db postgres://castlog@db.example/castlog worker --concurrency 4
+    Worker(WorkerArgs),
     /// Send a refinement message to a paused multi-turn socket.
     ///
     /// Every message (even "continue") is a refinement; only `castlog continue` finalizes.
@@ -203,6 +221,11 @@ pub struct CastsArgs {
     /// Also list the streams that are not casts (the destinations' claim ledgers).
     #[arg(long)]
     pub all: bool,
+    /// Only the casts in this state: queued (waiting for a worker, or under an expired
+    /// lease), running (held by a worker, or driven by a command), paused (waiting for a
+    /// person or for `resume`), completed, failed or aborted.
+    #[arg(long, value_parser = ["queued", "running", "paused", "completed", "failed", "aborted"])]
+    pub status: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -213,6 +236,10 @@ pub struct CastsArgs {
 pub struct ShowArgs {
     /// The cast.
     pub cast: String,
+    /// Keep printing events as they are appended (from any machine sharing the database),
+    /// until the cast completes, fails or is aborted; with --json, one event document a line.
+    #[arg(long)]
+    pub follow: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -356,7 +383,8 @@ impl Command {
             | Command::Revive(CastAgentArgs { drive, .. })
             | Command::Resume(CastAgentArgs { drive, .. })
             | Command::Refine(RefineArgs { drive, .. })
-            | Command::Recast(RecastArgs { drive, .. }) => drive.clone(),
+            | Command::Recast(RecastArgs { drive, .. })
+            | Command::Worker(WorkerArgs { drive, .. }) => drive.clone(),
             Command::Steer(args) => DriveOptions {
                 trace: args.trace.clone(),
                 exit_status: args.exit_status,

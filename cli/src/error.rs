@@ -97,6 +97,8 @@ fn log_code(err: &LogError) -> u8 {
         LogError::Open { .. }
         | LogError::NoDatabase { .. }
         | LogError::Conflict { .. }
+        | LogError::LeaseLost { .. }
+        | LogError::AlreadyQueued { .. }
         | LogError::ReadOnly { .. }
         | LogError::SchemaTooNew { .. }
         | LogError::UnknownCast { .. }

@@ -157,6 +157,8 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
 fn writes(command: &Command) -> bool {
     match command {
         Command::Run(_)
+        | Command::Submit(_)
+        | Command::Worker(_)
         | Command::Refine(_)
         | Command::Continue(_)
         | Command::Abort(_)
@@ -190,6 +192,8 @@ fn dispatch(
         Command::Copy(args) => commands::copy::run(&args),
         Command::Bench(bench) => commands::bench::run(db.filter(|_| db_on_line), bench),
         Command::Run(args) => commands::cast::run(&db_path(db), &args, globals),
+        Command::Submit(args) => commands::submit::run(&db_path(db), &args, globals),
+        Command::Worker(args) => commands::worker::run(&db_path(db), &args, globals),
         Command::Refine(args) => commands::cast::refine(&existing_db(db)?, &args, globals),
         Command::Continue(args) => commands::cast::finalize(&existing_db(db)?, &args, globals),
         Command::Abort(args) => commands::cast::abort(&existing_db(db)?, &args, globals),

@@ -12,6 +12,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 
 use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::postgres::{PostgresLog, is_postgres_url};
+use crate::queue::{Lease, QueueEntry, QueueState, RunQueue, Slot, WorkerId};
 use crate::record::{Pending, Recorded};
 use crate::sqlite::{CastsAudit, Durability, MisplacedEvent, SqliteLog};
 
@@ -53,6 +54,15 @@ impl Database {
         match db.to_str().filter(|s| is_postgres_url(s)) {
             Some(url) => PostgresLog::open_existing(url).map(Self::Postgres),
             None => SqliteLog::open_existing(db).map(Self::Sqlite),
+        }
+    }
+
+    /// A listener woken by appends from any machine (PostgreSQL, once the run queue's tables
+    /// are there); `None` where a follower can only poll.
+    pub fn listen_appends(&self) -> Result<Option<crate::postgres::AppendListener>, LogError> {
+        match self {
+            Self::Sqlite(_) => Ok(None),
+            Self::Postgres(log) => log.listen_appends(),
         }
     }
 
@@ -229,5 +239,76 @@ impl EventLog for Database {
 
     fn read(&self, cast: &CastId, from: Seq, to: Option<Seq>) -> Result<Vec<Recorded>, LogError> {
         self.log().read(cast, from, to)
+    }
+}
+
+impl Database {
+    fn queue(&self) -> &dyn RunQueue {
+        match self {
+            Self::Sqlite(log) => log,
+            Self::Postgres(log) => log,
+        }
+    }
+}
+
+/// The run queue in the log's own database (see [`crate::queue`]).
+impl RunQueue for Database {
+    fn submit(&self, cast: &CastId, agent: &str, now_ms: u64) -> Result<(), LogError> {
+        self.queue().submit(cast, agent, now_ms)
+    }
+
+    fn take(
+        &self,
+        worker: &WorkerId,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Option<Lease>, LogError> {
+        self.queue().take(worker, now_ms, lease_ms)
+    }
+
+    fn renew(&self, lease: &Lease, now_ms: u64, lease_ms: u64) -> Result<bool, LogError> {
+        self.queue().renew(lease, now_ms, lease_ms)
+    }
+
+    fn release(&self, lease: &Lease, to: QueueState) -> Result<bool, LogError> {
+        self.queue().release(lease, to)
+    }
+
+    fn wake(&self, cast: &CastId, now_ms: u64) -> Result<bool, LogError> {
+        self.queue().wake(cast, now_ms)
+    }
+
+    fn entries(&self) -> Result<Vec<QueueEntry>, LogError> {
+        self.queue().entries()
+    }
+
+    fn append_leased(
+        &self,
+        lease: &Lease,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+    ) -> Result<Vec<Recorded>, LogError> {
+        self.queue().append_leased(lease, expected, blobs, events)
+    }
+
+    fn take_slot(
+        &self,
+        endpoint: &str,
+        limit: u32,
+        worker: &WorkerId,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> Result<Option<Slot>, LogError> {
+        self.queue()
+            .take_slot(endpoint, limit, worker, now_ms, lease_ms)
+    }
+
+    fn renew_slot(&self, slot: &Slot, now_ms: u64, lease_ms: u64) -> Result<(), LogError> {
+        self.queue().renew_slot(slot, now_ms, lease_ms)
+    }
+
+    fn release_slot(&self, slot: &Slot) -> Result<(), LogError> {
+        self.queue().release_slot(slot)
     }
 }

@@ -9,6 +9,8 @@
 //! - [`sqlite`]: `SqliteLog`, the durable default (WAL, one writer connection, group commit).
 //! - [`postgres`]: `PostgresLog`, the log on a PostgreSQL database many machines share.
 //! - [`database`]: `Database`, whichever of the two a `--db` value names.
+//! - [`queue`]: the run queue (`RunQueue`, `InMemoryQueue`): casts taken by workers under
+//!   leases whose epoch fences their appends.
 //! - [`chunk`]: content-defined chunking, how `SqliteLog` stores large blobs once per piece.
 //! - [`seal`]: the one seal of the caches kept beside the log (state snapshots, projection
 //!   checkpoints), its recipe in prose.
@@ -40,6 +42,7 @@ pub mod database;
 pub mod log;
 pub mod memory;
 pub mod postgres;
+pub mod queue;
 pub mod record;
 pub mod seal;
 pub mod sqlite;
@@ -50,6 +53,7 @@ pub use self::postgres::PostgresLog;
 pub use database::Database;
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
+pub use queue::{Lease, LeasedLog, QueueEntry, QueueState, RunQueue, WorkerId};
 pub use record::{Pending, Recorded};
 pub use sqlite::{Durability, SqliteLog};
 pub use stream::StreamKind;

@@ -100,6 +100,25 @@ pub enum LogError {
         /// The seq the log would actually assign next.
         found: Seq,
     },
+    /// An append under a lease ([`crate::queue::RunQueue::append_leased`]) whose lease was
+    /// taken over: another worker holds the cast now, and nothing was appended.
+    #[error(
+        "conflict appending to cast {cast}: this worker's lease (epoch {epoch}) was taken over (the queue is at epoch {current}); nothing was appended"
+    )]
+    LeaseLost {
+        /// The cast.
+        cast: CastId,
+        /// The epoch of the lease the append was made under.
+        epoch: u64,
+        /// The queue row's epoch.
+        current: u64,
+    },
+    /// A submit of a cast that has a queue row already.
+    #[error("cast {cast} is in the run queue already")]
+    AlreadyQueued {
+        /// The cast.
+        cast: CastId,
+    },
     /// No such cast.
     #[error("no cast named {cast}")]
     UnknownCast {

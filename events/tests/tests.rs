@@ -18,6 +18,9 @@ mod it {
     mod import;
     // Two writers racing for the same cast: every seq taken once, every loser told why.
     mod race;
+    // The run queue: takes, leases, wake-ups, slots and appends fenced by a lease's epoch,
+    // against the reference, SQLite and PostgreSQL.
+    mod queue;
     // `verify` while a writer appends: never a false integrity failure.
     mod concurrent_verify;
     // SQLite files: opening foreign or newer files, openers racing on a new file, the

@@ -155,6 +155,18 @@ impl Launcher {
         }
     }
 
+    /// The same environment and scrubbing, with records of its own: a handle for one of the
+    /// casts a process drives at once (a worker's), whose [`Launcher::record_under`] does not
+    /// move the others'.
+    #[must_use]
+    pub fn detached(&self) -> Self {
+        Self {
+            withheld: Arc::clone(&self.withheld),
+            redactor: self.redactor.clone(),
+            records: Arc::default(),
+        }
+    }
+
     /// Scrubs with `redactor` instead.
     #[must_use]
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {

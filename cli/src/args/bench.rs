@@ -59,6 +59,33 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench posts --casts 10,10000 --posts 200 --json
     Posts(BenchPostsArgs),
+    /// Casts per second through the run queue with 1, 2, 4, ... worker processes.
+    ///
+    /// Per --workers count W, C casts of a one-socket loadout are submitted, then W `castlog
+    /// worker --until-idle` processes (one cast at a time each) drive them with a `cmd:` agent
+    /// that sleeps --sleep-ms per call; the figure is C over the time from the first worker's
+    /// start to the last one's end, and `scaling`, that rate over W times the rate of one
+    /// worker (1.0 is linear). Without --db the run uses a fresh temporary database.
+    ///
+    /// Example: castlog bench workers --workers 1,2,4 --casts 40 --json
+    Workers(BenchWorkersArgs),
+}
+
+/// `bench workers`.
+#[derive(Debug, Args)]
+pub struct BenchWorkersArgs {
+    /// Worker process counts to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub workers: Vec<u32>,
+    /// Casts submitted per count.
+    #[arg(long, default_value_t = 40)]
+    pub casts: u64,
+    /// How long the synthetic agent takes per call, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub sleep_ms: u64,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench posts`.

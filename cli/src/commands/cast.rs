@@ -159,7 +159,7 @@ fn agent_spec(
     )))
 }
 
-fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
+pub(crate) fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
         .trim_end_matches('Z')
@@ -357,13 +357,24 @@ fn feed(
         }
         None => {
             driver.hold_unsent()?;
+            // A cast paused in the run queue is a worker's to drive on once it is runnable.
+            let runnable = matches!(
+                driver.state.status,
+                castlog_core::machine::Status::Running
+                    | castlog_core::machine::Status::AwaitingAgent
+            );
+            let queued = super::submit::wake(&log, &cast, runnable)?;
             Stop {
-            status: driver.state.status,
-            message: (driver.state.status == castlog_core::machine::Status::AwaitingAgent).then(|| {
+                status: driver.state.status,
+                message: if queued {
+                    Some("queued again: a worker drives it on".to_owned())
+                } else {
+                    (driver.state.status == castlog_core::machine::Status::AwaitingAgent).then(|| {
                 format!(
                     "the next prompt is recorded; `castlog resume {cast} --agent SPEC` sends it to an agent"
                 )
-            }),
+            })
+                },
             }
         }
     };

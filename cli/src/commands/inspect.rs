@@ -23,11 +23,15 @@ struct CastRow {
     hash: String,
     parent: Option<ForkPoint>,
     created_ms: u64,
+    /// Where it is in the fleet's work (see `fleet`).
+    #[serde(flatten)]
+    place: super::fleet::Place,
 }
 
-impl From<&CastHead> for CastRow {
-    fn from(head: &CastHead) -> Self {
+impl CastRow {
+    fn of(head: &CastHead, place: super::fleet::Place) -> Self {
         CastRow {
+            place,
             cast: head.cast.to_string(),
             kind: head.kind.as_str(),
             head: head.seq.get(),
@@ -46,8 +50,16 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
     if !args.all {
         heads.retain(|h| h.kind == StreamKind::Cast);
     }
+    let fleet = super::fleet::Fleet::read(&log)?;
+    let mut rows: Vec<CastRow> = heads
+        .iter()
+        .map(|h| CastRow::of(h, fleet.place(&log, h)))
+        .collect();
+    if let Some(wanted) = &args.status {
+        rows.retain(|r| r.place.status == Some(wanted.as_str()));
+        heads.retain(|h| rows.iter().any(|r| r.cast == h.cast.as_str()));
+    }
     if json {
-        let rows: Vec<CastRow> = heads.iter().map(CastRow::from).collect();
         return output::json(&serde_json::json!({ "casts": rows }));
     }
     if heads.is_empty() {
@@ -63,24 +75,28 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
         .unwrap_or(0)
         .max("cast".len());
     crate::say!(
-        "{:<width$}  {:>7}  {:<12}  {:<24}  parent",
+        "{:<width$}  {:>7}  {:<12}  {:<24}  {:<10}  {:<24}  parent",
         "cast",
         "events",
         "head",
-        "created"
+        "created",
+        "status",
+        "holder"
     );
-    for head in &heads {
+    for (head, row) in heads.iter().zip(&rows) {
         let parent = head
             .parent
             .as_ref()
             .map(|p| format!("{}@{}", p.cast, p.seq))
             .unwrap_or_default();
         crate::say!(
-            "{:<width$}  {:>7}  {:<12}  {:<24}  {parent}",
+            "{:<width$}  {:>7}  {:<12}  {:<24}  {:<10}  {:<24}  {parent}",
             head.cast.as_str(),
             head.seq.get(),
             head.hash.short(),
-            output::timestamp(head.created_ms)
+            output::timestamp(head.created_ms),
+            row.place.status.unwrap_or("-"),
+            row.place.holder.as_deref().unwrap_or("-"),
         );
     }
     Ok(())
@@ -144,6 +160,9 @@ fn show_event(record: &Recorded) -> Value {
 pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
     let head = head_of(&log, &args.cast)?;
+    if args.follow {
+        return super::follow::follow(&log, &head.cast, args.json, show_event);
+    }
     if args.json {
         let events = output::Scanned::new(&log, &head.cast, show_event);
         let document = output::WithField::new(

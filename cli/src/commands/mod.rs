@@ -6,19 +6,24 @@ mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_synth;
+pub mod bench_workers;
 pub mod cast;
 pub mod claims;
 pub mod copy;
 pub mod diff;
 pub mod engage;
+mod fleet;
+mod follow;
 pub mod fork;
 pub mod inspect;
 pub mod otlp;
 pub mod placement;
 pub mod projections;
 pub mod prompts;
+pub mod submit;
 pub mod transfer;
 pub mod verify;
+pub mod worker;
 
 use std::path::Path;
 
@@ -40,7 +45,8 @@ pub fn open(path: &Path) -> Result<Database, CliError> {
     Ok(Database::open_existing(path)?)
 }
 
-/// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`).
+/// Opens the database at `path`, creating it if nothing is there (`run`, `engage`, `import`,
+/// `submit`, `worker`).
 pub fn open_or_create(path: &Path) -> Result<Database, CliError> {
     Ok(Database::open(path)?)
 }

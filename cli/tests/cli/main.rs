@@ -25,6 +25,7 @@ mod otlp;
 mod placement;
 mod postgres;
 mod prompts;
+mod queue;
 mod read_only;
 mod readme;
 mod recast;

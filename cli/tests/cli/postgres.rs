@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::common::{Sandbox, fixture, scripted};
 
 /// A schema of the test server that exists for one test.
-struct Schema {
+pub(crate) struct Schema {
     name: String,
     server: String,
 }
 
 impl Schema {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let server = std::env::var("CASTLOG_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
@@ -32,7 +32,7 @@ impl Schema {
         Self { name, server }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("{}?schema={}", self.server, self.name)
     }
 

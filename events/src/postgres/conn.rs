@@ -43,6 +43,11 @@ impl Conn {
         })
     }
 
+    /// The client alone, for a session of its own (a listener).
+    pub(crate) fn into_client(self) -> Client {
+        self.client
+    }
+
     pub(crate) fn client(&mut self) -> &mut Client {
         &mut self.client
     }

@@ -9,6 +9,7 @@
 //! - `writes`: appends, forks, imports, blobs and checkpoints, one transaction each.
 //! - `rows`: reads of events, heads, blobs and checkpoints.
 //! - `error`: PostgreSQL errors as [`LogError`]s.
+//! - `queue`: the run queue's rows and leased appends ([`crate::queue`]).
 //!
 //! # Concurrency and durability
 //! Every write is one transaction on a connection of its own, committed before it returns;
@@ -22,6 +23,7 @@ pub mod locator;
 
 mod conn;
 mod error;
+mod queue;
 mod rows;
 mod schema;
 mod writes;
@@ -35,11 +37,14 @@ use crate::record::{Pending, Recorded};
 use crate::sqlite::CastsAudit;
 use conn::{Conn, Pool};
 pub use locator::{Locator, is_postgres_url};
+pub use queue::AppendListener;
 pub use schema::SCHEMA_VERSION;
 
 /// A hash-chained event log in a PostgreSQL database (or one schema of it).
 pub struct PostgresLog {
     pool: Pool,
+    /// Whether the run queue's tables are known to exist (see `queue`).
+    queue_ready: queue::Ready,
 }
 
 impl std::fmt::Debug for PostgresLog {
@@ -111,6 +116,7 @@ impl PostgresLog {
         }
         Ok(Self {
             pool: Pool::new(locator, conn),
+            queue_ready: Default::default(),
         })
     }
 

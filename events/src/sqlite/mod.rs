@@ -46,6 +46,7 @@ mod blobs;
 mod held;
 mod kinds;
 mod open;
+mod queue;
 mod rows;
 mod syncer;
 mod transaction;
@@ -118,6 +119,8 @@ pub struct SqliteLog {
     /// How a `casts` row's stream kind is read: its column, or for a read-only file older than
     /// schema v8 the expression that version's upgrade fills it with ([`open::kind_column`]).
     kind_sql: &'static str,
+    /// The run queue's own connection, opened when first used (see [`queue`]).
+    queue: queue::QueueConn,
 }
 
 impl SqliteLog {
@@ -201,6 +204,7 @@ impl SqliteLog {
             durability,
             immutable: false,
             kind_sql: open::kind_column(SCHEMA_VERSION),
+            queue: Default::default(),
         })
     }
 
@@ -256,6 +260,7 @@ impl SqliteLog {
             durability: Durability::Full,
             immutable,
             kind_sql: open::kind_column(version),
+            queue: Default::default(),
         })
     }
 
@@ -400,6 +405,7 @@ impl Drop for SqliteLog {
         // for is synced before it stops (unless a sync failed: their waiters were told). The
         // writer's connection closes when the fields are dropped, after this.
         self.pool().clear();
+        self.queue.close();
         self.writer.close();
     }
 }

@@ -81,6 +81,15 @@ pub(crate) enum Command {
         /// Answered with where it is (the commit that carries it).
         reply: Reply<(Vec<Recorded>, Ticket)>,
     },
+    /// An append under a worker's lease: the queue row's epoch is checked in the same
+    /// transaction (see [`crate::queue`]); never held.
+    AppendLeased {
+        lease: crate::queue::Lease,
+        expected: Seq,
+        blobs: Vec<Vec<u8>>,
+        events: Vec<Pending>,
+        reply: Reply<Vec<Recorded>>,
+    },
     Fork {
         cast: CastId,
         from: ForkPoint,
@@ -674,9 +683,9 @@ fn run_group(
 fn refuse(command: Command, err: &LogError) -> Done {
     let copy = || LogError::storage("starting a write transaction", err.clone());
     match command {
-        Command::Append { reply, .. } | Command::Fork { reply, .. } => {
-            Done::Records(reply, Err(copy()))
-        }
+        Command::Append { reply, .. }
+        | Command::Fork { reply, .. }
+        | Command::AppendLeased { reply, .. } => Done::Records(reply, Err(copy())),
         Command::AppendWithBlobs { reply, .. } => Done::Numbered(reply, Err(copy())),
         Command::Import { reply, .. } | Command::PutCheckpoint { reply, .. } => {
             Done::Unit(reply, Err(copy()))
@@ -735,6 +744,18 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
                 }
             });
             Done::Numbered(reply, result)
+        }
+        Command::AppendLeased {
+            lease,
+            expected,
+            blobs,
+            events,
+            reply,
+        } => {
+            let result = crate::sqlite::queue::check_lease(conn, &lease)
+                .and_then(|()| blobs.iter().try_for_each(|b| store.put(conn, b).map(drop)))
+                .and_then(|()| append(conn, &lease.cast, expected, &events));
+            Done::Records(reply, result)
         }
         Command::Fork {
             cast,

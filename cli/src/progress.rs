@@ -324,6 +324,7 @@ mod tests {
                 input: 2,
                 output: 3,
             }),
+            tool_calls: Vec::new(),
         }));
         assert!(
             p.line("s", "L", None, 2)

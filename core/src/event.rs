@@ -194,7 +194,9 @@ pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
-pub use tools::{ToolCalled, ToolFinished, ToolInterrupted};
+pub use tools::{
+    READ_ONLY_TOOLS, ToolCalled, ToolFinished, ToolInterrupted, ToolRequest, is_read_only,
+};
 pub use vocabulary::{Contexts, Vocabulary};
 
 impl Event {
@@ -354,6 +356,16 @@ pub enum Allowance {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         visit: Option<Visit>,
     },
+    /// Tool calls of one visit (`limits.maxToolCalls`).
+    ToolCalls {
+        /// The socket whose agent calls tools.
+        socket: SocketId,
+        /// The item of the visit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemKey>,
+        /// The visit.
+        visit: Visit,
+    },
 }
 
 /// The cast failed.
@@ -504,6 +516,10 @@ pub struct AgentReplied {
     /// Reported tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The tool calls the reply asks for, as received; a reply with any is not the socket's
+    /// output (absent when there are none, so replies recorded before tools read the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolRequest>,
 }
 
 /// How an agent failure is classified.

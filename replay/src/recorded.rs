@@ -59,6 +59,8 @@ enum Answer {
     Reply {
         text: String,
         usage: Option<Usage>,
+        /// The tool calls the reply asked for (none for a reply that is an output).
+        calls: Vec<castlog_core::event::ToolRequest>,
         follow_up: Option<FollowUp>,
     },
     Failed {
@@ -101,6 +103,7 @@ impl Index {
                             Answer::Reply {
                                 text: e.text,
                                 usage: e.usage,
+                                calls: e.tool_calls,
                                 follow_up: None,
                             },
                         );
@@ -296,11 +299,21 @@ impl Agent for RecordedAgent {
         if let Some(answer) = recorded.and_then(|list| list.get(k)) {
             self.cursor.insert(hash, k + 1);
             return match answer {
-                Answer::Reply { text, usage, .. } => {
+                Answer::Reply {
+                    text, usage, calls, ..
+                } => {
                     self.last = Some((hash, k));
-                    AgentTurn::Reply {
-                        text: text.clone(),
-                        usage: *usage,
+                    if calls.is_empty() {
+                        AgentTurn::Reply {
+                            text: text.clone(),
+                            usage: *usage,
+                        }
+                    } else {
+                        AgentTurn::ToolCalls {
+                            text: text.clone(),
+                            usage: *usage,
+                            calls: calls.clone(),
+                        }
                     }
                 }
                 Answer::Failed { class, message } => {
@@ -338,6 +351,10 @@ impl Agent for RecordedAgent {
 
     fn local(&self) -> bool {
         self.fallback.as_ref().is_none_or(|f| f.local())
+    }
+
+    fn runs_tools(&self) -> bool {
+        false
     }
 
     // A miss is asked of the fallback: its retry policy and cancellation are this agent's.

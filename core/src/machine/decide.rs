@@ -519,6 +519,13 @@ impl CastState {
                 }
                 match phase_of(d.state) {
                     Some(Phase::AwaitingReply) => d.send_again(false),
+                    Some(Phase::RunningTools) => {
+                        d.emit(CastResumed {
+                            redispatch: false,
+                            after_fork: false,
+                        });
+                        d.recover_tools();
+                    }
                     Some(Phase::AwaitingRefinement) => {
                         return Err(not_now(
                             d.state,
@@ -597,6 +604,36 @@ impl CastState {
                     ));
                 }
                 d.on_reply(text.clone(), *usage);
+            }
+            Input::AgentCalledTools { text, usage, calls } => {
+                if let Some(r) = stopped(d.state) {
+                    return Err(r);
+                }
+                if phase_of(d.state) != Some(Phase::AwaitingReply) {
+                    return Err(not_now(
+                        d.state,
+                        "an agent reply",
+                        "no prompt is waiting for one",
+                    ));
+                }
+                if calls.is_empty() {
+                    d.on_reply(text.clone(), *usage);
+                } else {
+                    d.on_tool_reply(text.clone(), *usage, calls);
+                }
+            }
+            Input::ToolFinished {
+                call,
+                output,
+                exit,
+                error,
+                truncated,
+                duration_ms,
+            } => {
+                if let Some(r) = stopped(d.state) {
+                    return Err(r);
+                }
+                d.tool_finished(call, output, *exit, *error, *truncated, *duration_ms)?;
             }
             Input::AgentFailed { class, message } => {
                 let current = waiting_in(

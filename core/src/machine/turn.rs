@@ -317,6 +317,35 @@ impl CastState {
                 false,
             );
         }
+        // The visit's tool calls and their results, inline and in order; a failed call's
+        // result stays where it happened (it is not lifted to the mandate slot).
+        for t in &current.tool_calls {
+            let call = &t.request;
+            let shown = serde_json::json!({
+                "id": call.call,
+                "name": call.tool,
+                "arguments": call.arguments,
+            });
+            push(
+                format!("assistantToolCall:{}", call.call),
+                "assistantToolCall",
+                2,
+                Role::Assistant,
+                self.fenced(&shown.to_string()).into_owned(),
+                false,
+            );
+            if let Some(outcome) = &t.outcome {
+                push(
+                    format!("toolResult:{}", call.call),
+                    "toolResult",
+                    2,
+                    Role::Tool,
+                    self.fenced(&outcome.shown(&call.call, &call.tool))
+                        .into_owned(),
+                    false,
+                );
+            }
+        }
         for (i, (text, locked)) in self.steering.iter().enumerate() {
             let (layer, role) = if *locked {
                 (0, Role::System)

@@ -101,6 +101,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         turn: Turn(1),
         text: "{\"summary\": \"done\"}\nwith a second line".into(),
         usage: Some(usage),
+        tool_calls: Vec::new(),
     });
     let completed = Event::from(CastCompleted { usage });
     let mut parent = log

@@ -54,6 +54,7 @@ pub fn event(i: u64) -> Event {
                 input: 10 * i,
                 output: i,
             }),
+            tool_calls: Vec::new(),
         }
         .into(),
         2 => CursorAdvanced {

@@ -66,7 +66,7 @@ fn a_coding_materia_writes_edits_reads_and_lists_then_completes_and_verifies() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
     assert_eq!(
-        std::fs::read_to_string(work.join("greet.txt")).unwrap(),
+        std::fs::read_to_string(work.join("tool-demo/greet.txt")).unwrap(),
         "hello, world\n"
     );
     let events = events(&sandbox, "tooled");

@@ -237,3 +237,49 @@ fn a_write_cut_off_by_kill_is_not_repeated_by_resume_and_the_prompt_says_its_out
     let verify = sandbox.run(&["verify", "cut", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
+
+/// The loop-break gate from the command line: three identical failing reads raise a
+/// `recoveryTicket`; `audit --lint` flags it folded into the system message under the legacy
+/// policy, and finds nothing to say about the recommended placement (the trailing block).
+#[test]
+fn the_loop_break_ticket_is_flagged_by_audit_lint_only_under_the_legacy_policy() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.path("work");
+    std::fs::create_dir(&work).unwrap();
+    let read =
+        "{\"tool_calls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"missing.txt\"}}]}\n";
+    let script = sandbox.write(
+        "loop.jsonl",
+        &format!("{read}{read}{read}{{\"reply\": \"gave up\"}}\n"),
+    );
+    for policy in ["legacy", "recommended"] {
+        let mut cmd = sandbox.command_on(&sandbox.db());
+        cmd.args([
+            "run",
+            &fixture("loadouts/tools.json"),
+            "--task",
+            "read a missing file",
+            "--cast",
+            policy,
+            "--policy",
+            policy,
+            "--agent",
+            &format!("scripted:{script}"),
+            "--workdir",
+            work.to_str().unwrap(),
+        ]);
+        let run = sandbox.finish(&mut cmd);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let audit = sandbox.run(&["audit", policy, "--lint"]);
+        assert_eq!(audit.code, 0, "{}", audit.stderr);
+        assert!(
+            audit.stdout.contains("recoveryTicket:toolLoop"),
+            "{}",
+            audit.stdout
+        );
+        let flagged = audit
+            .stdout
+            .contains("escalation-in-system-fold Socket-1:1 recoveryTicket:toolLoop");
+        assert_eq!(flagged, policy == "legacy", "{policy}: {}", audit.stdout);
+    }
+}

@@ -205,3 +205,90 @@ fn the_first_event_of_each_tool_decision_gives_back_its_input() {
         at += decision.events.len();
     }
 }
+
+/// Three identical failing calls, each answered with the same error.
+fn failing_three_times(policy: &str) -> castlog_core::event::PromptDispatched {
+    let mut cast = given(&build(None));
+    cast.state.policy = policy.into();
+    let mut last = Vec::new();
+    for _ in 0..3 {
+        let events = calls(
+            &mut cast,
+            vec![call("read", json!({"path": "missing.txt"}))],
+        );
+        let id = of!(events, ToolCalled)[0].call.clone();
+        last = cast.when(Input::ToolFinished {
+            call: id,
+            output: "cannot read missing.txt: No such file or directory".into(),
+            exit: None,
+            error: true,
+            truncated: false,
+            duration_ms: 1,
+        });
+    }
+    of!(last, PromptDispatched)[0].clone()
+}
+
+fn ticket(
+    dispatched: &castlog_core::event::PromptDispatched,
+) -> Vec<&castlog_core::event::Placement> {
+    dispatched
+        .placements
+        .iter()
+        .filter(|p| p.source_type == "recoveryTicket")
+        .collect()
+}
+
+#[test]
+fn three_identical_failing_calls_raise_one_recovery_ticket_in_the_trailing_block() {
+    let dispatched = failing_three_times("recommended");
+    let tickets = ticket(&dispatched);
+    assert_eq!(tickets.len(), 1, "{tickets:?}");
+    assert_eq!(tickets[0].entry, "recoveryTicket:toolLoop");
+    assert_eq!(
+        tickets[0].destination,
+        castlog_core::event::Destination::Trailing
+    );
+    // The failures themselves stay inline where they happened.
+    assert!(
+        dispatched
+            .placements
+            .iter()
+            .filter(|p| p.source_type == "toolResult")
+            .all(|p| p.destination == castlog_core::event::Destination::Inline)
+    );
+}
+
+#[test]
+fn under_the_legacy_policy_the_recovery_ticket_folds_into_the_system_message() {
+    let tickets_of = failing_three_times("legacy");
+    let tickets = ticket(&tickets_of);
+    assert_eq!(tickets.len(), 1, "{tickets:?}");
+    assert_eq!(
+        tickets[0].destination,
+        castlog_core::event::Destination::SystemFold
+    );
+}
+
+#[test]
+fn two_failures_or_three_different_ones_raise_no_ticket() {
+    let mut cast = given(&build(None));
+    for path in ["a", "b", "c"] {
+        let events = calls(&mut cast, vec![call("read", json!({ "path": path }))]);
+        let id = of!(events, ToolCalled)[0].call.clone();
+        cast.when(Input::ToolFinished {
+            call: id,
+            output: "cannot read".into(),
+            exit: None,
+            error: true,
+            truncated: false,
+            duration_ms: 1,
+        });
+    }
+    assert!(
+        !cast
+            .entry_ids()
+            .iter()
+            .any(|e| e.starts_with("recoveryTicket"))
+    );
+}

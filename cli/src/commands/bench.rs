@@ -25,6 +25,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Replay(args) => super::bench_synth::replay(db, &args),
         BenchCommand::Reads(args) => super::bench_reads::reads(db, &args),
         BenchCommand::Posts(args) => super::bench_posts::posts(db, &args),
+        BenchCommand::Tools(args) => super::bench_tools::tools(db, &args),
     }
 }
 

@@ -6,6 +6,7 @@ mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_synth;
+pub mod bench_tools;
 pub mod cast;
 pub mod claims;
 pub mod copy;

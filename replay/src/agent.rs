@@ -113,6 +113,18 @@ pub trait Agent {
         true
     }
 
+    /// The recorded outcome of a tool call, for an agent that answers from a recording: the
+    /// driver records it instead of running the tool. `None` (the default): no recording.
+    fn recorded_tool(
+        &mut self,
+        call: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Option<castlog_core::input::Input> {
+        let _ = (call, tool, arguments);
+        None
+    }
+
     /// Where the answer given last came from, for a message about it (`line 4 of FILE` for a
     /// script); `None` for an agent with nothing to point at.
     fn last_answer_at(&self) -> Option<String> {

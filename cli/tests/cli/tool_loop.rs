@@ -283,3 +283,42 @@ fn the_loop_break_ticket_is_flagged_by_audit_lint_only_under_the_legacy_policy()
         assert_eq!(flagged, policy == "legacy", "{policy}: {}", audit.stdout);
     }
 }
+
+/// A recast answered by `recorded:` plays the recorded tool outcomes back: no tool runs (the
+/// files the parent wrote, removed since, stay gone) and the child records the same results.
+#[test]
+fn a_recast_from_a_recording_runs_no_tool_and_records_the_same_results() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.path("work");
+    std::fs::create_dir(&work).unwrap();
+    let run = run_tools(&sandbox, "parent", "Tools", &scripted("tools.jsonl"), &work);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    std::fs::remove_dir_all(work.join("tool-demo")).unwrap();
+    let recast = sandbox.run(&[
+        "recast",
+        "parent",
+        "--at",
+        "3",
+        "--agent",
+        "recorded:parent",
+        "--cast",
+        "child",
+        "--json",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    assert_eq!(recast.json()["status"], "completed", "{}", recast.stdout);
+    assert!(
+        !work.join("tool-demo").exists(),
+        "a recorded recast ran a tool"
+    );
+    let outputs = |cast: &str| -> Vec<serde_json::Value> {
+        kinds_of(&events(&sandbox, cast), "tool_finished")
+            .into_iter()
+            .map(|f| f["output"].clone())
+            .collect()
+    };
+    assert_eq!(outputs("child"), outputs("parent"));
+    assert_eq!(outputs("child").len(), 4);
+    let verify = sandbox.run(&["verify", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+}

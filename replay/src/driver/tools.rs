@@ -34,7 +34,8 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
 
     /// Runs the call the machine names and records its outcome. A call recorded by an
     /// earlier process that can change something is not run: the drive stops for `resume`,
-    /// which records it as interrupted. An agent that answers from a recording runs no tool.
+    /// which records it as interrupted. An agent that answers from a recording runs no tool:
+    /// it gives the recorded outcome, or the drive stops.
     pub(super) fn run_tool(
         &mut self,
         agent: &mut dyn Agent,
@@ -51,6 +52,11 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                     self.state.cast
                 )),
             }));
+        }
+        // A recording answers with what the call did then; nothing runs.
+        if let Some(recorded) = agent.recorded_tool(call, tool, arguments) {
+            self.record(&recorded, false)?;
+            return Ok(ControlFlow::Continue(()));
         }
         if !agent.runs_tools() {
             return Ok(ControlFlow::Break(Stop {

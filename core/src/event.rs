@@ -294,6 +294,11 @@ pub struct CastStarted {
     /// behaviour): every kept paragraph is shown, so those casts still reproduce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<u32>,
+    /// The tool scope of each agent materia that has one (`readOnly`, `coding`,
+    /// `{type: custom, tools}`), by materia id; absent when none has, and in casts recorded
+    /// before tools ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::collections::BTreeMap<MateriaName, Value>>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.

@@ -144,8 +144,9 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
     /// The materia's tool scope as configured (`readOnly`, `coding`, `{type: custom, ...}`);
-    /// absent for `none`, and in loadouts frozen before tools ran (which call none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// absent for `none`. Not part of the frozen loadout (whose bytes and hash stay what older
+    /// builds recorded for the same config): `cast_started` records the scopes beside it.
+    #[serde(skip)]
     pub tools: Option<Value>,
 }
 

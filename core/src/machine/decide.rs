@@ -468,7 +468,23 @@ pub fn started_event(
         fence: Some(prompt::fence::VERSION),
         workdir: None,
         handoff,
+        tools: tool_scopes(loadout),
     }
+}
+
+/// The tool scopes of a loadout's agent materia, by materia (`None`: no materia has one).
+fn tool_scopes(
+    loadout: &Loadout,
+) -> Option<std::collections::BTreeMap<crate::id::MateriaName, serde_json::Value>> {
+    let scopes: std::collections::BTreeMap<_, _> = loadout
+        .sockets
+        .values()
+        .filter_map(|s| match &s.kind {
+            SocketKind::Agent(a) => a.tools.clone().map(|t| (s.materia.clone(), t)),
+            _ => None,
+        })
+        .collect();
+    (!scopes.is_empty()).then_some(scopes)
 }
 
 impl CastState {

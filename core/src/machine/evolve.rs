@@ -75,6 +75,7 @@ impl CastState {
             fence: event.fence.unwrap_or(0),
             handoff: event.handoff.unwrap_or(0),
             workdir: event.workdir.clone(),
+            tool_scopes: event.tools.clone().unwrap_or_default(),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),

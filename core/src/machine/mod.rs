@@ -238,6 +238,9 @@ pub struct CastState {
     /// command that drives the cast runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// The tool scopes of its materia (`cast_started`'s `tools`); a recast inherits them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_scopes: BTreeMap<crate::id::MateriaName, Value>,
     /// Where it stands.
     pub status: Status,
     /// The visit in progress.

@@ -63,6 +63,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         fence: None,
         workdir: None,
         handoff: None,
+        tools: None,
     });
     let socket_started = Event::from(SocketStarted {
         socket: socket.clone(),

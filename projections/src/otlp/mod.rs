@@ -639,6 +639,7 @@ mod tests {
             policy_document: None,
             workdir: None,
             handoff: None,
+            tools: None,
         })];
         for visit in 1..=3 {
             events.push(Event::SocketStarted(SocketStarted {
@@ -729,6 +730,7 @@ mod tests {
                 fence: None,
                 workdir: None,
                 handoff: None,
+                tools: None,
             }),
             Event::SocketStarted(SocketStarted {
                 socket: socket.clone(),

@@ -21,8 +21,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
     /// The scope of the current socket's materia (a value that does not read as one offers
     /// nothing; each call is then refused, naming why).
     fn scope(&self) -> Result<Scope, tools::ScopeError> {
-        match self.state.current_socket().map(|s| &s.kind) {
-            Some(SocketKind::Agent(a)) => Scope::parse(a.tools.as_ref()),
+        match self.state.current_socket() {
+            Some(socket) if matches!(socket.kind, SocketKind::Agent(_)) => {
+                Scope::parse(self.state.tool_scopes.get(&socket.materia))
+            }
             _ => Ok(Scope::None),
         }
     }

@@ -315,6 +315,10 @@ pub struct CastForked {
     /// The loadout hash the child runs with (differs from the parent's after `--config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout_hash: Option<Digest>,
+    /// The tool scopes of the child's loadout by materia, when it runs another loadout (as
+    /// `cast_started`'s `tools`); absent: the parent's scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::collections::BTreeMap<MateriaName, Value>>,
     /// The frozen loadout the child runs with, when it differs from the parent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout: Option<Value>,

@@ -473,7 +473,7 @@ pub fn started_event(
 }
 
 /// The tool scopes of a loadout's agent materia, by materia (`None`: no materia has one).
-fn tool_scopes(
+pub fn tool_scopes(
     loadout: &Loadout,
 ) -> Option<std::collections::BTreeMap<crate::id::MateriaName, serde_json::Value>> {
     let scopes: std::collections::BTreeMap<_, _> = loadout

@@ -119,6 +119,9 @@ impl CastState {
         if let Some(hash) = event.loadout_hash {
             state.loadout_hash = hash;
         }
+        if let Some(tools) = &event.tools {
+            state.tool_scopes = tools.clone();
+        }
         state.head = Seq(1);
         // A recast of a stopped cast resumes work that was cut off: its next prompt carries
         // the recovery note. A fork from a healthy point renders exactly what the parent

@@ -322,3 +322,39 @@ fn a_recast_from_a_recording_runs_no_tool_and_records_the_same_results() {
     let verify = sandbox.run(&["verify", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
+
+/// A recast with `--config` runs with the new loadout's tool scopes: the same write, allowed
+/// under `coding`, is refused once the config makes Build `readOnly`.
+#[test]
+fn a_recast_with_another_config_runs_with_its_tool_scopes() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.path("work");
+    std::fs::create_dir(&work).unwrap();
+    let script = sandbox.write(
+        "write.jsonl",
+        "{\"tool_calls\": [{\"name\": \"write\", \"arguments\": {\"path\": \"a.txt\", \"content\": \"x\"}}]}\n{\"reply\": \"Done.\"}\n",
+    );
+    let spec = format!("scripted:{script}");
+    let run = run_tools(&sandbox, "coded", "Tools", &spec, &work);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(work.join("a.txt").exists());
+    std::fs::remove_file(work.join("a.txt")).unwrap();
+    let text = std::fs::read_to_string(fixture("loadouts/tools.json"))
+        .unwrap()
+        .replace("\"tools\": \"coding\"", "\"tools\": \"readOnly\"");
+    let config = sandbox.write("read-only.json", &text);
+    let recast = sandbox.run(&[
+        "recast", "coded", "--at", "3", "--config", &config, "--agent", &spec, "--cast", "looked",
+        "--json",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    assert!(!work.join("a.txt").exists(), "the readOnly recast wrote");
+    let finished = kinds_of(&events(&sandbox, "looked"), "tool_finished")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0]["error"], true, "{finished:?}");
+    let output = finished[0]["output"].as_str().unwrap();
+    assert!(output.contains("not allowed"), "{output}");
+}

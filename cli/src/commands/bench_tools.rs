@@ -164,6 +164,11 @@ pub fn tools(db: Option<&Path>, args: &BenchToolsArgs) -> Result<(), CliError> {
         casts += 1;
     }
     let seconds = timer.elapsed().as_secs_f64();
+    // The last full slice ended with the last cast.
+    if model.total.is_multiple_of(SLICE) {
+        let secs = model.slice_started.elapsed().as_secs_f64();
+        model.slices.push(rate(SLICE, secs));
+    }
     let after = db_bytes(&path);
     let first = model.slices.first().copied().unwrap_or(0.0);
     let last = model.slices.last().copied().unwrap_or(0.0);

@@ -383,6 +383,7 @@ mod tests {
                 input: 2,
                 output: 3,
             }),
+            tool_calls: Vec::new(),
         }));
         assert!(
             p.line("s", "L", None, 2)
@@ -404,6 +405,7 @@ mod tests {
                 input: 7,
                 output: 1,
             }),
+            tool_calls: Vec::new(),
         }));
         let line = p.current_line().unwrap();
         assert!(

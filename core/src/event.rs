@@ -198,7 +198,9 @@ pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
-pub use tools::{ToolCalled, ToolFinished, ToolInterrupted};
+pub use tools::{
+    READ_ONLY_TOOLS, ToolCalled, ToolFinished, ToolInterrupted, ToolRequest, is_read_only,
+};
 pub use vocabulary::{Contexts, Vocabulary};
 
 impl Event {
@@ -301,6 +303,11 @@ pub struct CastStarted {
     /// with (version 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conformance: Option<u32>,
+    /// The tool scope of each agent materia that has one (`readOnly`, `coding`,
+    /// `{type: custom, tools}`), by materia id; absent when none has, and in casts recorded
+    /// before tools ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::collections::BTreeMap<MateriaName, Value>>,
 }
 
 /// A recast: the new cast commits to its parent's prefix.
@@ -317,6 +324,10 @@ pub struct CastForked {
     /// The loadout hash the child runs with (differs from the parent's after `--config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout_hash: Option<Digest>,
+    /// The tool scopes of the child's loadout by materia, when it runs another loadout (as
+    /// `cast_started`'s `tools`); absent: the parent's scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::collections::BTreeMap<MateriaName, Value>>,
     /// The frozen loadout the child runs with, when it differs from the parent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout: Option<Value>,
@@ -362,6 +373,16 @@ pub enum Allowance {
         /// The visit.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         visit: Option<Visit>,
+    },
+    /// Tool calls of one visit (`limits.maxToolCalls`).
+    ToolCalls {
+        /// The socket whose agent calls tools.
+        socket: SocketId,
+        /// The item of the visit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<ItemKey>,
+        /// The visit.
+        visit: Visit,
     },
 }
 
@@ -513,6 +534,10 @@ pub struct AgentReplied {
     /// Reported tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The tool calls the reply asks for, as received; a reply with any is not the socket's
+    /// output (absent when there are none, so replies recorded before tools read the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolRequest>,
 }
 
 /// How an agent failure is classified.

@@ -307,6 +307,7 @@ mod tests {
                 multi_turn: false,
                 model: None,
                 thinking: None,
+                tools: None,
             }),
             generator,
             parse: Parse::Json,

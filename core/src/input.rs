@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::claims::ClaimStatus;
-use crate::event::{FailureClass, Resolution, Response, Usage};
+use crate::event::{FailureClass, Resolution, Response, ToolRequest, Usage};
 use crate::id::{ClaimId, DispatchKey};
 
 /// One input to a cast.
@@ -23,6 +23,35 @@ pub enum Input {
         /// Reported token usage.
         #[serde(default)]
         usage: Option<Usage>,
+    },
+    /// The agent answered the prompt in flight with tool calls (and perhaps some text): the
+    /// calls run before it is asked again.
+    AgentCalledTools {
+        /// The reply text that came with the calls (often empty).
+        text: String,
+        /// Reported token usage.
+        #[serde(default)]
+        usage: Option<Usage>,
+        /// The calls, in the order given.
+        calls: Vec<ToolRequest>,
+    },
+    /// A tool call the machine asked for (`Next::RunTool`) ended.
+    ToolFinished {
+        /// The call's id.
+        call: String,
+        /// The result text the agent is shown.
+        output: String,
+        /// A process's exit status (`bash`).
+        #[serde(default)]
+        exit: Option<i32>,
+        /// The result is an error (refused, bad arguments, failed).
+        #[serde(default)]
+        error: bool,
+        /// The text was cut at its cap.
+        #[serde(default)]
+        truncated: bool,
+        /// How long it took, in milliseconds.
+        duration_ms: u64,
     },
     /// The agent could not answer the prompt in flight.
     AgentFailed {

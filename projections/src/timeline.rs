@@ -71,6 +71,12 @@ fn allowance(a: &Allowance) -> String {
                 .map(|i| format!(" for {i}"))
                 .unwrap_or_default()
         ),
+        Allowance::ToolCalls { socket, item, .. } => format!(
+            "tool calls of {socket}{}",
+            item.as_ref()
+                .map(|i| format!(" for {i}"))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -148,12 +154,45 @@ pub fn describe(event: &Event) -> String {
             e.placements.len(),
             if e.redispatch { ", re-dispatch" } else { "" }
         ),
+        Event::AgentReplied(e) if !e.tool_calls.is_empty() => format!(
+            "{}:{} turn {}: {} tool call(s){}",
+            e.socket,
+            e.visit,
+            e.turn,
+            e.tool_calls.len(),
+            if e.text.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {}", excerpt(&e.text, 50))
+            }
+        ),
         Event::AgentReplied(e) => format!(
             "{}:{} turn {}: {}",
             e.socket,
             e.visit,
             e.turn,
             excerpt(&e.text, 60)
+        ),
+        Event::ToolCalled(e) => format!(
+            "{}:{} {} {} {}",
+            e.socket,
+            e.visit,
+            e.call,
+            e.tool,
+            excerpt(&e.arguments.to_string(), 50)
+        ),
+        Event::ToolFinished(e) => format!(
+            "{}{}{}{} in {} ms: {}",
+            e.call,
+            if e.error { " error" } else { " ok" },
+            e.exit.map(|c| format!(", exit {c}")).unwrap_or_default(),
+            if e.truncated { ", truncated" } else { "" },
+            e.duration_ms,
+            excerpt(&e.output, 50)
+        ),
+        Event::ToolInterrupted(e) => format!(
+            "{} ({}) interrupted: outcome unknown, not run again",
+            e.call, e.tool
         ),
         Event::AgentFailed(e) => format!(
             "{}:{} {} failure: {}",

@@ -35,6 +35,8 @@ pub struct TurnRequest<'a> {
     pub model: Option<&'a str>,
     /// The materia's `thinking` level, where the config gives one.
     pub thinking: Option<&'a str>,
+    /// The tools the materia's scope offers (empty: none; the agent answers in text).
+    pub tools: &'a [&'static str],
 }
 
 /// What an agent answered.
@@ -46,6 +48,16 @@ pub enum AgentTurn {
         text: String,
         /// Reported tokens.
         usage: Option<Usage>,
+    },
+    /// A reply that asks for tool calls (and may carry some text): the calls run, and the
+    /// agent is asked again with their results.
+    ToolCalls {
+        /// The text that came with the calls (often empty).
+        text: String,
+        /// Reported tokens.
+        usage: Option<Usage>,
+        /// The calls, in order.
+        calls: Vec<castlog_core::event::ToolRequest>,
     },
     /// The agent failed.
     Failed {
@@ -95,6 +107,24 @@ pub trait Agent {
         drop(flag);
     }
 
+    /// Whether the driver may run the tool calls this agent asks for. False for an agent
+    /// that answers from a recording: a replay never runs a tool.
+    fn runs_tools(&self) -> bool {
+        true
+    }
+
+    /// The recorded outcome of a tool call, for an agent that answers from a recording: the
+    /// driver records it instead of running the tool. `None` (the default): no recording.
+    fn recorded_tool(
+        &mut self,
+        call: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Option<castlog_core::input::Input> {
+        let _ = (call, tool, arguments);
+        None
+    }
+
     /// Where the answer given last came from, for a message about it (`line 4 of FILE` for a
     /// script); `None` for an agent with nothing to point at.
     fn last_answer_at(&self) -> Option<String> {
@@ -111,14 +141,19 @@ pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
     let messages = [Message {
         role: castlog_core::prompt::Role::User,
         content: prompt,
+        tool_call: None,
     }];
     match agent.turn(&TurnRequest {
         messages: &messages,
         refinement: false,
         model: None,
         thinking: None,
+        tools: &[],
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
+        AgentTurn::ToolCalls { .. } => {
+            Err("the agent answered with tool calls, which this question does not run".into())
+        }
         AgentTurn::Failed { message, .. } | AgentTurn::Exhausted(message) => Err(message),
         AgentTurn::Refine(_) | AgentTurn::Continue => {
             Err("the agent answered with a person's message, not a reply".into())
@@ -179,6 +214,8 @@ pub enum AgentError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ScriptLine {
     Reply(String, Option<Usage>),
+    /// Tool calls (with the text beside them, often empty).
+    Calls(String, Option<Usage>, Vec<castlog_core::event::ToolRequest>),
     Error(FailureClass, String),
     User(String),
     Continue,
@@ -255,20 +292,30 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
             ))
         })?;
         let field = |name: &str| value.get(name);
-        let parsed = if let Some(reply) = field("reply") {
-            let text = reply
-                .as_str()
-                .ok_or_else(|| bad("\"reply\" must be a string".into()))?;
-            let usage = match field("usage") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(u) => Some(serde_json::from_value::<Usage>(u.clone()).map_err(|e| {
+        let usage = || match field("usage") {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(u) => serde_json::from_value::<Usage>(u.clone())
+                .map(Some)
+                .map_err(|e| {
                     bad(format!(
                         "\"usage\" must be {{\"input\": N, \"output\": N}} with token counts: {}",
                         castlog_core::syntax::json_error(&e)
                     ))
-                })?),
+                }),
+        };
+        let parsed = if let Some(calls) = field("tool_calls") {
+            let text = match field("reply") {
+                None => "",
+                Some(t) => t
+                    .as_str()
+                    .ok_or_else(|| bad("\"reply\" must be a string".into()))?,
             };
-            ScriptLine::Reply(text.to_owned(), usage)
+            ScriptLine::Calls(text.to_owned(), usage()?, tool_calls(calls).map_err(bad)?)
+        } else if let Some(reply) = field("reply") {
+            let text = reply
+                .as_str()
+                .ok_or_else(|| bad("\"reply\" must be a string".into()))?;
+            ScriptLine::Reply(text.to_owned(), usage()?)
         } else if let Some(error) = field("error") {
             let class = match error.as_str() {
                 Some("transient") => FailureClass::Transient,
@@ -296,12 +343,39 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
             ScriptLine::Continue
         } else {
             return Err(bad(
-                "expected one of {\"reply\"}, {\"error\", \"message\"}, {\"user\"}, {\"continue\": true}".into(),
+                "expected one of {\"reply\"}, {\"tool_calls\": [...]}, {\"error\", \"message\"}, {\"user\"}, {\"continue\": true}".into(),
             ));
         };
         out.push((line, parsed));
     }
     Ok(out)
+}
+
+/// A script line's `tool_calls`: `[{"name": TOOL, "arguments": {...}, "id"?: ID}, ...]`, at
+/// least one. A call without an id is named by the machine (`call-N`).
+fn tool_calls(value: &serde_json::Value) -> Result<Vec<castlog_core::event::ToolRequest>, String> {
+    let shape =
+        "\"tool_calls\" must be a non-empty array of {\"name\": TOOL, \"arguments\": {...}}";
+    let Some(list) = value.as_array().filter(|l| !l.is_empty()) else {
+        return Err(shape.into());
+    };
+    list.iter()
+        .map(|call| {
+            let name = call.get("name").and_then(|n| n.as_str());
+            let id = call.get("id").and_then(|n| n.as_str()).unwrap_or("");
+            match name {
+                Some(name) => Ok(castlog_core::event::ToolRequest {
+                    call: id.to_owned(),
+                    tool: name.to_owned(),
+                    arguments: call
+                        .get("arguments")
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({})),
+                }),
+                None => Err(shape.into()),
+            }
+        })
+        .collect()
 }
 
 impl Agent for ScriptedAgent {
@@ -326,6 +400,7 @@ impl Agent for ScriptedAgent {
         self.last = Some(number);
         match line {
             ScriptLine::Reply(text, usage) => AgentTurn::Reply { text, usage },
+            ScriptLine::Calls(text, usage, calls) => AgentTurn::ToolCalls { text, usage, calls },
             ScriptLine::Error(class, message) => AgentTurn::Failed { class, message },
             ScriptLine::User(text) => AgentTurn::Refine(text),
             ScriptLine::Continue => AgentTurn::Continue,
@@ -512,6 +587,7 @@ mod tests {
             refinement,
             model: None,
             thinking: None,
+            tools: &[],
         };
         let paused = agent.turn(&ask(true));
         assert!(
@@ -542,6 +618,7 @@ mod tests {
             refinement: false,
             model: None,
             thinking: None,
+            tools: &[],
         });
         assert!(
             matches!(&turn, AgentTurn::Reply { text, .. } if text == "hello\n"),
@@ -568,6 +645,7 @@ mod tests {
             refinement: false,
             model: None,
             thinking: None,
+            tools: &[],
         });
         let AgentTurn::Failed { class, message } = turn else {
             panic!("an over-long reply is a failure: {turn:?}");
@@ -588,12 +666,14 @@ mod tests {
         let messages = [Message {
             role: castlog_core::prompt::Role::User,
             content: "hello".into(),
+            tool_call: None,
         }];
         let request = TurnRequest {
             messages: &messages,
             refinement: false,
             model: None,
             thinking: None,
+            tools: &[],
         };
         let started = std::time::Instant::now();
         let turn = agent.turn(&request);

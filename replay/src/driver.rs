@@ -37,6 +37,7 @@ mod fold;
 mod pipeline;
 mod post;
 mod snapshot;
+mod tools;
 
 use fold::fold_with;
 pub use fold::{fold, fold_until, fold_until_fresh};
@@ -210,6 +211,9 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     steps_in_flight: usize,
     /// How utility programs are started.
     launcher: crate::process::Launcher,
+    /// The tool calls this driver recorded (and so may run): a call recorded by an earlier
+    /// process and left without an outcome is `resume`'s to decide.
+    calls_recorded: std::collections::HashSet<String>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -305,6 +309,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             in_flight: Default::default(),
             steps_in_flight: STEPS_IN_FLIGHT,
             launcher: crate::process::Launcher::default(),
+            calls_recorded: Default::default(),
         }
     }
 
@@ -425,6 +430,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     self.run_utility(&spec)?;
                     ControlFlow::Continue(())
                 }
+                Next::RunTool {
+                    socket,
+                    call,
+                    tool,
+                    arguments,
+                } => self.run_tool(agent, &socket, &call, &tool, &arguments)?,
                 Next::AwaitResume { socket } => ControlFlow::Break(Stop {
                     status: Status::AwaitingAgent,
                     message: Some(format!(

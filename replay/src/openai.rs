@@ -252,22 +252,20 @@ impl OpenAiAgent {
     }
 
     /// One request: the turn, and the server's `Retry-After` when it sent one.
-    fn call(
-        &self,
-        messages: &[Message],
-        model: Option<&str>,
-        thinking: Option<&str>,
-    ) -> (AgentTurn, Option<Duration>) {
+    fn call(&self, request: &TurnRequest<'_>) -> (AgentTurn, Option<Duration>) {
         let at = shown(&self.endpoint);
         // The materia's model wins over the spec's; its thinking level is passed on as the
         // reasoning effort, only where the config gives one.
         let mut body = json!({
-            "model": model.unwrap_or(&self.model),
-            "messages": messages,
+            "model": request.model.unwrap_or(&self.model),
+            "messages": wire_messages(request.messages),
             "stream": false,
         });
-        if let Some(effort) = thinking {
+        if let Some(effort) = request.thinking {
             body["reasoning_effort"] = json!(effort);
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = Value::Array(crate::tools::schema::openai_tools(request.tools));
         }
         let mut request = self
             .client
@@ -312,18 +310,33 @@ impl OpenAiAgent {
             let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
             return (self.failed(FailureClass::Interruption, &message), None);
         }
-        let turn = match parse_reply(&text) {
-            Ok((reply, usage)) => AgentTurn::Reply {
+        let turn = match tool_calls(&text) {
+            Some((reply, usage, calls)) => AgentTurn::ToolCalls {
                 text: self.scrub(&reply),
                 usage,
+                calls: calls
+                    .into_iter()
+                    .map(|mut c| {
+                        if let Value::String(arguments) = &c.arguments {
+                            c.arguments = Value::String(self.scrub(arguments));
+                        }
+                        c
+                    })
+                    .collect(),
             },
-            Err(problem) => {
-                let message = format!(
-                    "{at} answered HTTP {status} but {problem}; the body starts: {}",
-                    excerpt(&text)
-                );
-                self.failed(FailureClass::Interruption, &message)
-            }
+            None => match parse_reply(&text) {
+                Ok((reply, usage)) => AgentTurn::Reply {
+                    text: self.scrub(&reply),
+                    usage,
+                },
+                Err(problem) => {
+                    let message = format!(
+                        "{at} answered HTTP {status} but {problem}; the body starts: {}",
+                        excerpt(&text)
+                    );
+                    self.failed(FailureClass::Interruption, &message)
+                }
+            },
         };
         (turn, None)
     }
@@ -419,7 +432,7 @@ impl Agent for OpenAiAgent {
         {
             return self.failed(FailureClass::Interruption, CANCELLED);
         }
-        let (turn, retry_after) = self.call(request.messages, request.model, request.thinking);
+        let (turn, retry_after) = self.call(request);
         let AgentTurn::Failed {
             class: FailureClass::Transient,
             message,
@@ -453,6 +466,96 @@ impl Agent for OpenAiAgent {
     fn cancel_on(&mut self, flag: Arc<AtomicBool>) {
         self.cancel = Some(flag);
     }
+}
+
+/// The recorded prompt in the chat-completions shape: an `assistantToolCall` entry (its text
+/// the call as `{"id", "name", "arguments"}`) becomes an assistant message with `tool_calls`,
+/// a `toolResult` entry a `tool` message with its `tool_call_id`; every other message is
+/// `{"role", "content"}` as recorded. An entry whose text does not read as a call (a damaged
+/// or hand-made record) is sent as plain assistant text.
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| {
+            let plain = || json!({ "role": m.role.as_str(), "content": m.content });
+            let Some(call) = &m.tool_call else {
+                return plain();
+            };
+            match m.role {
+                castlog_core::prompt::Role::Tool => {
+                    json!({ "role": "tool", "tool_call_id": call, "content": m.content })
+                }
+                castlog_core::prompt::Role::Assistant => {
+                    let Ok(shown) = serde_json::from_str::<Value>(&m.content) else {
+                        return plain();
+                    };
+                    let name = shown.get("name").and_then(Value::as_str).unwrap_or("");
+                    // OpenAI sends arguments as a JSON string; one recorded as a value is
+                    // sent back encoded.
+                    let arguments = match shown.get("arguments") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => other.to_string(),
+                        None => "{}".into(),
+                    };
+                    json!({
+                        "role": "assistant",
+                        "content": null,
+                        "tool_calls": [{
+                            "id": call,
+                            "type": "function",
+                            "function": { "name": name, "arguments": arguments },
+                        }],
+                    })
+                }
+                _ => plain(),
+            }
+        })
+        .collect()
+}
+
+/// The tool calls of a chat-completions body (`choices[0].message.tool_calls`, each
+/// `{"id", "function": {"name", "arguments"}}`), with the text and usage beside them; `None`
+/// when it asks for none. Arguments are kept as received (OpenAI sends a JSON string).
+fn tool_calls(
+    text: &str,
+) -> Option<(String, Option<Usage>, Vec<castlog_core::event::ToolRequest>)> {
+    let value: Value = serde_json::from_str(text).ok()?;
+    let message = value.get("choices")?.as_array()?.first()?.get("message")?;
+    let list = message
+        .get("tool_calls")?
+        .as_array()
+        .filter(|l| !l.is_empty())?;
+    let calls = list
+        .iter()
+        .map(|c| {
+            let function = c.get("function");
+            castlog_core::event::ToolRequest {
+                call: c.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
+                tool: function
+                    .and_then(|f| f.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                arguments: function
+                    .and_then(|f| f.get("arguments"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({})),
+            }
+        })
+        .collect();
+    let reply = message
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let usage = value.get("usage").filter(|u| u.is_object()).map(|u| {
+        let count = |name: &str| u.get(name).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            input: count("prompt_tokens"),
+            output: count("completion_tokens"),
+        }
+    });
+    Some((reply, usage, calls))
 }
 
 /// Reads `choices[0].message.content` and the usage out of a chat-completions body.

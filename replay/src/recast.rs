@@ -329,6 +329,8 @@ pub struct Recast {
     pub child: CastId,
     /// A new frozen loadout (from `--config`), if any.
     pub loadout: Option<Value>,
+    /// Its materia's tool scopes (`decide::tool_scopes` of the resolved loadout), if any.
+    pub tools: Option<std::collections::BTreeMap<castlog_core::id::MateriaName, Value>>,
     /// Parent seqs of human inputs (refinements, continue, steering) to re-apply.
     pub keep: Vec<Seq>,
 }
@@ -356,6 +358,7 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         parent_seq: plan.at,
         parent_hash: record.hash,
         loadout_hash,
+        tools: plan.tools.clone(),
         loadout: plan.loadout.clone(),
     };
     let state = CastState::forked(&parent_state, &forked).map_err(|err| DriveError::Fold {

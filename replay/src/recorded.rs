@@ -29,6 +29,7 @@ use std::fmt;
 
 use castlog_core::event::{Event, FailureClass, Usage};
 use castlog_core::id::{CastId, Digest, SocketId, Turn, Visit};
+use castlog_core::input::Input;
 use castlog_core::prompt::messages_json;
 use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, Recorded};
@@ -38,13 +39,18 @@ use crate::driver::DriveError;
 use crate::recast::history;
 
 /// The event kinds the index reads.
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 7] = [
     "prompt_dispatched",
     "agent_replied",
     "agent_failed",
     "user_refined",
     "finalize_requested",
+    "tool_called",
+    "tool_finished",
 ];
+
+/// A recorded call: its id, tool and arguments (compact JSON).
+type CallKey = (String, String, String);
 
 /// What a person said after a reply (played back when the driver asks for a refinement).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +65,8 @@ enum Answer {
     Reply {
         text: String,
         usage: Option<Usage>,
+        /// The tool calls the reply asked for (none for a reply that is an output).
+        calls: Vec<castlog_core::event::ToolRequest>,
         follow_up: Option<FollowUp>,
     },
     Failed {
@@ -72,6 +80,9 @@ enum Answer {
 struct Index {
     answers: HashMap<Digest, Vec<Answer>>,
     last: Option<(Digest, usize)>,
+    /// The recorded outcomes of tool calls, in log order per call, played back instead of
+    /// running the tool.
+    tools: HashMap<CallKey, std::collections::VecDeque<Input>>,
 }
 
 impl Index {
@@ -80,6 +91,7 @@ impl Index {
         let mut dispatched: HashMap<(SocketId, Visit, Turn), Digest> = HashMap::new();
         // The last reply, while a person's answer to it may still follow.
         let mut open: Option<(SocketId, Visit, Digest, usize)> = None;
+        let mut called: HashMap<String, CallKey> = HashMap::new();
         for record in records {
             if !KINDS.contains(&record.kind.as_str()) {
                 continue;
@@ -101,6 +113,7 @@ impl Index {
                             Answer::Reply {
                                 text: e.text,
                                 usage: e.usage,
+                                calls: e.tool_calls,
                                 follow_up: None,
                             },
                         );
@@ -128,6 +141,26 @@ impl Index {
                     index.follow(&mut open, &e.socket, e.visit, || {
                         FollowUp::Continue(e.origin.clone())
                     });
+                }
+                Event::ToolCalled(e) => {
+                    let key = (e.call.clone(), e.tool, e.arguments.to_string());
+                    called.insert(e.call, key);
+                }
+                Event::ToolFinished(e) => {
+                    if let Some(key) = called.remove(&e.call) {
+                        index
+                            .tools
+                            .entry(key)
+                            .or_default()
+                            .push_back(Input::ToolFinished {
+                                call: e.call,
+                                output: e.output,
+                                exit: e.exit,
+                                error: e.error,
+                                truncated: e.truncated,
+                                duration_ms: e.duration_ms,
+                            });
+                    }
                 }
                 _ => {}
             }
@@ -296,11 +329,21 @@ impl Agent for RecordedAgent {
         if let Some(answer) = recorded.and_then(|list| list.get(k)) {
             self.cursor.insert(hash, k + 1);
             return match answer {
-                Answer::Reply { text, usage, .. } => {
+                Answer::Reply {
+                    text, usage, calls, ..
+                } => {
                     self.last = Some((hash, k));
-                    AgentTurn::Reply {
-                        text: text.clone(),
-                        usage: *usage,
+                    if calls.is_empty() {
+                        AgentTurn::Reply {
+                            text: text.clone(),
+                            usage: *usage,
+                        }
+                    } else {
+                        AgentTurn::ToolCalls {
+                            text: text.clone(),
+                            usage: *usage,
+                            calls: calls.clone(),
+                        }
                     }
                 }
                 Answer::Failed { class, message } => {
@@ -338,6 +381,21 @@ impl Agent for RecordedAgent {
 
     fn local(&self) -> bool {
         self.fallback.as_ref().is_none_or(|f| f.local())
+    }
+
+    fn runs_tools(&self) -> bool {
+        // Only a live fallback runs a call the recording has no outcome for.
+        self.fallback.as_ref().is_some_and(|f| f.runs_tools())
+    }
+
+    fn recorded_tool(
+        &mut self,
+        call: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Option<Input> {
+        let key = (call.to_owned(), tool.to_owned(), arguments.to_string());
+        self.index.tools.get_mut(&key)?.pop_front()
     }
 
     // A miss is asked of the fallback: its retry policy and cancellation are this agent's.

@@ -7,6 +7,7 @@
 //! with the user's rights in the working directory.
 
 mod files;
+pub mod schema;
 mod search;
 mod shell;
 mod workdir;

@@ -69,6 +69,16 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench workers --workers 1,2,4 --casts 40 --json
     Workers(BenchWorkersArgs),
+    /// Recorded tool calls per second, and the bytes each adds to the database.
+    ///
+    /// A fake model asks a one-socket `coding` cast for one `read` call per turn, --per-visit
+    /// calls per cast (its limits.maxToolCalls), through the real machine, driver, tools and
+    /// log, until --calls calls are recorded; each call is durable before the next runs. The
+    /// calls are timed in slices of 1,000: a cost that grew with the database would show as a
+    /// falling rate. Without --db the run uses a fresh temporary database.
+    ///
+    /// Example: castlog bench tools --calls 10000 --durability full --json
+    Tools(BenchToolsArgs),
 }
 
 /// `bench workers`.
@@ -83,6 +93,23 @@ pub struct BenchWorkersArgs {
     /// How long the synthetic agent takes per call, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub sleep_ms: u64,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bench tools`.
+#[derive(Debug, Args)]
+pub struct BenchToolsArgs {
+    /// Tool calls to record in all.
+    #[arg(long, default_value_t = 10_000)]
+    pub calls: u64,
+    /// Calls per socket visit (one cast each).
+    #[arg(long, default_value_t = 50)]
+    pub per_visit: u32,
+    /// Commit durability.
+    #[arg(long, value_enum, default_value = "full")]
+    pub durability: DurabilityArg,
     /// Print one JSON document on stdout (the figures are JSON either way).
     #[arg(long)]
     pub json: bool,

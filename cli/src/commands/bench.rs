@@ -26,6 +26,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Reads(args) => super::bench_reads::reads(db, &args),
         BenchCommand::Posts(args) => super::bench_posts::posts(db, &args),
         BenchCommand::Workers(args) => super::bench_workers::workers(db, &args),
+        BenchCommand::Tools(args) => super::bench_tools::tools(db, &args),
     }
 }
 

@@ -513,6 +513,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         at,
         child: CastId::new(format!("{cast}-fork")),
         loadout: None,
+        tools: None,
         keep: Vec::new(),
     };
     let mut fork_agent = SynthAgent::new(args);
@@ -599,6 +600,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         at,
         child: child.clone(),
         loadout: None,
+        tools: None,
         keep: Vec::new(),
     };
     let mut fork_agent = SynthAgent::new(args);

@@ -50,9 +50,13 @@ pub fn recast(
                     current.socket
                 )));
             }
-            Some(resolved.to_json())
+            Some(resolved)
         }
     };
+    let tools = loadout
+        .as_ref()
+        .and_then(castlog_core::machine::decide::tool_scopes);
+    let loadout = loadout.map(|l| l.to_json());
     let child = match &args.child {
         Some(id) => super::chosen_cast(&log, id)?,
         None => {
@@ -93,6 +97,7 @@ pub fn recast(
         at,
         child: child.clone(),
         loadout,
+        tools,
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
     };
     globals.launcher.record_under(db, &child);

@@ -7,6 +7,7 @@ pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_synth;
 pub mod bench_workers;
+pub mod bench_tools;
 pub mod cast;
 pub mod claims;
 pub mod copy;

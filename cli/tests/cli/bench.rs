@@ -398,3 +398,40 @@ fn bench_posts_prints_a_run_per_size_in_databases_of_its_own() {
         again.stderr
     );
 }
+
+/// `bench tools` records the calls it says, in casts of --per-visit calls, into a database
+/// that then verifies (so the calls were recorded, not only counted).
+#[test]
+fn bench_tools_records_its_calls_in_casts_that_verify() {
+    let sandbox = Sandbox::new();
+    let db = sandbox.path("tools.db");
+    let run = sandbox.run_on(
+        &db,
+        &[
+            "bench",
+            "tools",
+            "--calls",
+            "25",
+            "--per-visit",
+            "10",
+            "--durability",
+            "normal",
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let figures = run.json();
+    assert_eq!(figures["calls"], 25);
+    assert_eq!(figures["casts"], 3);
+    assert!(figures["bytes_per_call"].as_f64().unwrap() > 0.0);
+    let verify = sandbox.run_on(&db, &["verify", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+    let shown = sandbox.run_on(&db, &["casts", "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert_eq!(
+        shown.stdout.matches("bench-tools-").count(),
+        3,
+        "{}",
+        shown.stdout
+    );
+}

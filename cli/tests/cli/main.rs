@@ -36,6 +36,7 @@ mod scorecard;
 mod secrets;
 mod streams;
 mod terminal;
+mod tool_loop;
 mod tools;
 mod upgrade;
 mod verify_damage;

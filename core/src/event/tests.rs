@@ -88,6 +88,7 @@ fn tool_events_round_trip_and_leave_defaults_out() {
     let finished = Event::from(ToolFinished {
         call: "call-1".into(),
         result: Digest::ZERO,
+        output: String::new(),
         exit: None,
         error: false,
         truncated: false,

@@ -10,6 +10,26 @@ use serde_json::Value;
 use super::is_false;
 use crate::id::{Digest, SocketId, Turn, Visit};
 
+/// The tools whose calls change nothing: a call of one cut off by a crash is run again, any
+/// other is not (`tool_interrupted`).
+pub const READ_ONLY_TOOLS: [&str; 4] = ["read", "grep", "find", "ls"];
+
+/// Whether running `tool` again after a crash cannot change anything.
+pub fn is_read_only(tool: &str) -> bool {
+    READ_ONLY_TOOLS.contains(&tool)
+}
+
+/// One tool call as an agent's reply asked for it (`agent_replied`'s `tool_calls`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    /// The call's id as the agent gave it (or `call-N` when it gave none).
+    pub call: String,
+    /// The tool's name as the agent gave it.
+    pub tool: String,
+    /// The arguments exactly as received (a JSON value, or a string that did not parse).
+    pub arguments: Value,
+}
+
 /// The agent asked for a tool call; recorded before the tool runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCalled {
@@ -34,6 +54,10 @@ pub struct ToolFinished {
     pub call: String,
     /// The blob of the result text the agent is shown.
     pub result: Digest,
+    /// The result text itself (the blob's bytes), so a fold rebuilds the prompts that show it
+    /// without reading blobs; absent when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
     /// The exit status of a process (`bash`), when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,

@@ -137,13 +137,14 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     };
 
     let (limits, cycles_outside_loops) = read_limits(top)?;
+    let max_tool_calls = read_max_tool_calls(top)?;
     let budget = read_budget(top)?;
     let materia = materia::read_all(materia_obj)?;
 
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
     for (name, value) in loadouts_obj {
         let path = join("loadouts", name);
-        loadouts.push(sockets::build_loadout(
+        let built = sockets::build_loadout(
             name,
             value,
             &path,
@@ -151,7 +152,11 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
             limits,
             budget,
             cycles_outside_loops,
-        )?);
+        )?;
+        loadouts.push(built.map(|mut loadout| {
+            loadout.max_tool_calls = max_tool_calls;
+            loadout
+        }));
     }
 
     Ok(Config {
@@ -187,6 +192,17 @@ fn read_limits(top: &json::Obj) -> Result<(Limits, u32), LoadError> {
         },
         outside_loops,
     ))
+}
+
+/// `limits.maxToolCalls`, when configured (castlog's own: the tool calls of one socket visit).
+fn read_max_tool_calls(top: &json::Obj) -> Result<Option<u32>, LoadError> {
+    let Some(limits) = opt_object(top, "limits", "", "`limits`")? else {
+        return Ok(None);
+    };
+    Ok(
+        opt_int(limits, "maxToolCalls", "limits", 1, u64::from(u32::MAX))?
+            .and_then(|v| u32::try_from(v).ok()),
+    )
 }
 
 /// Top-level `budget` (`maxCostUsd` / `stopAtLimit` are dropped, as in the reference).

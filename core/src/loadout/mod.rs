@@ -148,6 +148,11 @@ pub struct AgentSpec {
     /// Thinking level, if set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
+    /// The materia's tool scope as configured (`readOnly`, `coding`, `{type: custom, ...}`);
+    /// absent for `none`. Not part of the frozen loadout (whose bytes and hash stay what older
+    /// builds recorded for the same config): `cast_started` records the scopes beside it.
+    #[serde(skip)]
+    pub tools: Option<Value>,
 }
 
 /// A utility socket's settings.
@@ -271,7 +276,15 @@ pub struct Loadout {
     /// as they were recorded. Kept beside [`Limits`], whose frozen form is pi-materia's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cycles_outside_loops: Option<u32>,
+    /// `limits.maxToolCalls`: tool calls one socket visit may make before the cast stops
+    /// (`allowance_exhausted`; revive grants as many again). `None` when not configured:
+    /// [`DEFAULT_MAX_TOOL_CALLS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
 }
+
+/// Tool calls a visit may make when `limits.maxToolCalls` is not configured.
+pub const DEFAULT_MAX_TOOL_CALLS: u32 = 50;
 
 impl Loadout {
     /// A socket by id.

@@ -50,6 +50,7 @@ impl Decider<'_, '_> {
             turn: current.turn,
             text,
             usage,
+            tool_calls: Vec::new(),
         });
         if self.over_budget() {
             return;
@@ -59,7 +60,7 @@ impl Decider<'_, '_> {
 
     /// Checks the token budget after a reply. A stop leaves the reply pending (recorded, not
     /// committed): no assignment, advance or routing happens until revive extends the budget.
-    fn over_budget(&mut self) -> bool {
+    pub(super) fn over_budget(&mut self) -> bool {
         let configured = self.state.loadout.budget.max_tokens;
         let limit = self.state.limit(&Allowance::Tokens, configured);
         let used = self.state.usage.total();
@@ -87,6 +88,10 @@ impl Decider<'_, '_> {
         let Some(current) = self.state.current.clone() else {
             return;
         };
+        if !current.requested_calls.is_empty() {
+            self.call_tools();
+            return;
+        }
         let Some(text) = current.pending_reply.clone() else {
             return;
         };
@@ -588,6 +593,7 @@ impl Decider<'_, '_> {
                     self.process_pending();
                 }
             }
+            Some(Allowance::ToolCalls { .. }) => self.call_tools(),
             None => match current.as_ref().map(|c| c.phase) {
                 Some(Phase::AwaitingReply) => {
                     let turn = current.map_or(Turn(1), |c| c.turn);
@@ -595,6 +601,7 @@ impl Decider<'_, '_> {
                 }
                 Some(Phase::AwaitingRefinement) => {}
                 Some(Phase::AwaitingDispatch) => self.dispatch(Turn(1), false),
+                Some(Phase::RunningTools) => self.recover_tools(),
                 _ => self.enter(&socket, false),
             },
         }

@@ -485,7 +485,23 @@ pub fn started_event(
         workdir: None,
         handoff,
         conformance: Some(super::CONFORMANCE),
+        tools: tool_scopes(loadout),
     }
+}
+
+/// The tool scopes of a loadout's agent materia, by materia (`None`: no materia has one).
+pub fn tool_scopes(
+    loadout: &Loadout,
+) -> Option<std::collections::BTreeMap<crate::id::MateriaName, serde_json::Value>> {
+    let scopes: std::collections::BTreeMap<_, _> = loadout
+        .sockets
+        .values()
+        .filter_map(|s| match &s.kind {
+            SocketKind::Agent(a) => a.tools.clone().map(|t| (s.materia.clone(), t)),
+            _ => None,
+        })
+        .collect();
+    (!scopes.is_empty()).then_some(scopes)
 }
 
 impl CastState {
@@ -536,6 +552,13 @@ impl CastState {
                 }
                 match phase_of(d.state) {
                     Some(Phase::AwaitingReply) => d.send_again(false),
+                    Some(Phase::RunningTools) => {
+                        d.emit(CastResumed {
+                            redispatch: false,
+                            after_fork: false,
+                        });
+                        d.recover_tools();
+                    }
                     Some(Phase::AwaitingRefinement) => {
                         return Err(not_now(
                             d.state,
@@ -614,6 +637,36 @@ impl CastState {
                     ));
                 }
                 d.on_reply(text.clone(), *usage);
+            }
+            Input::AgentCalledTools { text, usage, calls } => {
+                if let Some(r) = stopped(d.state) {
+                    return Err(r);
+                }
+                if phase_of(d.state) != Some(Phase::AwaitingReply) {
+                    return Err(not_now(
+                        d.state,
+                        "an agent reply",
+                        "no prompt is waiting for one",
+                    ));
+                }
+                if calls.is_empty() {
+                    d.on_reply(text.clone(), *usage);
+                } else {
+                    d.on_tool_reply(text.clone(), *usage, calls);
+                }
+            }
+            Input::ToolFinished {
+                call,
+                output,
+                exit,
+                error,
+                truncated,
+                duration_ms,
+            } => {
+                if let Some(r) = stopped(d.state) {
+                    return Err(r);
+                }
+                d.tool_finished(call, output, *exit, *error, *truncated, *duration_ms)?;
             }
             Input::AgentFailed { class, message } => {
                 let current = waiting_in(

@@ -75,6 +75,8 @@ impl CastState {
             fence: event.fence.unwrap_or(0),
             handoff: event.handoff.unwrap_or(0),
             conformance: event.conformance.unwrap_or(0),
+            workdir: event.workdir.clone(),
+            tool_scopes: event.tools.clone().unwrap_or_default(),
             status: Status::Running,
             current: None,
             data: Value::Object(Map::new()),
@@ -117,6 +119,9 @@ impl CastState {
         }
         if let Some(hash) = event.loadout_hash {
             state.loadout_hash = hash;
+        }
+        if let Some(tools) = &event.tools {
+            state.tool_scopes = tools.clone();
         }
         state.head = Seq(1);
         // A recast of a stopped cast resumes work that was cut off: its next prompt carries
@@ -327,10 +332,42 @@ impl CastState {
                     self.usage.output = self.usage.output.saturating_add(usage.output);
                 }
                 if let Some(c) = &mut self.current {
-                    c.pending_reply = Some(e.text.clone());
+                    if e.tool_calls.is_empty() {
+                        c.pending_reply = Some(e.text.clone());
+                    } else {
+                        c.requested_calls = e.tool_calls.clone();
+                    }
                     c.phase = Phase::Done;
                 }
                 self.status = Status::Running;
+            }
+            Event::ToolCalled(e) => {
+                if let Some(c) = &mut self.current {
+                    if let Some(at) = c.requested_calls.iter().position(|r| r.call == e.call) {
+                        c.requested_calls.remove(at);
+                    }
+                    c.tool_calls.push(super::ToolCallState {
+                        request: crate::event::ToolRequest {
+                            call: e.call.clone(),
+                            tool: e.tool.clone(),
+                            arguments: e.arguments.clone(),
+                        },
+                        turn: e.turn,
+                        outcome: None,
+                    });
+                    c.phase = Phase::RunningTools;
+                }
+                self.status = Status::Running;
+            }
+            Event::ToolFinished(e) => self.tool_outcome(
+                &e.call,
+                super::ToolOutcome::Finished {
+                    output: e.output.clone(),
+                    error: e.error,
+                },
+            ),
+            Event::ToolInterrupted(e) => {
+                self.tool_outcome(&e.call, super::ToolOutcome::Interrupted);
             }
             Event::AgentFailed(e) => {
                 if let Some(c) = &mut self.current {
@@ -487,6 +524,18 @@ impl CastState {
         }
     }
 
+    /// Records the outcome of the first call named `call` that has none.
+    fn tool_outcome(&mut self, call: &str, outcome: super::ToolOutcome) {
+        if let Some(c) = &mut self.current
+            && let Some(pending) = c
+                .tool_calls
+                .iter_mut()
+                .find(|t| t.outcome.is_none() && t.request.call == call)
+        {
+            pending.outcome = Some(outcome);
+        }
+    }
+
     fn start_socket(&mut self, e: &crate::event::SocketStarted) {
         let selection = self.select_item(&e.socket);
         let (tracker, _) = self.next_tracker(&e.socket, e.item.as_ref());
@@ -561,6 +610,8 @@ impl CastState {
             recovering: false,
             held: false,
             claim: waiting.clone(),
+            tool_calls: Vec::new(),
+            requested_calls: Vec::new(),
         });
         self.status = if waiting.is_some() {
             Status::AwaitingAgent

@@ -14,6 +14,7 @@ mod evolve;
 pub mod next;
 mod post;
 pub mod snapshot;
+mod tools;
 mod turn;
 
 use std::collections::BTreeMap;
@@ -83,6 +84,9 @@ pub enum Phase {
     RunningUtility,
     /// A post socket waits for the driver to check the ledger and claim (`StartPost`).
     AwaitingPost,
+    /// The tool calls of a reply are recorded and not all have an outcome: the first without
+    /// one runs next (`Next::RunTool`).
+    RunningTools,
     /// A post is claimed and its send outcome is not known: the sender is running, or it failed
     /// without saying, or the process stopped. Nothing resends it; a person resolves the claim.
     AwaitingPostOutcome,
@@ -144,6 +148,42 @@ pub struct Current {
     /// The claim a post socket's visit made (or waits on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimId>,
+    /// The tool calls of this visit so far, in order, with their outcomes (bounded by
+    /// `limits.maxToolCalls` and its revives).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallState>,
+    /// Calls a recorded reply asked for and not yet recorded as `tool_called` (a stop came in
+    /// between: the token budget or the tool-call allowance ran out; revive records them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requested_calls: Vec<crate::event::ToolRequest>,
+}
+
+/// One tool call of a visit, as the prompts show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallState {
+    /// The call as the agent asked for it.
+    pub request: crate::event::ToolRequest,
+    /// The turn whose reply asked for it.
+    pub turn: Turn,
+    /// Its outcome, once recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<ToolOutcome>,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolOutcome {
+    /// It ran (or was refused) and this is what the agent is shown.
+    Finished {
+        /// The result text.
+        output: String,
+        /// The result is an error.
+        #[serde(default, skip_serializing_if = "crate::event::is_false")]
+        error: bool,
+    },
+    /// It was cut off by a crash and not run again: its effect is unknown.
+    Interrupted,
 }
 
 /// A revivable allowance's counters.
@@ -198,6 +238,13 @@ pub struct CastState {
     /// 0: a cast recorded before them). A recast inherits them with the rest of the state.
     #[serde(default)]
     pub conformance: u32,
+    /// The directory tool calls act in (`cast_started`'s `workdir`); absent: where the
+    /// command that drives the cast runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// The tool scopes of its materia (`cast_started`'s `tools`); a recast inherits them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_scopes: BTreeMap<crate::id::MateriaName, Value>,
     /// Where it stands.
     pub status: Status,
     /// The visit in progress.
@@ -327,6 +374,14 @@ pub fn allowance_key(allowance: &Allowance) -> String {
             let base = item_key(&format!("repair:{socket}"), item.as_ref());
             visit.map_or(base.clone(), |v| format!("{base}#{v}"))
         }
+        Allowance::ToolCalls {
+            socket,
+            item,
+            visit,
+        } => format!(
+            "{}#{visit}",
+            item_key(&format!("tool_calls:{socket}"), item.as_ref())
+        ),
     }
 }
 

@@ -11,6 +11,7 @@
 //! | `AwaitResume` | stops: the agent was interrupted | (`castlog resume`) |
 //! | `AskPerson` | asks the person (or a script) for a refinement | `UserRefined` / `Continue` |
 //! | `RunUtility { spec }` | runs the program | `UtilityFinished` |
+//! | `RunTool { call, tool, .. }` | runs the tool under the materia's scope | `ToolFinished` |
 //! | `StartPost { step, spec }` | reads the claims ledger, claims, sends once | `StartPost`, `PostOutcome` |
 //! | `AwaitClaim { claim }` | adopts an inherited resolution, or stops for a person | `InheritedClaimResolved` |
 //! | `Stopped { status }` | returns | — |
@@ -47,6 +48,19 @@ pub enum Next {
     AwaitResume {
         /// The socket that asks.
         socket: SocketId,
+    },
+    /// A tool call is recorded and has no outcome: the shell runs it under the materia's
+    /// scope and feeds back `ToolFinished` (a call the scope does not allow is refused with an
+    /// error result, never run).
+    RunTool {
+        /// The socket whose agent asked.
+        socket: SocketId,
+        /// The call's id.
+        call: String,
+        /// The tool's name as the agent gave it.
+        tool: String,
+        /// Its arguments as received.
+        arguments: serde_json::Value,
     },
     /// A multi-turn draft waits for a person's refinement or `continue`.
     AskPerson {
@@ -105,6 +119,16 @@ pub enum Inconsistent {
         /// What the phase wants (`a utility`, `a post`).
         wanted: &'static str,
     },
+    /// The visit runs tool calls and every one has an outcome.
+    #[error(
+        "cast {cast} runs tool calls at {socket} but none is without an outcome; `castlog verify {cast}` checks its log"
+    )]
+    NoToolCall {
+        /// The cast.
+        cast: CastId,
+        /// The socket.
+        socket: SocketId,
+    },
     /// A post waits on a claim and names none.
     #[error(
         "cast {cast} waits on a post claim at {socket} and names none; `castlog verify {cast}` checks its log"
@@ -152,6 +176,20 @@ impl CastState {
                 transient_failures: current.transient_failures,
             },
             Phase::AwaitingRefinement => Next::AskPerson { socket: socket() },
+            Phase::RunningTools => match current.tool_calls.iter().find(|t| t.outcome.is_none()) {
+                Some(t) => Next::RunTool {
+                    socket: socket(),
+                    call: t.request.call.clone(),
+                    tool: t.request.tool.clone(),
+                    arguments: t.request.arguments.clone(),
+                },
+                None => {
+                    return Err(Inconsistent::NoToolCall {
+                        cast: self.cast.clone(),
+                        socket: socket(),
+                    });
+                }
+            },
             Phase::RunningUtility => match kind {
                 Some(SocketKind::Utility(spec)) => Next::RunUtility { spec: spec.clone() },
                 _ => return Err(wrong_kind("a utility")),

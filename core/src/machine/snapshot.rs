@@ -65,5 +65,6 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
             warn_at_percent: 0.0,
         },
         max_cycles_outside_loops: None,
+        max_tool_calls: None,
     })
 }

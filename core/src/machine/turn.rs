@@ -95,6 +95,39 @@ const CONTEXT_PARAGRAPHS: usize = 6;
 /// cast recorded without the rule (0) shows every kept paragraph.
 pub const HANDOFF_RULE: u32 = 1;
 
+/// How often the same failing tool call (tool, arguments and error alike) is made in one visit
+/// before the prompt carries a recovery ticket about it (the loop-break gate).
+pub const TOOL_LOOP_BREAK: usize = 3;
+
+/// The loop-break gate: the ticket for the first failing call of the visit made
+/// [`TOOL_LOOP_BREAK`] times or more, if any.
+fn loop_break(calls: &[super::ToolCallState]) -> Option<String> {
+    let failures: Vec<(&str, &Value, &str)> = calls
+        .iter()
+        .filter_map(|t| match &t.outcome {
+            Some(super::ToolOutcome::Finished {
+                output,
+                error: true,
+            }) => Some((
+                t.request.tool.as_str(),
+                &t.request.arguments,
+                output.as_str(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let (tool, arguments, error) = failures
+        .iter()
+        .find(|f| failures.iter().filter(|g| g == f).count() >= TOOL_LOOP_BREAK)?;
+    let times = failures
+        .iter()
+        .filter(|g| (g.0, g.1, g.2) == (*tool, *arguments, *error))
+        .count();
+    Some(format!(
+        "The same tool call failed {times} times: {tool} with {arguments}, each time with: {error}\nDo not make this call again. Change its arguments, use another tool, or answer with what you have."
+    ))
+}
+
 /// How many upcoming work items the remaining delta names.
 const DELTA_TITLES: usize = 5;
 
@@ -314,6 +347,45 @@ impl CastState {
                 2,
                 role,
                 self.fenced(&line.text).into_owned(),
+                false,
+            );
+        }
+        // The visit's tool calls and their results, inline and in order; a failed call's
+        // result stays where it happened (it is not lifted to the mandate slot).
+        for t in &current.tool_calls {
+            let call = &t.request;
+            let shown = serde_json::json!({
+                "id": call.call,
+                "name": call.tool,
+                "arguments": call.arguments,
+            });
+            push(
+                format!("assistantToolCall:{}", call.call),
+                "assistantToolCall",
+                2,
+                Role::Assistant,
+                self.fenced(&shown.to_string()).into_owned(),
+                false,
+            );
+            if let Some(outcome) = &t.outcome {
+                push(
+                    format!("toolResult:{}", call.call),
+                    "toolResult",
+                    2,
+                    Role::Tool,
+                    self.fenced(&outcome.shown(&call.call, &call.tool))
+                        .into_owned(),
+                    false,
+                );
+            }
+        }
+        if let Some(ticket) = loop_break(&current.tool_calls) {
+            push(
+                "recoveryTicket:toolLoop".into(),
+                "recoveryTicket",
+                2,
+                Role::User,
+                self.fenced(&ticket).into_owned(),
                 false,
             );
         }

@@ -85,6 +85,32 @@ pub struct Message {
     pub role: Role,
     /// The text.
     pub content: String,
+    /// The tool call an `assistantToolCall` or `toolResult` entry stands for (its id), so an
+    /// adapter can send the call and its result in its API's own shape; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<String>,
+}
+
+impl Message {
+    /// A message of `role` with `content` (and no tool call).
+    pub fn new(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            tool_call: None,
+        }
+    }
+}
+
+/// The tool call an entry of a tool loop stands for: `assistantToolCall:ID` and
+/// `toolResult:ID` entries name it.
+pub fn tool_call_of(source_type: &str, entry: &str) -> Option<String> {
+    let prefix = match source_type {
+        "assistantToolCall" => "assistantToolCall:",
+        "toolResult" => "toolResult:",
+        _ => return None,
+    };
+    entry.strip_prefix(prefix).map(str::to_owned)
 }
 
 /// A rendered prompt with its placements.

@@ -192,6 +192,7 @@ pub fn assemble(
         messages.push(Message {
             role: Role::System,
             content: system.clone(),
+            tool_call: None,
         });
     }
     for i in at(Destination::Inline) {
@@ -204,14 +205,22 @@ pub fn assemble(
                 role: p.role.clone(),
             })?
         };
+        // An entry of a tool loop is a message of its own, never merged with a neighbour.
+        let tool_call = super::tool_call_of(&p.source_type, &p.entry);
         match messages.last_mut() {
-            Some(last) if last.role == role && role != Role::System => {
+            Some(last)
+                if last.role == role
+                    && role != Role::System
+                    && tool_call.is_none()
+                    && last.tool_call.is_none() =>
+            {
                 last.content.push_str("\n\n");
                 last.content.push_str(text(i));
             }
             _ => messages.push(Message {
                 role,
                 content: text(i).to_owned(),
+                tool_call,
             }),
         }
     }
@@ -220,6 +229,7 @@ pub fn assemble(
             messages.push(Message {
                 role: Role::User,
                 content: format!("{prefix}{}", text(i)),
+                tool_call: None,
             });
         }
     }
@@ -248,6 +258,7 @@ pub fn assemble(
         messages.push(Message {
             role: Role::User,
             content: parts.join("\n\n"),
+            tool_call: None,
         });
     }
     Ok((messages, system))

@@ -20,4 +20,5 @@ mod next; // the effect every phase asks of the driver, and the states that ask 
 mod rework; // rework capture, rendering and clearing (17-19)
 mod routing; // edge order and the current output's satisfied (1-2)
 mod templates; // template keys, paths, prompt entries (7-8, 20-21)
+mod tools; // the tool loop: calls recorded then run, results inline, the allowance, resume
 mod utility; // utility exits, invalid output, infrastructure failure, state, scopes (16, 25, 36-37)

@@ -64,6 +64,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         workdir: None,
         handoff: None,
         conformance: None,
+        tools: None,
     });
     let socket_started = Event::from(SocketStarted {
         socket: socket.clone(),
@@ -102,6 +103,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         turn: Turn(1),
         text: "{\"summary\": \"done\"}\nwith a second line".into(),
         usage: Some(usage),
+        tool_calls: Vec::new(),
     });
     let completed = Event::from(CastCompleted { usage });
     let mut parent = log
@@ -142,6 +144,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         parent_hash: point.hash,
         loadout_hash: Some(blob_hash(b"loadout, edited")),
         loadout: None,
+        tools: None,
     });
     let aborted = Event::from(CastAborted {
         reason: "stopped by hand".into(),

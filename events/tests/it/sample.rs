@@ -54,6 +54,7 @@ pub fn event(i: u64) -> Event {
                 input: 10 * i,
                 output: i,
             }),
+            tool_calls: Vec::new(),
         }
         .into(),
         2 => CursorAdvanced {
@@ -155,6 +156,7 @@ pub fn populate(log: &dyn EventLog) -> Populated {
         parent_hash: point.hash,
         loadout_hash: None,
         loadout: None,
+        tools: None,
     });
     log.fork(
         &recast,

@@ -640,6 +640,7 @@ mod tests {
             workdir: None,
             handoff: None,
             conformance: None,
+            tools: None,
         })];
         for visit in 1..=3 {
             events.push(Event::SocketStarted(SocketStarted {
@@ -731,6 +732,7 @@ mod tests {
                 workdir: None,
                 handoff: None,
                 conformance: None,
+                tools: None,
             }),
             Event::SocketStarted(SocketStarted {
                 socket: socket.clone(),

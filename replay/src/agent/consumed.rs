@@ -22,6 +22,10 @@ use super::{AgentError, ScriptLine, ScriptedAgent};
 /// An answer as the log records it, described for a message.
 fn recorded(event: &Event) -> Option<(Answer<'_>, String)> {
     match event {
+        Event::AgentReplied(e) if !e.tool_calls.is_empty() => Some((
+            Answer::Calls(&e.tool_calls),
+            format!("{} tool call(s)", e.tool_calls.len()),
+        )),
         Event::AgentReplied(e) => Some((
             Answer::Reply(&e.text),
             format!("the reply {:?}", clip(&e.text)),
@@ -44,6 +48,7 @@ fn recorded(event: &Event) -> Option<(Answer<'_>, String)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer<'e> {
     Reply(&'e str),
+    Calls(&'e [castlog_core::event::ToolRequest]),
     Failed(FailureClass),
     User(&'e str),
     Continue,
@@ -68,6 +73,7 @@ fn clip(text: &str) -> String {
 fn described(line: &ScriptLine) -> String {
     match line {
         ScriptLine::Reply(text, _) => format!("the reply {:?}", clip(text)),
+        ScriptLine::Calls(_, _, calls) => format!("{} tool call(s)", calls.len()),
         ScriptLine::Error(class, _) => format!("a {} failure", class_name(*class)),
         ScriptLine::User(text) => format!("the message {:?}", clip(text)),
         ScriptLine::Continue => "a continue".to_owned(),
@@ -77,6 +83,14 @@ fn described(line: &ScriptLine) -> String {
 fn matches(line: &ScriptLine, answer: Answer<'_>) -> bool {
     match (line, answer) {
         (ScriptLine::Reply(text, _), Answer::Reply(recorded)) => text == recorded,
+        // The machine names a call without an id: a line matches on tools and arguments.
+        (ScriptLine::Calls(_, _, calls), Answer::Calls(recorded)) => {
+            calls.len() == recorded.len()
+                && calls
+                    .iter()
+                    .zip(recorded)
+                    .all(|(a, b)| a.tool == b.tool && a.arguments == b.arguments)
+        }
         (_, Answer::Failed(_)) => true,
         (ScriptLine::User(text), Answer::User(recorded)) => text == recorded,
         (ScriptLine::Continue, Answer::Continue) => true,

@@ -33,6 +33,7 @@ fn read_and_ask(bytes: &[u8]) -> Result<(), String> {
             refinement: turn % 3 == 2,
             model: None,
             thinking: None,
+            tools: &[],
         };
         if let AgentTurn::Exhausted(message) = agent.turn(&request)
             && let Some(why) = rust_formatting(&message)

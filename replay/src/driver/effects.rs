@@ -100,15 +100,20 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             Some(SocketKind::Agent(a)) => Some(a),
             _ => None,
         };
+        let tools = self.offered_tools();
         let turn = agent.turn(&TurnRequest {
             messages: &messages,
             refinement: false,
             model: spec.and_then(|a| a.model.as_deref()),
             thinking: spec.and_then(|a| a.thinking.as_deref()),
+            tools: &tools,
         });
         match turn {
             AgentTurn::Reply { text, usage } => {
                 self.record(&Input::AgentReplied { text, usage }, local)?;
+            }
+            AgentTurn::ToolCalls { text, usage, calls } => {
+                self.record(&Input::AgentCalledTools { text, usage, calls }, local)?;
             }
             // After an interruption the next `Next` is `AwaitResume`.
             AgentTurn::Failed { class, message } => {
@@ -144,6 +149,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             refinement: true,
             model: None,
             thinking: None,
+            tools: &[],
         });
         let origin = agent.origin();
         match turn {
@@ -158,7 +164,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                     )),
                 }));
             }
-            AgentTurn::Reply { .. } | AgentTurn::Failed { .. } => {
+            AgentTurn::Reply { .. } | AgentTurn::ToolCalls { .. } | AgentTurn::Failed { .. } => {
                 return Err(self.wrong_answer(agent, socket, Wanted::PersonInput));
             }
         }

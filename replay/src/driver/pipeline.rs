@@ -104,6 +104,13 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         if prompt.is_some() {
             self.last_prompt = prompt;
         }
+        // The calls recorded here may run here; one recorded by an earlier process may have
+        // run already, and only `resume` decides what becomes of it.
+        for event in &events {
+            if let Event::ToolCalled(called) = event {
+                self.calls_recorded.insert(called.call.clone());
+            }
+        }
         self.answers_used += events.iter().map(answers_in).sum::<usize>();
         if snapshot_due && let Some((seq, hash)) = recorded {
             self.keep_snapshot(seq, hash, begun.is_some());

@@ -61,6 +61,7 @@ macro_rules! pass_to_inner {
 mod drive;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
+mod openai_tools;
 /// Steps committed before they are durable: only with a local agent, never before an effect.
 mod pipeline;
 /// Two runs racing for one day, made deterministic: the compare-and-set at each call site.

@@ -422,12 +422,14 @@ fn a_cancelled_request_is_an_interruption() {
     let messages = [Message {
         role: castlog_core::prompt::Role::User,
         content: "hello".into(),
+        tool_call: None,
     }];
     let turn = agent.turn(&castlog_replay::agent::TurnRequest {
         messages: &messages,
         refinement: false,
         model: None,
         thinking: None,
+        tools: &[],
     });
     setter.join().unwrap();
     assert_eq!(

@@ -184,6 +184,7 @@ fn replied(visit: u32, text: &str) -> Event {
         turn: Turn(1),
         text: text.into(),
         usage: None,
+        tool_calls: Vec::new(),
     })
 }
 
@@ -193,6 +194,7 @@ fn ask(agent: &mut dyn Agent, messages: &[Message]) -> AgentTurn {
         refinement: false,
         model: None,
         thinking: None,
+        tools: &[],
     })
 }
 
@@ -201,10 +203,12 @@ fn a_repeated_identical_prompt_gets_its_own_answer_and_a_miss_names_the_hash() {
     let same = vec![Message {
         role: Role::User,
         content: "say something".into(),
+        tool_call: None,
     }];
     let other = vec![Message {
         role: Role::User,
         content: "something else".into(),
+        tool_call: None,
     }];
     let log = InMemoryLog::new();
     hand_made(

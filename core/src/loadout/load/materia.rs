@@ -230,7 +230,7 @@ fn read_agent(obj: &Obj, path: &str) -> Result<AgentSpec, LoadError> {
             ));
         }
     };
-    read_tools(obj, path)?;
+    let tools = read_tools(obj, path)?;
     let model = opt_str(obj, "model", path)?
         .map(str::trim)
         .filter(|m| !m.is_empty())
@@ -254,11 +254,12 @@ fn read_agent(obj: &Obj, path: &str) -> Result<AgentSpec, LoadError> {
         multi_turn,
         model,
         thinking,
+        tools,
     })
 }
 
-/// Checks `tools` (required; castlog ignores the scope itself).
-fn read_tools(obj: &Obj, path: &str) -> Result<(), LoadError> {
+/// Checks `tools` (required) and returns it as the frozen loadout keeps it (`none`: absent).
+fn read_tools(obj: &Obj, path: &str) -> Result<Option<serde_json::Value>, LoadError> {
     let tools_path = join(path, "tools");
     let hint =
         "use \"none\", \"readOnly\", \"coding\" or {\"type\": \"custom\", \"tools\": [names]}";
@@ -267,7 +268,10 @@ fn read_tools(obj: &Obj, path: &str) -> Result<(), LoadError> {
             &tools_path,
             format!("an agent materia needs `tools`; {hint}"),
         )),
-        Some(Json::String(s)) if TOOL_SCOPES.contains(&s.as_str()) => Ok(()),
+        Some(Json::String(s)) if s == "none" => Ok(None),
+        Some(Json::String(s)) if TOOL_SCOPES.contains(&s.as_str()) => {
+            Ok(Some(serde_json::Value::String(s.clone())))
+        }
         Some(Json::Object(custom)) => {
             match opt_str(custom, "type", &tools_path)? {
                 Some("custom") => {}
@@ -288,7 +292,14 @@ fn read_tools(obj: &Obj, path: &str) -> Result<(), LoadError> {
                             ));
                         }
                     }
-                    Ok(())
+                    let names: Vec<serde_json::Value> = names
+                        .iter()
+                        .filter_map(|n| match n {
+                            Json::String(s) => Some(serde_json::Value::String(s.clone())),
+                            _ => None,
+                        })
+                        .collect();
+                    Ok(Some(serde_json::json!({"type": "custom", "tools": names})))
                 }
                 _ => Err(err(
                     &join(&tools_path, "tools"),

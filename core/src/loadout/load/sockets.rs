@@ -151,6 +151,7 @@ pub(super) fn build_loadout(
         limits,
         budget,
         max_cycles_outside_loops: Some(cycles_outside_loops),
+        max_tool_calls: None,
     }))
 }
 

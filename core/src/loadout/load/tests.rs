@@ -234,15 +234,26 @@ fn default_parallel_loadouts_fail_to_resolve(#[case] name: &str) {
     assert_eq!(e.path, format!("loadouts.{name}.sockets.Socket-4.materia"));
 }
 
+/// `l` as its frozen form keeps it: everything but the tool scopes, which `cast_started`
+/// records beside the loadout.
+fn frozen(mut l: Loadout) -> Loadout {
+    for socket in l.sockets.values_mut() {
+        if let crate::loadout::SocketKind::Agent(a) = &mut socket.kind {
+            a.tools = None;
+        }
+    }
+    l
+}
+
 #[test]
 fn resolved_loadouts_round_trip_through_json() {
     let config = load_config(DEFAULT).unwrap();
     for name in ["Full-Auto", "Planning-Consult", "Hojo-Consult"] {
         let l = config.resolve(Some(name)).unwrap();
-        assert_eq!(Loadout::from_json(&l.to_json()), Ok(l));
+        assert_eq!(Loadout::from_json(&l.to_json()), Ok(frozen(l)));
     }
     let l = load_config(BASE).unwrap().resolve(None).unwrap();
-    assert_eq!(Loadout::from_json(&l.to_json()), Ok(l));
+    assert_eq!(Loadout::from_json(&l.to_json()), Ok(frozen(l)));
 }
 
 #[test]

@@ -23,6 +23,19 @@ fn awaiting_post(state: &CastState) -> bool {
 /// The input whose decision starts with `event`.
 pub fn input_of(state: &CastState, event: &Event) -> Option<Input> {
     Some(match event {
+        Event::AgentReplied(e) if !e.tool_calls.is_empty() => Input::AgentCalledTools {
+            text: e.text.clone(),
+            usage: e.usage,
+            calls: e.tool_calls.clone(),
+        },
+        Event::ToolFinished(e) => Input::ToolFinished {
+            call: e.call.clone(),
+            output: e.output.clone(),
+            exit: e.exit,
+            error: e.error,
+            truncated: e.truncated,
+            duration_ms: e.duration_ms,
+        },
         Event::AgentReplied(e) => Input::AgentReplied {
             text: e.text.clone(),
             usage: e.usage,

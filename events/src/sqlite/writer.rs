@@ -396,7 +396,7 @@ impl Writer {
                     events,
                     reply,
                     ..
-                } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, &events)),
+                } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, events)),
                 Command::PutCheckpoint {
                     cast,
                     name,
@@ -717,7 +717,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             expected,
             events,
             reply,
-        } => Done::Records(reply, append(conn, &cast, expected, &events)),
+        } => Done::Records(reply, append(conn, &cast, expected, events)),
         Command::AppendWithBlobs {
             cast,
             expected,
@@ -731,7 +731,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
                 if events.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    append(conn, &cast, expected, &events)
+                    append(conn, &cast, expected, events)
                 }
             });
             Done::Numbered(reply, result)

@@ -45,7 +45,8 @@ pub enum BenchCommand {
     /// itself), audit (and --lint), prompt (the last one), casts.
     ///
     /// Each command runs as a child process with its output thrown away; the figure is the
-    /// child's own peak RSS when it exits, with its time and exit code. Without --cast the
+    /// child's own peak RSS when it exits, with its time and exit code, and verify's events
+    /// per second of its wall time (`verify_events_per_s`). Without --cast the
     /// bench first makes the synthetic cast of `bench synth` (the default, 2,330 items with 3
     /// tries, is about 100,000 events) in --db or a fresh temporary database.
     ///

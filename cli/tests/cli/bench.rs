@@ -110,9 +110,11 @@ fn bench_reads_prints_a_figure_for_every_read_command() {
             "events",
             "max_command",
             "max_peak_rss_mb",
-            "reads"
+            "reads",
+            "verify_events_per_s"
         ]
     );
+    assert!(figures["verify_events_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(figures["built"], true);
     let reads = figures["reads"].as_array().unwrap();
     let commands: Vec<&str> = reads

@@ -81,6 +81,11 @@ impl Pending {
 
     /// Seals this pending event into a record at `seq` after `prev`.
     pub fn seal(&self, cast: &CastId, seq: Seq, prev: Digest) -> Recorded {
+        self.clone().into_sealed(cast, seq, prev)
+    }
+
+    /// [`Pending::seal`], moving the payload into the record instead of copying it.
+    pub fn into_sealed(self, cast: &CastId, seq: Seq, prev: Digest) -> Recorded {
         let hash = Link {
             prev: &prev,
             cast,
@@ -97,7 +102,7 @@ impl Pending {
             at_ms: self.at_ms,
             kind: self.kind.to_owned(),
             v: self.v,
-            payload: self.payload.clone(),
+            payload: self.payload,
             prev,
             hash,
         }
@@ -112,6 +117,19 @@ pub fn seal_batch(cast: &CastId, head: Seq, prev: Digest, events: &[Pending]) ->
     for pending in events {
         seq = seq.next();
         let record = pending.seal(cast, seq, prev);
+        prev = record.hash;
+        out.push(record);
+    }
+    out
+}
+
+/// [`seal_batch`] of events the caller gives up: their payloads move into the records.
+pub fn seal_owned(cast: &CastId, head: Seq, prev: Digest, events: Vec<Pending>) -> Vec<Recorded> {
+    let mut out = Vec::with_capacity(events.len());
+    let (mut seq, mut prev) = (head, prev);
+    for pending in events {
+        seq = seq.next();
+        let record = pending.into_sealed(cast, seq, prev);
         prev = record.hash;
         out.push(record);
     }

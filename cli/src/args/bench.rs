@@ -26,8 +26,10 @@ pub enum BenchCommand {
     /// not satisfied R-1 times, then satisfied); every reply is S bytes. Prints run figures and
     /// time travel (history, state at the middle seq, fork), the transactions the run committed
     /// (the agent is local, like a script: its steps are held and written up to 16 in one; one
-    /// per step with --no-pipeline) and `commit_floor_ms`, the time of one commit of a single
-    /// small row on the same disk at the same durability. Without --db the run uses a fresh
+    /// per step with --no-pipeline), `commit_floor_ms`, the time of one commit of a single
+    /// small row on the same disk at the same durability, and the disk's ceiling measured after
+    /// the run: the same bytes per step written by plain rusqlite, 16 steps to a commit and one
+    /// commit per step, with the run's fraction of each. Without --db the run uses a fresh
     /// temporary database that is removed afterwards.
     ///
     /// Example: castlog bench synth --items 200 --rework 3 --output-bytes 2000 --json
@@ -43,7 +45,8 @@ pub enum BenchCommand {
     /// itself), audit (and --lint), prompt (the last one), casts.
     ///
     /// Each command runs as a child process with its output thrown away; the figure is the
-    /// child's own peak RSS when it exits, with its time and exit code. Without --cast the
+    /// child's own peak RSS when it exits, with its time and exit code, and verify's events
+    /// per second of its wall time (`verify_events_per_s`). Without --cast the
     /// bench first makes the synthetic cast of `bench synth` (the default, 2,330 items with 3
     /// tries, is about 100,000 events) in --db or a fresh temporary database.
     ///

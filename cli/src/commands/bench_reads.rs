@@ -12,14 +12,14 @@ use std::time::Instant;
 
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{Database, EventLog, SqliteLog};
+use castlog_events::{CastHead, Database, EventLog, SqliteLog};
 use serde::Serialize;
 
 use crate::args::{BenchReadsArgs, BenchSynthArgs};
 use crate::error::CliError;
 use crate::output;
 
-use super::bench_measure::{Scratch, database, durability, peak_rss_kb};
+use super::bench_measure::{Scratch, database, durability, peak_rss_kb, rate};
 
 /// A file to write the process's peak RSS (kB, one number) into when it exits. Not part of
 /// the interface: `bench reads` sets it for its children.
@@ -52,6 +52,9 @@ struct ReadsFigures {
     /// The largest `peak_rss_mb` of `reads`, and its command.
     max_peak_rss_mb: f64,
     max_command: String,
+    /// The events `verify` checked per second of its wall time, end to end (the process, the
+    /// chain, the blobs, every prompt rebuilt, the snapshots and a re-decision).
+    verify_events_per_s: f64,
 }
 
 /// `castlog bench reads`.
@@ -73,6 +76,7 @@ pub fn reads(db: Option<&Path>, args: &BenchReadsArgs) -> Result<(), CliError> {
     let log = SqliteLog::open(&path)?;
     let head = super::inspect::head_of(&log, cast.as_str())?;
     let prompt = last_prompt(&log, &cast)?;
+    let verified_events = verified_events(&log, &head, built)?;
     drop(log);
 
     let c = cast.as_str();
@@ -111,6 +115,10 @@ pub fn reads(db: Option<&Path>, args: &BenchReadsArgs) -> Result<(), CliError> {
         reads.push(measure(&exe, &path, &files, argv, c)?);
     }
     drop(scratch);
+    let verify_events_per_s = reads
+        .iter()
+        .find(|r| r.command.starts_with("verify"))
+        .map_or(0.0, |r| rate(verified_events, r.wall_s));
     let (max_peak_rss_mb, max_command) = reads
         .iter()
         .max_by(|a, b| a.peak_rss_mb.total_cmp(&b.peak_rss_mb))
@@ -122,6 +130,7 @@ pub fn reads(db: Option<&Path>, args: &BenchReadsArgs) -> Result<(), CliError> {
         reads,
         max_peak_rss_mb,
         max_command,
+        verify_events_per_s,
     })
 }
 
@@ -142,6 +151,21 @@ fn build(path: &Path, args: &BenchReadsArgs) -> Result<CastId, CliError> {
     let (cast, ..) =
         super::bench_synth::run_synth(&log, &castlog_replay::clock::SystemClock, &cwd, &synth)?;
     Ok(cast)
+}
+
+/// The events `verify` reads: every cast's with `--all` (`built`), else the cast's and its
+/// ancestors'.
+fn verified_events(log: &SqliteLog, head: &CastHead, built: bool) -> Result<u64, CliError> {
+    let heads = if built {
+        log.audit_casts()?.heads
+    } else {
+        let mut heads = vec![head.clone()];
+        for ancestor in castlog_events::log::ancestors(log, &head.cast)? {
+            heads.extend(log.head(&ancestor)?);
+        }
+        heads
+    };
+    Ok(heads.iter().map(|h| h.seq.get()).sum())
 }
 
 /// `SOCKET:VISIT` of the cast's last dispatched prompt, for `prompt`.

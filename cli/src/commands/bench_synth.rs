@@ -31,6 +31,7 @@ use crate::args::BenchSynthArgs;
 use crate::error::CliError;
 use crate::output;
 
+use super::bench_ceiling::{Ceiling, ceilings};
 use super::bench_measure::{database, db_bytes, durability, rate};
 
 /// The figures, in the order the issue names them.
@@ -60,6 +61,16 @@ struct SynthFigures {
     /// The median time of one fsync'd commit of a single small row in a scratch database
     /// beside the log, at the same durability: the disk's floor for one step.
     commit_floor_ms: Option<f64>,
+    /// The disk's ceiling for this run, measured after it in scratch databases beside the log:
+    /// the same bytes per step (`db_bytes_per_step`) written by plain rusqlite, 16 steps to a
+    /// commit (as the pipelined writer batches them) and one commit per step. Null on
+    /// PostgreSQL or when the scratch database cannot be used.
+    ceiling_batched: Option<Ceiling>,
+    ceiling_per_step: Option<Ceiling>,
+    /// `steps_per_s` as a fraction of each ceiling's: the pipelined run is held to the batched
+    /// one, a `--no-pipeline` run to the one-commit-per-step one.
+    of_ceiling_batched: Option<f64>,
+    of_ceiling_per_step: Option<f64>,
 }
 
 fn now_nanos() -> u128 {
@@ -537,6 +548,16 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     drop(log);
 
     let steps_per_s = rate(steps, wall_s);
+    let (ceiling_batched, ceiling_per_step) = if postgres {
+        (None, None)
+    } else {
+        ceilings(&path, durability, steps, bytes.div_ceil(steps.max(1)))
+    };
+    let of = |c: &Option<Ceiling>| {
+        c.as_ref()
+            .filter(|c| c.steps_per_s > 0.0)
+            .map(|c| steps_per_s / c.steps_per_s)
+    };
     output::json(&SynthFigures {
         steps,
         events: head.seq.get(),
@@ -555,6 +576,10 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         pipelined: !args.no_pipeline,
         commits,
         commit_floor_ms,
+        of_ceiling_batched: of(&ceiling_batched),
+        of_ceiling_per_step: of(&ceiling_per_step),
+        ceiling_batched,
+        ceiling_per_step,
     })
 }
 

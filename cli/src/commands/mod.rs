@@ -2,6 +2,7 @@
 
 pub mod anchor;
 pub mod bench;
+mod bench_ceiling;
 mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;

@@ -29,6 +29,10 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         "pipelined",
         "commits",
         "commit_floor_ms",
+        "ceiling_batched",
+        "ceiling_per_step",
+        "of_ceiling_batched",
+        "of_ceiling_per_step",
     ];
     let mut got = keys.clone();
     got.sort_unstable();
@@ -43,6 +47,22 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
     // 16 in one commit, and these nine are committed once the run ends.
     assert_eq!(figures["commits"], 2);
     assert!(figures["commit_floor_ms"].as_f64().unwrap() > 0.0);
+    // The ceilings write the same bytes per step, as many steps, 16 to a commit and one each.
+    for (key, per_commit, commits) in [("ceiling_batched", 16, 1), ("ceiling_per_step", 1, 9)] {
+        let ceiling = &figures[key];
+        assert_eq!(ceiling["steps"], 9, "{ceiling}");
+        assert_eq!(ceiling["steps_per_commit"], per_commit, "{ceiling}");
+        assert_eq!(ceiling["commits"], commits, "{ceiling}");
+        let per_step = figures["db_bytes_per_step"].as_f64().unwrap();
+        assert_eq!(
+            ceiling["bytes_per_step"],
+            per_step.ceil() as u64,
+            "{ceiling}"
+        );
+        assert!(ceiling["steps_per_s"].as_f64().unwrap() > 0.0, "{ceiling}");
+    }
+    assert!(figures["of_ceiling_batched"].as_f64().unwrap() > 0.0);
+    assert!(figures["of_ceiling_per_step"].as_f64().unwrap() > 0.0);
     // A fork at the middle redoes part of the run, never more than all of it.
     if let Some(fork) = figures["fork_steps"].as_u64() {
         assert!((1..=9).contains(&fork), "fork_steps {fork}");
@@ -90,9 +110,11 @@ fn bench_reads_prints_a_figure_for_every_read_command() {
             "events",
             "max_command",
             "max_peak_rss_mb",
-            "reads"
+            "reads",
+            "verify_events_per_s"
         ]
     );
+    assert!(figures["verify_events_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(figures["built"], true);
     let reads = figures["reads"].as_array().unwrap();
     let commands: Vec<&str> = reads

@@ -367,6 +367,8 @@ fn bench_synth_runs_on_postgres_and_measures_its_tables() {
     );
     assert!(figures["db_bytes"].as_u64().unwrap() > 0, "{figures}");
     assert!(figures["commit_floor_ms"].is_null(), "{figures}");
+    assert!(figures["ceiling_batched"].is_null(), "{figures}");
+    assert!(figures["of_ceiling_per_step"].is_null(), "{figures}");
     let verify = sandbox.run_on(Path::new(&schema.url()), &["verify", "--all"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }

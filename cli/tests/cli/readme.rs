@@ -33,6 +33,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "the benchmark loop: minutes of release-build work",
     ),
     ("(cd ../shared/peer", "runs the peers' harness"),
+    (
+        "bench/peers/run.sh",
+        "runs castlog and the peers for minutes",
+    ),
     ("...", "a placeholder for arguments shown earlier"),
     (
         "clm-db98317518456fe1",

@@ -8,12 +8,17 @@ use crate::loadout::{Parse, SocketKind};
 use crate::prompt::{ContextEntry, Role, fence};
 use crate::template;
 
-/// A rework reason, prepared once per prompt for [`Reason::overlaps`].
-struct Reason {
-    /// Whitespace collapsed, the trailing cut mark dropped.
-    collapsed: String,
-    /// Its longest early word (see [`key_word`]).
-    key: String,
+/// A rework reason, prepared once per prompt for [`Reason::overlaps`]. It borrows the reason
+/// and collapses it only when the key-word check cannot rule a text out: a prompt checks its
+/// paragraphs against every other item's reason (rule 1), so most reasons never need it.
+struct Reason<'a> {
+    /// The reason, the trailing cut mark dropped.
+    raw: &'a str,
+    /// Its longest early word (see [`key_word`]); the raw and the collapsed reason have the
+    /// same words.
+    key: &'a str,
+    /// `raw` with whitespace collapsed, made on first need.
+    collapsed: std::cell::OnceCell<std::borrow::Cow<'a, str>>,
 }
 
 /// `text` with every run of whitespace made one space and the ends trimmed; borrowed when it
@@ -43,26 +48,53 @@ fn key_word(text: &str) -> &str {
         .fold("", |best, w| if w.len() > best.len() { w } else { best })
 }
 
-impl Reason {
-    fn new(reason: &str) -> Self {
-        let collapsed = collapse(reason.trim_end_matches('…')).into_owned();
-        let key = key_word(&collapsed).to_owned();
-        Self { collapsed, key }
+impl<'a> Reason<'a> {
+    fn new(reason: &'a str) -> Self {
+        let raw = reason.trim_end_matches('…');
+        Self {
+            raw,
+            key: key_word(raw),
+            collapsed: std::cell::OnceCell::new(),
+        }
     }
 
     /// Whether `text` carries this reason: one contains the other once whitespace is
     /// collapsed and a trailing cut mark is ignored (reasons are stored collapsed and
-    /// bounded); texts under 20 bytes must be equal.
+    /// bounded); texts under 20 bytes must be equal. A word (no whitespace) is in the
+    /// collapsed reason exactly when it is in the raw one, so the key-word check reads `raw`.
+    #[cfg(test)]
     fn overlaps(&self, text: &str) -> bool {
-        if !text.contains(self.key.as_str()) && !self.collapsed.contains(key_word(text)) {
+        self.carried_by(&Text::new(text))
+    }
+
+    /// [`Reason::overlaps`] of a text prepared once for all the reasons it is checked against.
+    fn carried_by(&self, text: &Text<'_>) -> bool {
+        if !text.raw.contains(self.key) && !self.raw.contains(text.key) {
             return false;
         }
-        let text = collapse(text);
-        let reason = &self.collapsed;
+        let text: &str = text.collapsed.get_or_init(|| collapse(text.raw));
+        let reason: &str = self.collapsed.get_or_init(|| collapse(self.raw));
         if text.len() < 20 || reason.len() < 20 {
-            return *text == **reason;
+            return text == reason;
         }
-        text.contains(reason.as_str()) || reason.contains(&*text)
+        text.contains(reason) || reason.contains(text)
+    }
+}
+
+/// A text checked against rework reasons: its key word found once, collapsed on first need.
+struct Text<'a> {
+    raw: &'a str,
+    key: &'a str,
+    collapsed: std::cell::OnceCell<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Text<'a> {
+    fn new(raw: &'a str) -> Self {
+        Self {
+            raw,
+            key: key_word(raw),
+            collapsed: std::cell::OnceCell::new(),
+        }
     }
 }
 
@@ -273,10 +305,8 @@ impl CastState {
                 .iter()
                 .copied()
                 .filter(|paragraph| {
-                    !reasons
-                        .iter()
-                        .chain(&foreign)
-                        .any(|r| r.overlaps(paragraph))
+                    let text = Text::new(paragraph);
+                    !reasons.iter().chain(&foreign).any(|r| r.carried_by(&text))
                 })
                 .collect();
             if !kept.is_empty() {
@@ -324,7 +354,10 @@ impl CastState {
             .last_output
             .as_ref()
             .filter(|_| after_agent)
-            .filter(|p| !reasons.iter().any(|r| r.overlaps(p)))
+            .filter(|p| {
+                let text = Text::new(p);
+                !reasons.iter().any(|r| r.carried_by(&text))
+            })
         {
             push(
                 "previousOutput".into(),
@@ -620,9 +653,19 @@ mod tests {
             "try 1 rejected: the tests fail",
             "",
             "verdict item-00011 try 1 rejected: the tests fail on empty input …",
+            "verdict\titem-00011  try 1\u{a0}rejected:\nthe tests fail on empty input",
+            "tests\nfail on  empty",
+            "  verdict item-00011 try 1 rejected: the tests\nfail on  empty input  ",
         ];
         for text in texts {
-            for r in [reason, "short", "", "try 1 rejected: the tests fail"] {
+            for r in [
+                reason,
+                "short",
+                "",
+                "try 1 rejected: the tests fail",
+                "  the tests\tfail on empty input and more words here …",
+                "…",
+            ] {
                 assert_eq!(
                     Reason::new(r).overlaps(text),
                     overlaps_slowly(text, r),

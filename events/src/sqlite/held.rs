@@ -8,7 +8,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::Connection;
 
 use crate::log::LogError;
-use crate::record::{Pending, Recorded, seal_batch};
+use crate::record::{Pending, Recorded, seal_owned};
 use crate::sqlite::StoredCheckpoint;
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::map_err;
@@ -88,7 +88,7 @@ impl Held {
         cast: &CastId,
         expected: Seq,
         blobs: Vec<Vec<u8>>,
-        events: &[Pending],
+        events: Vec<Pending>,
     ) -> Result<Vec<Recorded>, LogError> {
         let head = match self.heads.get(cast) {
             Some(head) => Some(*head),
@@ -103,7 +103,7 @@ impl Held {
             });
         }
         let (seq, prev) = head.unwrap_or((Seq(0), Digest::ZERO));
-        let records = seal_batch(cast, seq, prev, events);
+        let records = seal_owned(cast, seq, prev, events);
         if let Some(last) = records.last() {
             self.heads.insert(cast.clone(), (last.seq, last.hash));
         }

@@ -405,7 +405,7 @@ impl Writer {
                     events,
                     reply,
                     ..
-                } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, &events)),
+                } => Done::Numbered(reply, held.accept(conn, &cast, expected, blobs, events)),
                 Command::PutCheckpoint {
                     cast,
                     name,
@@ -726,7 +726,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             expected,
             events,
             reply,
-        } => Done::Records(reply, append(conn, &cast, expected, &events)),
+        } => Done::Records(reply, append(conn, &cast, expected, events)),
         Command::AppendWithBlobs {
             cast,
             expected,
@@ -740,7 +740,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
                 if events.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    append(conn, &cast, expected, &events)
+                    append(conn, &cast, expected, events)
                 }
             });
             Done::Numbered(reply, result)

@@ -6,7 +6,7 @@ use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::log::{CastHead, ForkPoint, LogError};
-use crate::record::{Pending, Recorded, seal_batch};
+use crate::record::{Pending, Recorded, seal_batch, seal_owned};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::{digest_from_sql, map_err};
 use crate::stream::StreamKind;
@@ -42,7 +42,7 @@ pub(crate) fn append(
     conn: &Connection,
     cast: &CastId,
     expected: Seq,
-    events: &[Pending],
+    events: Vec<Pending>,
 ) -> Result<Vec<Recorded>, LogError> {
     if events.is_empty() {
         return Err(LogError::EmptyAppend { cast: cast.clone() });
@@ -50,9 +50,9 @@ pub(crate) fn append(
     let found = head_of(conn, cast)?;
     crate::log::expect_next(cast, expected, found.as_ref().map(|(_, head, _)| *head))?;
     match found {
-        None => create(conn, cast, None, events),
+        None => create(conn, cast, None, &events),
         Some((key, head, hash)) => {
-            let sealed = seal_batch(cast, head, hash, events);
+            let sealed = seal_owned(cast, head, hash, events);
             insert_events(conn, key, &sealed)?;
             move_head(conn, key, sealed.last())?;
             Ok(sealed)

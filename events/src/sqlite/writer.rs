@@ -754,7 +754,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
         } => {
             let result = crate::sqlite::queue::check_lease(conn, &lease)
                 .and_then(|()| blobs.iter().try_for_each(|b| store.put(conn, b).map(drop)))
-                .and_then(|()| append(conn, &lease.cast, expected, &events));
+                .and_then(|()| append(conn, &lease.cast, expected, events));
             Done::Records(reply, result)
         }
         Command::Fork {

@@ -17,6 +17,8 @@ pub mod otlp;
 pub mod placement;
 pub mod projections;
 pub mod prompts;
+pub mod report;
+pub mod serve;
 pub mod transfer;
 pub mod verify;
 

@@ -59,14 +59,15 @@ pub struct VisitGroup {
 }
 
 impl VisitGroup {
-    /// `Socket-4 WI-1 #1`, the key `diff` aligns steps by.
+    /// `Socket-4 WI-1 #1` (`Socket-1 - #1` outside loops), the key `diff` aligns steps by.
     pub fn key(&self) -> String {
         match &self.socket {
             None => "cast".to_owned(),
-            Some(s) => match &self.item {
-                Some(i) => format!("{s} {i} #{}", self.visit),
-                None => format!("{s} #{}", self.visit),
-            },
+            Some(s) => format!(
+                "{s} {} #{}",
+                self.item.as_deref().unwrap_or("-"),
+                self.visit
+            ),
         }
     }
 }

@@ -5,6 +5,7 @@ mod common;
 
 mod anchor;
 mod bench;
+mod browser;
 mod casts;
 mod casts_errors;
 mod casts_pauses;

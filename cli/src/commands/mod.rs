@@ -5,6 +5,7 @@ pub mod bench;
 mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;
+pub mod bench_report;
 pub mod bench_synth;
 pub mod cast;
 pub mod claims;

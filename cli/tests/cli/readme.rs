@@ -23,7 +23,10 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("(cd ../shared/peer", "runs the peers' harness"),
     ("...", "a placeholder for arguments shown earlier"),
-    ("castlog serve", "a server that runs until it is stopped (cli/tests/cli/serve.rs runs it)"),
+    (
+        "castlog serve",
+        "a server that runs until it is stopped (cli/tests/cli/serve.rs runs it)",
+    ),
     (
         "clm-db98317518456fe1",
         "a claim of the engagement walkthrough's own database",

@@ -12,6 +12,7 @@
 //! - [`graph`]: the loadout graph as inline SVG with traversal counts.
 //! - [`diffview`]: two casts aligned by (socket, item, visit), first divergence marked.
 //! - [`casts`]: the casts list with its filter.
+//! - [`packed`]: the long lists of a long cast, deflated until opened.
 //! - [`page`]: the document around every view (styles, script, print and keyboard rules).
 //! - [`error`]: the views' error, `ViewError`.
 //!
@@ -47,6 +48,7 @@ pub mod diffview;
 pub mod error;
 pub mod gather;
 pub mod graph;
+pub mod packed;
 pub mod page;
 pub mod report;
 

@@ -67,9 +67,25 @@ form.input textarea { width: 100%; min-height: 5em; }
   body { font-size: 11pt; } pre { white-space: pre-wrap; } a { color: inherit; } }
 "#;
 
-/// The script: printing opens every list; the item picker highlights one work item's path.
+/// The script: a packed list is inflated when first opened; printing opens every list; the
+/// item picker highlights one work item's path; a live page lists new events.
 const JS: &str = r#"
+function unpack(d) {
+  var packed = d.getAttribute('data-z');
+  if (packed === null) return Promise.resolve();
+  d.removeAttribute('data-z');
+  var bin = atob(packed), bytes = new Uint8Array(bin.length);
+  for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate-raw'));
+  return new Response(stream).text().then(function (markup) {
+    d.insertAdjacentHTML('beforeend', markup);
+  });
+}
+document.addEventListener('toggle', function (e) {
+  if (e.target.open && e.target.hasAttribute && e.target.hasAttribute('data-z')) unpack(e.target);
+}, true);
 window.addEventListener('beforeprint', function () {
+  document.querySelectorAll('details[data-z]').forEach(unpack);
   document.querySelectorAll('details').forEach(function (d) { d.open = true; });
 });
 document.addEventListener('DOMContentLoaded', function () {

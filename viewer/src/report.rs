@@ -6,8 +6,10 @@ use castlog_projections::diff::CastDiff;
 use maud::{Markup, html};
 
 use crate::gather::{CastReport, Line, PromptView, VisitGroup};
+use crate::packed::packed;
 
-/// Visits shown in one list before the timeline is cut into lists opened on demand.
+/// Visits (or prompts) shown in one list before the list is cut into lists of this many, kept
+/// packed until opened (`packed`).
 const VISITS_PER_LIST: usize = 100;
 
 /// What a page served live adds to the report.
@@ -185,11 +187,11 @@ fn timeline(visits: &[VisitGroup]) -> Markup {
                 @for g in visits { (visit(g)) }
             } @else {
                 @for (n, chunk) in visits.chunks(VISITS_PER_LIST).enumerate() {
-                    details.chunk {
+                    @let inner = html! { @for g in chunk { (visit(g)) } };
+                    details.chunk data-z=(packed(&inner.into_string())) {
                         summary { "Visits " (n * VISITS_PER_LIST + 1) "–" (n * VISITS_PER_LIST + chunk.len())
                             ": " (chunk.first().map(VisitGroup::key).unwrap_or_default()) " … "
                             (chunk.last().map(VisitGroup::key).unwrap_or_default()) }
-                        @for g in chunk { (visit(g)) }
                     }
                 }
             }
@@ -269,9 +271,11 @@ fn prompts(prompts: &[PromptView]) -> Markup {
                 @for p in prompts { (prompt(p)) }
             } @else {
                 @for (n, chunk) in prompts.chunks(VISITS_PER_LIST).enumerate() {
-                    details.chunk {
-                        summary { "Prompts " (n * VISITS_PER_LIST + 1) "–" (n * VISITS_PER_LIST + chunk.len()) }
-                        @for p in chunk { (prompt(p)) }
+                    @let inner = html! { @for p in chunk { (prompt(p)) } };
+                    details.chunk data-z=(packed(&inner.into_string())) {
+                        summary { "Prompts " (n * VISITS_PER_LIST + 1) "–" (n * VISITS_PER_LIST + chunk.len())
+                            ": " (chunk.first().map(|p| format!("{} #{}", p.socket, p.visit)).unwrap_or_default()) " … "
+                            (chunk.last().map(|p| format!("{} #{}", p.socket, p.visit)).unwrap_or_default()) }
                     }
                 }
             }

@@ -297,6 +297,71 @@ async fn check_diff(client: &Client, diff: &Path, sandbox: &Sandbox) {
     keep_for_readme(&shot, "diff.png");
 }
 
+/// The report of a cast with more visits and prompts than one list holds (the synthetic
+/// workload of `bench synth`, 40 items of 3 tries): its lists are packed until opened.
+fn long_cast_report(sandbox: &Sandbox) -> PathBuf {
+    let db = sandbox.path("long.db");
+    let made = sandbox.run_on(
+        &db,
+        &[
+            "bench",
+            "synth",
+            "--items",
+            "40",
+            "--output-bytes",
+            "200",
+            "--durability",
+            "normal",
+            "--json",
+        ],
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let casts = sandbox.run_on(&db, &["casts", "--json"]).json();
+    let cast = casts["casts"][0]["cast"].as_str().unwrap().to_owned();
+    let file = sandbox.path("long.html");
+    let run = sandbox.run_on(&db, &["report", &cast, "-o", file.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let html = std::fs::read_to_string(&file).unwrap();
+    assert!(html.contains("<details class=\"chunk\" data-z=\""));
+    assert!(!html.contains("class=\"visit\""), "the visits are packed");
+    file
+}
+
+/// Opening a packed list with the keyboard inflates it in place.
+async fn check_packed_lists(client: &Client, report: &Path) {
+    client.goto(&file_url(report)).await.unwrap();
+    let count = "return document.querySelectorAll('#timeline section.visit').length;";
+    assert_eq!(client.execute(count, vec![]).await.unwrap(), json!(0));
+    let first = client
+        .find(Locator::Css("#timeline details.chunk > summary"))
+        .await
+        .unwrap();
+    first.send_keys(" ").await.unwrap();
+    // Inflating is asynchronous: the page is asked again until the visits are there.
+    let mut shown = 0;
+    for _ in 0..200 {
+        shown = client
+            .execute(count, vec![])
+            .await
+            .unwrap()
+            .as_u64()
+            .unwrap();
+        if shown > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(shown, 100, "the first list's visits, inflated");
+    let packed = "return document.querySelectorAll('details.chunk[data-z]').length;";
+    let left = client
+        .execute(packed, vec![])
+        .await
+        .unwrap()
+        .as_u64()
+        .unwrap();
+    assert!(left >= 2, "{left} lists still packed");
+}
+
 #[test]
 fn the_report_and_the_diff_show_in_a_real_browser() {
     let Some(program) = chromedriver() else {
@@ -313,6 +378,7 @@ fn the_report_and_the_diff_show_in_a_real_browser() {
     repaired_reworked_recast(&sandbox);
     let report = write_report(&sandbox, "a", None, "a.html");
     let diff = write_report(&sandbox, "a", Some("b"), "diff.html");
+    let long = long_cast_report(&sandbox);
     let driver = Driver::start(&program);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -322,6 +388,7 @@ fn the_report_and_the_diff_show_in_a_real_browser() {
         let client = session(&driver).await;
         check_report(&client, &report, &sandbox).await;
         check_diff(&client, &diff, &sandbox).await;
+        check_packed_lists(&client, &long).await;
         client.close().await.unwrap();
     });
 }

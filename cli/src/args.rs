@@ -205,6 +205,49 @@ pub enum Command {
     /// Example: castlog engage-schedule --start 2026-03-06 --days 7 --seed team-a
     #[command(name = "engage-schedule")]
     EngageSchedule(ScheduleArgs),
+    /// Write one self-contained HTML report of a cast: summary, loadout graph, timeline by
+    /// visit, every prompt with its placements; with --diff, two casts aligned by step.
+    ///
+    /// The file needs no network (styles and script inline) and opens from disk.
+    /// Example: castlog report demo --diff demo-b -o demo.html
+    Report(ReportArgs),
+    /// Serve the casts and their reports on a local web page, live while a cast runs.
+    ///
+    /// Read-only unless --allow-input (then a paused multi-turn socket can be refined or
+    /// continued from the page). Binding beyond loopback needs --token, checked on every
+    /// request (as `Authorization: Bearer T`, `?token=T` or the cookie the page sets).
+    /// Example: castlog serve --bind 127.0.0.1:8080
+    Serve(ServeArgs),
+}
+
+/// `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The cast.
+    pub cast: String,
+    /// A second cast to compare it with (aligned by socket, item and visit).
+    #[arg(long, value_name = "OTHER")]
+    pub diff: Option<String>,
+    /// The HTML file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE.html")]
+    pub output: std::path::PathBuf,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0 picks a free one; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// Let the page record a refinement or a continue for a paused multi-turn socket.
+    #[arg(long)]
+    pub allow_input: bool,
+    /// The token every request must carry; required when binding beyond loopback.
+    #[arg(long, env = "CASTLOG_SERVE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// Just `--json`.

@@ -260,6 +260,20 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+impl From<castlog_viewer::ViewError> for CliError {
+    fn from(e: castlog_viewer::ViewError) -> Self {
+        match e {
+            castlog_viewer::ViewError::Log(e) => e.into(),
+            castlog_viewer::ViewError::Prompt(e) => e.into(),
+            castlog_viewer::ViewError::Diff(e) => e.into(),
+            castlog_viewer::ViewError::UnknownCast { cast } => {
+                crate::commands::inspect::unknown_cast(cast.as_str())
+            }
+            other => CliError::internal(other.to_string()),
+        }
+    }
+}
+
 impl From<castlog_projections::diff::DiffError> for CliError {
     fn from(err: castlog_projections::diff::DiffError) -> Self {
         use castlog_projections::diff::DiffError;

@@ -211,6 +211,8 @@ fn dispatch(
         Command::Engage(args) => commands::engage::run(&db_path(db), &args, globals),
         Command::EngageScorecard(args) => commands::engage::scorecard(&args, globals),
         Command::EngageSchedule(args) => commands::engage::schedule(&args),
+        Command::Report(args) => commands::report::run(&existing_db(db)?, &args),
+        Command::Serve(args) => commands::serve::run(&existing_db(db)?, &args, globals),
     }
 }
 

@@ -52,6 +52,14 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench reads --json; castlog --db big.db bench reads --cast CAST --json
     Reads(BenchReadsArgs),
+    /// The time to write the HTML report (`castlog report`) of one long synthetic cast, and
+    /// for a headless Chromium (when installed) to load it.
+    ///
+    /// Without --cast the bench first makes the `bench synth` cast (the default, 1,160 items
+    /// with 3 tries, is about 50,000 events) in --db or a fresh temporary database.
+    ///
+    /// Example: castlog bench report --json
+    Report(BenchReportArgs),
     /// Post steps per second with few and with many casts in the database.
     ///
     /// Per --casts size N, a fresh database (temporary, or DB.casts-N kept beside --db) gets N casts of the `bench synth`
@@ -152,6 +160,29 @@ pub struct BenchReadsArgs {
     pub output_bytes: usize,
     /// Commit durability while the synthetic cast is made (the reads do not write, except
     /// replay's checkpoints).
+    #[arg(long, value_enum, default_value = "normal")]
+    pub durability: DurabilityArg,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bench report`.
+#[derive(Debug, Args)]
+pub struct BenchReportArgs {
+    /// Measure this cast of --db instead of making one.
+    #[arg(long)]
+    pub cast: Option<String>,
+    /// Work items W of the synthetic cast.
+    #[arg(long, default_value_t = 1160)]
+    pub items: u64,
+    /// Tries R per item.
+    #[arg(long, default_value_t = 3)]
+    pub rework: u32,
+    /// Bytes S of every agent reply.
+    #[arg(long, default_value_t = 2000)]
+    pub output_bytes: usize,
+    /// Commit durability while the synthetic cast is made.
     #[arg(long, value_enum, default_value = "normal")]
     pub durability: DurabilityArg,
     /// Print one JSON document on stdout (the figures are JSON either way).

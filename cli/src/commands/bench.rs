@@ -24,6 +24,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Synth(args) => super::bench_synth::synth(db, &args),
         BenchCommand::Replay(args) => super::bench_synth::replay(db, &args),
         BenchCommand::Reads(args) => super::bench_reads::reads(db, &args),
+        BenchCommand::Report(args) => super::bench_report::report(db, &args),
         BenchCommand::Posts(args) => super::bench_posts::posts(db, &args),
         BenchCommand::Workers(args) => super::bench_workers::workers(db, &args),
         BenchCommand::Tools(args) => super::bench_tools::tools(db, &args),

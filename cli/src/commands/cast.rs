@@ -317,8 +317,9 @@ pub(crate) fn sender(
     }
 }
 
-/// Opens a cast, applies `input`, and drives on when an agent is given.
-fn feed(
+/// Opens a cast, applies `input`, and drives on when an agent is given (`serve` records a
+/// page's refinement or continue through this too).
+pub(crate) fn feed(
     db: &Path,
     cast: &str,
     input: &Input,

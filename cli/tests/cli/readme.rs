@@ -39,6 +39,10 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("...", "a placeholder for arguments shown earlier"),
     (
+        "castlog serve",
+        "a server that runs until it is stopped (cli/tests/cli/serve.rs runs it)",
+    ),
+    (
         "clm-db98317518456fe1",
         "a claim of the engagement walkthrough's own database",
     ),

@@ -39,7 +39,7 @@ pub enum Zone {
     "unknown time zone {name:?}: use America/New_York, UTC or a fixed offset like +02:00 or -05:00"
 )]
 pub struct ZoneError {
-    /// The rejected name.
+    /// The zone name exactly as the config or command line gave it.
     pub name: String,
 }
 
@@ -155,7 +155,7 @@ impl Zone {
 /// A calendar date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Date {
-    /// The year.
+    /// Proleptic Gregorian year (astronomical: 0 is 1 BC).
     pub year: i64,
     /// 1..=12.
     pub month: u32,

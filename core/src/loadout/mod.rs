@@ -45,7 +45,7 @@ pub enum EdgeTarget {
 /// One ordered route out of a socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edge {
-    /// The condition.
+    /// Outcome the edge is taken on; edges are tried in order, the first match wins.
     pub when: When,
     /// Where it goes.
     pub to: EdgeTarget,
@@ -69,12 +69,12 @@ pub struct Advance {
 /// How a loop (or a `foreach` socket) picks its current item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ItemSource {
-    /// The items path.
+    /// Path of the list iterated (`state.workItems`).
     pub items: String,
     /// The name the item is also exposed under in `state.data`.
     #[serde(rename = "as")]
     pub as_name: String,
-    /// The cursor name.
+    /// Cursor holding the current index (`workItemIndex`), kept in the cast's cursors.
     pub cursor: String,
 }
 
@@ -101,7 +101,7 @@ pub struct LoopRegion {
     /// The generator socket whose list is iterated, derived from topology.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumes_from: Option<SocketId>,
-    /// The item selection.
+    /// Where the loop reads its items and which cursor it moves.
     pub iterator: ItemSource,
     /// Exit routes, in declaration order.
     #[serde(default)]
@@ -132,7 +132,7 @@ pub enum Exec {
 /// An agent socket's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentSpec {
-    /// The prompt template.
+    /// Template of the socket's task text, rendered against the cast's data each turn.
     pub prompt: String,
     /// Pauses for refinement until `continue`.
     #[serde(default)]
@@ -235,7 +235,7 @@ pub struct Limits {
     pub max_no_advance_cycles: u32,
 }
 
-/// The token budget.
+/// The cast's token allowance (`budget` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
     /// `budget.maxTokens` (default 10 000 000).
@@ -249,16 +249,16 @@ pub struct Budget {
 pub struct Loadout {
     /// Its name in the config.
     pub name: String,
-    /// The entry socket.
+    /// Socket the cast starts at (`entry` in the config).
     pub entry: SocketId,
     /// Sockets by id.
     pub sockets: BTreeMap<SocketId, Socket>,
     /// Loop regions, in config order.
     #[serde(default)]
     pub loops: Vec<LoopRegion>,
-    /// Limits.
+    /// `limits` in the config, with defaults filled in.
     pub limits: Limits,
-    /// Budget.
+    /// `budget` in the config, with defaults filled in.
     pub budget: Budget,
     /// How often sockets outside loops (which have no work item) may go around a cycle without
     /// advancing (`limits.maxCyclesOutsideLoops`, castlog's own; the reference counts no such

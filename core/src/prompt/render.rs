@@ -150,7 +150,7 @@ fn render_entries(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("entry {entry:?} has the unknown role {role:?}")]
 pub struct UnknownRole {
-    /// The entry.
+    /// Id of the recorded entry.
     pub entry: String,
     /// Its recorded role.
     pub role: String,

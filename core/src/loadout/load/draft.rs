@@ -15,11 +15,11 @@ const END: &str = "end";
 /// A socket being resolved: its settings before loop derivations are applied.
 #[derive(Debug)]
 pub(super) struct Draft<'m> {
-    /// The socket id.
+    /// Key of the socket in `loadouts.<name>.sockets`.
     pub id: SocketId,
     /// `loadouts.<name>.sockets.<id>`.
     pub path: String,
-    /// The placed materia.
+    /// Materia definition the socket places, from the catalog.
     pub materia: &'m MateriaDef,
     /// Effective parse mode.
     pub parse: Parse,

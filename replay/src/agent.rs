@@ -27,7 +27,7 @@ use crate::process::{self, Launcher};
 /// What the driver asks an agent.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnRequest<'a> {
-    /// The rendered prompt.
+    /// The prompt as rendered for this turn, system fold first.
     pub messages: &'a [Message],
     /// True when a multi-turn socket is paused and the person's next move is wanted.
     pub refinement: bool,
@@ -42,12 +42,12 @@ pub struct TurnRequest<'a> {
 pub enum AgentTurn {
     /// A reply to the prompt.
     Reply {
-        /// The text.
+        /// What the agent replied, verbatim; the driver records it as it is.
         text: String,
         /// Reported tokens.
         usage: Option<Usage>,
     },
-    /// The agent failed.
+    /// No reply this time; the class says whether the driver retries.
     Failed {
         /// Transient or interruption.
         class: FailureClass,
@@ -64,7 +64,7 @@ pub enum AgentTurn {
 
 /// Something that answers prompts.
 pub trait Agent {
-    /// The next answer.
+    /// Answers one prompt; never panics, a failure is an answer too.
     fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn;
 
     /// The origin recorded with refinements and continues this agent supplies.
@@ -133,15 +133,15 @@ pub enum AgentError {
     /// The SPEC is not understood.
     #[error("unknown agent spec {spec:?}: use scripted:FILE or cmd:PROGRAM ARGS...")]
     UnknownSpec {
-        /// The spec given.
+        /// The `--agent` value as given.
         spec: String,
     },
     /// The script cannot be read.
     #[error("cannot read agent script {path}: {message}")]
     Unreadable {
-        /// The file.
+        /// Script path as given.
         path: String,
-        /// Why.
+        /// The file system's error, in words.
         message: String,
     },
     /// A script given to a cast under way is not the one that answered it so far: one of
@@ -150,13 +150,13 @@ pub enum AgentError {
         "agent script {path} is not the script cast {cast} was driven with: its line {line} is {found}, but the answer it stands for (seq {seq}) was {recorded}; give the script the cast was driven with (lines may be added after the used ones), or give this one to a new cast: `castlog run`, or `castlog recast {cast} --at SEQ --agent scripted:{path}` to keep the history up to SEQ (the recast reads it from its first line)"
     )]
     ScriptChanged {
-        /// The file.
+        /// Script path as given.
         path: String,
-        /// The cast.
+        /// Cast being resumed.
         cast: String,
         /// 1-based line of the script.
         line: usize,
-        /// The seq of the recorded answer.
+        /// Seq of the answer the log holds for that line.
         seq: u64,
         /// The recorded answer, described.
         recorded: String,
@@ -166,7 +166,7 @@ pub enum AgentError {
     /// A script line is malformed.
     #[error("agent script {path} line {line}: {message}")]
     BadLine {
-        /// The file.
+        /// Script path as given.
         path: String,
         /// 1-based line.
         line: usize,
@@ -229,7 +229,7 @@ impl ScriptedAgent {
         self
     }
 
-    /// The script file.
+    /// The script file as opened (not canonicalized).
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -37,7 +37,7 @@ pub enum Taken {
     Won,
     /// Another claim holds it.
     Held {
-        /// The holder.
+        /// Claim that holds the day (from the destination's ledger chain).
         holder: ClaimId,
     },
 }

@@ -78,7 +78,7 @@ pub enum OpenAiError {
     /// The HTTP client cannot be built.
     #[error("cannot build the HTTP client: {message}")]
     Client {
-        /// Why.
+        /// The HTTP library's error, in words.
         message: String,
     },
 }
@@ -229,7 +229,7 @@ impl OpenAiAgent {
         &self.endpoint
     }
 
-    /// The model asked for.
+    /// The model id sent in every request (`--model`, or the spec's).
     pub fn model(&self) -> &str {
         &self.model
     }

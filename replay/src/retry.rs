@@ -35,7 +35,7 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The wait after the first failure, doubled per failure in a row.
     pub base: Duration,
-    /// The longest backoff.
+    /// Cap on one wait, before jitter: doubling stops there.
     pub max: Duration,
     /// The share (0 to 1) of a backoff that may be taken off at random, so clients that failed
     /// together do not come back together.
@@ -66,7 +66,7 @@ pub enum RetryError {
     /// `--jitter` is not a share from 0 to 1.
     #[error("--jitter needs a share from 0 to 1, e.g. 0.25 (got {given})")]
     BadJitter {
-        /// The value given.
+        /// The `--jitter` text as given.
         given: String,
     },
 }
@@ -157,7 +157,7 @@ impl Retrier {
         }
     }
 
-    /// The policy.
+    /// Attempts, backoff and jitter this schedule follows.
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }

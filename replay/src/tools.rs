@@ -32,7 +32,7 @@ pub enum Scope {
     ReadOnly,
     /// All seven.
     Coding,
-    /// The named tools.
+    /// Exactly the tools named (`{"type": "custom", "tools": [...]}` in the config).
     Custom(Vec<String>),
 }
 
@@ -105,13 +105,13 @@ pub fn is_read_only(tool: &str) -> bool {
 /// What a call produced, as the agent is shown it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// The result text.
+    /// What the agent is shown: the tool's output, or the error in words.
     pub text: String,
     /// The result is an error (refused, bad arguments, failed).
     pub error: bool,
     /// A process's exit status (`bash`).
     pub exit: Option<i32>,
-    /// The text was cut at its cap.
+    /// The text was cut at the tool's output cap.
     pub truncated: bool,
 }
 

@@ -12,7 +12,7 @@ pub struct Workdir {
 #[derive(Debug, thiserror::Error)]
 #[error("working directory {path}: {source}")]
 pub struct WorkdirError {
-    /// The directory named.
+    /// The directory as given (`--workdir`), before canonicalizing.
     pub path: PathBuf,
     /// The operating system's error.
     #[source]
@@ -33,7 +33,7 @@ impl Workdir {
         Ok(Workdir { root })
     }
 
-    /// The canonical directory.
+    /// The directory canonicalized when opened; tools are confined to it.
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -53,13 +53,13 @@ use crate::report::EngagementReport;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngageError {
-    /// The log failed.
+    /// Reading or appending the engage cast failed.
     #[error(transparent)]
     Log(#[from] LogError),
     /// The engage machine refused a step the runner took (a bug in the runner, never input).
     #[error("engage cast {cast}: {source}")]
     Refused {
-        /// The engage cast.
+        /// Engage cast the step was for.
         cast: CastId,
         /// The machine's reason.
         #[source]
@@ -70,15 +70,15 @@ pub enum EngageError {
 /// The step name of the engagement poster's claims.
 pub const POSTER_STEP: &str = "engage:poster";
 
-/// The outside world of one run.
+/// The agents, fetcher and sender one run calls; everything else is recorded input.
 pub struct Roles<'r> {
-    /// The hook detector.
+    /// Agent that finds a continuation hook in a quote (the qualify stage).
     pub qualifier: &'r mut dyn Agent,
-    /// The drafter.
+    /// Agent that writes the follow-up question (up to the draft attempt cap).
     pub drafter: &'r mut dyn Agent,
-    /// The fidelity judge.
+    /// Agent asked whether a draft is faithful to its quote.
     pub judge: &'r mut dyn Agent,
-    /// The live source fetcher.
+    /// Fetches a candidate's source message again before drafting.
     pub fetcher: &'r mut dyn Fetcher,
     /// The sender; `None` is a dry run (no `--post`).
     pub sender: Option<&'r mut dyn Sender>,

@@ -42,7 +42,7 @@ pub struct Cli {
     #[command(flatten)]
     pub drive: DriveOptions,
 
-    /// The command.
+    /// The command to run; the options above apply to every one.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -211,7 +211,7 @@ pub struct CastsArgs {
 /// `show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -264,9 +264,9 @@ pub enum FormatArg {
 /// `export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The file format.
+    /// What to write: jsonl or bincode (both re-importable), or otlp-json.
     #[arg(long, value_enum, default_value = "jsonl")]
     pub format: FormatArg,
     /// The output file (`-` for stdout, JSONL only).
@@ -287,7 +287,7 @@ pub struct ExportArgs {
 /// `replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -312,7 +312,7 @@ pub struct RunArgs {
     /// The loadout to run [default: the config's activeLoadout].
     #[arg(long)]
     pub loadout: Option<String>,
-    /// The request the cast works on.
+    /// The request the cast works on (the templates' {{request}}).
     #[arg(long)]
     pub task: String,
     /// Who answers prompts: scripted:FILE (JSONL answers), cmd:PROGRAM ARGS... (prompt on
@@ -386,7 +386,7 @@ impl Command {
 /// A cast and an optional agent to drive it on with.
 #[derive(Debug, Args)]
 pub struct CastAgentArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Who answers the next prompts, as for `run --agent` (without it the cast is left waiting
     /// for an agent). A scripted:FILE must be the script the cast was driven with: the lines
@@ -407,9 +407,9 @@ pub struct CastAgentArgs {
 /// `refine`.
 #[derive(Debug, Args)]
 pub struct RefineArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The message.
+    /// The person's message to the paused socket, recorded verbatim.
     pub text: String,
     /// Who answers the next prompts, as for `run --agent`. A scripted:FILE must be the script
     /// the cast was driven with: the lines it already used are checked against the log,
@@ -427,9 +427,9 @@ pub struct RefineArgs {
 /// `abort`.
 #[derive(Debug, Args)]
 pub struct AbortArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// Why.
+    /// Why, recorded in the cast's cast_aborted event.
     #[arg(long, default_value = "aborted by user")]
     pub reason: String,
     /// Print one JSON document on stdout instead of text.
@@ -440,9 +440,9 @@ pub struct AbortArgs {
 /// `steer`.
 #[derive(Debug, Args)]
 pub struct SteerArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The note.
+    /// The note's text; every later prompt of the cast shows it.
     pub text: String,
     /// Lock the note into the system prefix (with a trailing reminder).
     #[arg(long)]
@@ -462,7 +462,7 @@ pub struct SteerArgs {
 /// `state`.
 #[derive(Debug, Args)]
 pub struct StateArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Show the state as it was right after this point: a seq, SOCKET:VISIT (right after that
     /// visit started) or a waypoint name.
@@ -476,7 +476,7 @@ pub struct StateArgs {
 /// `recast`.
 #[derive(Debug, Args)]
 pub struct RecastArgs {
-    /// The cast to fork.
+    /// Cast id of the parent, as `castlog casts` lists it; the parent is left as it is.
     pub cast: String,
     /// Where: a seq (a decision boundary), SOCKET:VISIT, or a waypoint name.
     #[arg(long)]
@@ -509,9 +509,9 @@ pub struct RecastArgs {
 /// `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The first cast.
+    /// Cast id of the first (left) side.
     pub a: String,
-    /// The second cast.
+    /// Cast id of the second (right) side.
     pub b: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -521,7 +521,7 @@ pub struct DiffArgs {
 /// `mark`.
 #[derive(Debug, Args)]
 pub struct MarkArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// The waypoint's name.
     pub name: String,
@@ -536,7 +536,7 @@ pub struct MarkArgs {
 /// `prompt`.
 #[derive(Debug, Args)]
 pub struct PromptArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// SOCKET or SOCKET:VISIT (default: the socket's last visit).
     pub at: String,
@@ -551,7 +551,7 @@ pub struct PromptArgs {
 /// `audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Only prompts of this socket.
     #[arg(long)]

@@ -11,7 +11,8 @@ use castlog_replay::driver::DriveError;
 /// An error on its way out of the binary.
 #[derive(Debug)]
 pub struct CliError {
-    /// The process exit code.
+    /// The process exit code: 0 ok, 1 user error, 2 internal, 3 integrity, 4 and 5 with
+    /// --exit-status (a driven cast that failed or waits).
     pub code: u8,
     /// The message printed on stderr (lowercase, says what failed and what to do).
     pub message: String,

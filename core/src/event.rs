@@ -34,12 +34,13 @@ pub enum DecodeError {
         max: u16,
     },
     /// The payload is not valid JSON for the kind.
-    #[error("payload of {kind:?} does not decode: {message}")]
+    #[error("payload of {kind:?} does not decode: {source}")]
     Payload {
         /// The stored kind.
         kind: String,
-        /// What serde said.
-        message: String,
+        /// The decoder's error (said in words by its `Display`).
+        #[source]
+        source: PayloadCause,
     },
 }
 
@@ -85,7 +86,7 @@ macro_rules! events {
                             .map(Event::$variant)
                             .map_err(|e| DecodeError::Payload {
                                 kind: kind.to_owned(),
-                                message: format!("{}{}", crate::syntax::json_error(&e), crate::syntax::column(&e)),
+                                source: PayloadCause::new(e),
                             })
                     } )*
                     _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),
@@ -186,10 +187,12 @@ events! {
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
 }
 
+mod cause;
 mod posting;
 mod tools;
 mod vocabulary;
 
+pub use cause::PayloadCause;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,

@@ -80,11 +80,7 @@ macro_rules! engage_events {
                             .map(EngageEvent::$variant)
                             .map_err(|e| DecodeError::Payload {
                                 kind: kind.to_owned(),
-                                message: format!(
-                                    "{}{}",
-                                    castlog_core::syntax::json_error(&e),
-                                    castlog_core::syntax::column(&e)
-                                ),
+                                source: castlog_core::event::PayloadCause::new(e),
                             })
                     } )*
                     _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),

@@ -29,7 +29,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_projections::projection::fold;
-use castlog_replay::agent::{Agent, ask};
+use castlog_replay::agent::{Agent, AskError, ask};
 use castlog_replay::ledger::{DEPLOYMENT, Taken, take_day_on};
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
@@ -276,7 +276,7 @@ fn pipeline<L: EventLog + ?Sized>(
             c.question_type = Some(QuestionType::Timed);
         } else {
             let reply = ask(&mut *qualifier, qualify::detector_prompt(&c));
-            match qualify::read_hook(reply.as_deref().map_err(String::as_str), &c.text) {
+            match qualify::read_hook(reply.as_deref().map_err(AskError::message), &c.text) {
                 Ok(hook) => {
                     c.question_type = Some(QuestionType::Personal);
                     c.hook_kind = hook.kind;
@@ -427,7 +427,7 @@ fn pipeline<L: EventLog + ?Sized>(
             },
             None => {
                 let reply = ask(&mut *drafter, draft::drafter_prompt(&candidate, &label));
-                draft::read_draft(reply.as_deref().map_err(String::as_str))
+                draft::read_draft(reply.as_deref().map_err(AskError::message))
             }
         };
         let attempted = |outcome: &str| {
@@ -480,7 +480,8 @@ fn pipeline<L: EventLog + ?Sized>(
                 &mut *judge,
                 draft::judge_prompt(&candidate.text, draft.sent_text()),
             );
-            let (faithful, reason) = draft::read_verdict(reply.as_deref().map_err(String::as_str));
+            let (faithful, reason) =
+                draft::read_verdict(reply.as_deref().map_err(AskError::message));
             rec.step(&Step::Judge(EngagementFidelityJudged {
                 candidate: id.clone(),
                 attempt,

@@ -106,8 +106,8 @@ pub trait Agent {
 pub const CANCELLED: &str = "the agent call was cancelled (Ctrl-C)";
 
 /// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
-/// scorecard's judge): the reply, or `Err` saying why there is none.
-pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
+/// scorecard's judge): the reply, or why there is none.
+pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, AskError> {
     let messages = [Message {
         role: castlog_core::prompt::Role::User,
         content: prompt,
@@ -119,15 +119,47 @@ pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
         thinking: None,
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
-        AgentTurn::Failed { message, .. } | AgentTurn::Exhausted(message) => Err(message),
-        AgentTurn::Refine(_) | AgentTurn::Continue => {
-            Err("the agent answered with a person's message, not a reply".into())
+        AgentTurn::Failed { class, message } => Err(AskError::Failed { class, message }),
+        AgentTurn::Exhausted(message) => Err(AskError::Exhausted(message)),
+        AgentTurn::Refine(_) | AgentTurn::Continue => Err(AskError::NotAReply),
+    }
+}
+
+/// Why [`ask`] has no reply. The agent's own words are data here (what its adapter or script
+/// said), not an error below this one, so there is no source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The agent failed to answer.
+    #[error("{message}")]
+    Failed {
+        /// Transient or interruption.
+        class: FailureClass,
+        /// What the agent's adapter said.
+        message: String,
+    },
+    /// The agent has nothing more to say (a script ran out, no person at hand).
+    #[error("{0}")]
+    Exhausted(String),
+    /// The agent answered with a person's move (a script's refinement or `continue` line).
+    #[error("{NOT_A_REPLY}")]
+    NotAReply,
+}
+
+const NOT_A_REPLY: &str = "the agent answered with a person's message, not a reply";
+
+impl AskError {
+    /// What the message says, borrowed (the pipeline's readers record it as a detail).
+    pub fn message(&self) -> &str {
+        match self {
+            AskError::Failed { message, .. } | AskError::Exhausted(message) => message,
+            AskError::NotAReply => NOT_A_REPLY,
         }
     }
 }
 
 /// A bad agent SPEC or script.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
     /// The SPEC is not understood.

@@ -169,12 +169,13 @@ pub enum AgentError {
         spec: String,
     },
     /// The script cannot be read.
-    #[error("cannot read agent script {path}: {message}")]
+    #[error("cannot read agent script {path}: {source}")]
     Unreadable {
         /// Script path as given.
         path: String,
-        /// The file system's error, in words.
-        message: String,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
     },
     /// A script given to a cast under way is not the one that answered it so far: one of
     /// the lines it would skip differs from the answer the log holds.
@@ -231,9 +232,9 @@ impl ScriptedAgent {
     /// Reads a script and skips the first `consumed` lines (already answered in the log).
     pub fn open(path: &Path, consumed: usize) -> Result<Self, AgentError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| AgentError::Unreadable {
+        let bytes = std::fs::read(path).map_err(|source| AgentError::Unreadable {
             path: shown.clone(),
-            message: e.to_string(),
+            source,
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];

@@ -101,7 +101,7 @@ impl Transition {
 pub struct TransitionError {
     /// Claim that was asked to move.
     pub claim: ClaimId,
-    /// Its current status.
+    /// Status the claim has in its own cast's log now.
     pub from: ClaimStatus,
     /// The status asked for.
     pub to: ClaimStatus,
@@ -157,7 +157,7 @@ pub fn next(
 pub struct ResponseError {
     /// Claim the response was recorded against.
     pub claim: ClaimId,
-    /// Its current status.
+    /// Status the claim has now, one that did not go out (pending, refused, a dry run, ...).
     pub status: ClaimStatus,
 }
 

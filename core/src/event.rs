@@ -234,7 +234,7 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
-    /// Always taken.
+    /// Taken whatever the output said (`always` in the config).
     Always,
     /// Taken when the output said `satisfied: true`.
     Satisfied,
@@ -330,9 +330,9 @@ pub struct CastCompleted {
 pub enum Allowance {
     /// `maxTraversals` of one edge for one item.
     Edge {
-        /// Edge source.
+        /// Socket the edge leaves.
         from: SocketId,
-        /// Edge target.
+        /// Socket (or `end`) the edge leads to.
         to: Target,
         /// Work item the count is kept for; `None` outside loops.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -406,7 +406,7 @@ pub struct CastResumed {
 pub struct SocketStarted {
     /// Socket the visit runs (a key of the loadout's `sockets`).
     pub socket: SocketId,
-    /// Its materia.
+    /// Materia the socket places (its config name).
     pub materia: MateriaName,
     /// The materia's display label.
     pub materia_label: String,
@@ -504,7 +504,7 @@ pub struct AgentReplied {
     pub turn: Turn,
     /// What the agent replied, byte for byte, before any parsing.
     pub text: String,
-    /// Reported tokens.
+    /// Tokens the agent reported for this turn; `None` when it reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
@@ -656,16 +656,16 @@ pub struct DataAssigned {
 pub struct CursorAdvanced {
     /// Cursor that moved (a loop's `iterator.cursor`, e.g. `workItemIndex`).
     pub cursor: String,
-    /// Old index.
+    /// Cursor index before the move (0-based).
     pub from: u64,
-    /// New index.
+    /// Cursor index after the move (0-based).
     pub to: u64,
 }
 
 /// An edge was followed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeTaken {
-    /// Source socket.
+    /// Socket whose completion took the edge.
     pub from: SocketId,
     /// Socket (or `end`) the edge leads to.
     pub to: Target,
@@ -683,7 +683,7 @@ pub struct EdgeTaken {
 pub struct ReworkRouted {
     /// Socket whose output was not satisfied.
     pub source: SocketId,
-    /// Its materia label.
+    /// Display label of that socket's materia, shown in the rework entry.
     pub materia_label: String,
     /// Socket the `not_satisfied` edge leads to, which must do its work again.
     pub target: SocketId,
@@ -711,7 +711,7 @@ pub struct DispatchScheduled {
     pub key: DispatchKey,
     /// Socket whose next visit will be dispatched.
     pub socket: SocketId,
-    /// Its visit.
+    /// Visit of that socket the dispatch belongs to (1-based).
     pub visit: Visit,
 }
 

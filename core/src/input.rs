@@ -37,9 +37,9 @@ pub enum Input {
         code: Option<i32>,
         /// Whether it was killed at its timeout.
         timed_out: bool,
-        /// Captured stdout.
+        /// Captured stdout (capped; `truncated` says when it was cut).
         stdout: String,
-        /// Captured stderr.
+        /// Captured stderr (capped; `truncated` says when it was cut).
         stderr: String,
         /// Whether output was cut at the cap.
         truncated: bool,
@@ -76,7 +76,7 @@ pub enum Input {
     ForkRedispatch,
     /// A scheduled dispatch is due.
     DispatchDue {
-        /// Its idempotency key.
+        /// Key the `dispatch_scheduled` event gave; a stale or repeated key is skipped.
         key: DispatchKey,
     },
     /// An operator steering note.
@@ -125,7 +125,7 @@ pub enum Input {
         claim: ClaimId,
         /// Its status in the owner's log.
         status: ClaimStatus,
-        /// Its message id there.
+        /// Message id the owner's log holds for it, if the post went out.
         #[serde(default)]
         message_id: Option<String>,
     },
@@ -175,7 +175,7 @@ pub enum SendOutcome {
     },
     /// Unknown: no id, a failure, a timeout. The post may have gone out.
     Unknown {
-        /// What happened.
+        /// What the sender said, or that it said nothing in time.
         reason: String,
     },
 }

@@ -22,7 +22,7 @@ pub struct TemplateScope<'a> {
     pub last_json: Option<&'a Value>,
     /// Raw text of the last completed output (`{{lastOutput}}`).
     pub last_output: Option<&'a str>,
-    /// Loop cursors.
+    /// Loop cursors by name, each the 0-based index of the current item.
     pub cursors: &'a BTreeMap<String, u64>,
 }
 

@@ -96,7 +96,7 @@ pub struct ExitRoute {
 pub struct LoopRegion {
     /// The loop's id in the config.
     pub id: String,
-    /// Member sockets.
+    /// Member sockets of the loop, each run once per item.
     pub sockets: Vec<SocketId>,
     /// The generator socket whose list is iterated, derived from topology.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,7 +148,7 @@ pub struct AgentSpec {
 /// A utility socket's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UtilitySpec {
-    /// What runs.
+    /// An argv (no shell), a fixed output or a built-in.
     #[serde(flatten)]
     pub exec: Exec,
     /// `params` passed on stdin.
@@ -200,10 +200,10 @@ pub struct Socket {
     /// Effective assignments `(target, source)`, in order.
     #[serde(default)]
     pub assign: Vec<(String, String)>,
-    /// Ordered edges.
+    /// Routes out of the socket, in config order (the first that matches is taken).
     #[serde(default)]
     pub edges: Vec<Edge>,
-    /// Cursor advance.
+    /// The loop cursor this socket moves on completion, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advance: Option<Advance>,
     /// Legacy per-socket iteration.

@@ -41,7 +41,7 @@ pub enum Rejection {
     Stopped {
         /// Cast the input was for.
         cast: CastId,
-        /// Its status.
+        /// Status word (`completed`, `failed`, `aborted`).
         status: &'static str,
         /// What to do instead.
         hint: &'static str,

@@ -104,7 +104,7 @@ pub struct TranscriptLine {
 pub struct Current {
     /// Socket the visit runs.
     pub socket: SocketId,
-    /// Its visit number.
+    /// Visit number of this socket in the cast (1-based).
     pub visit: Visit,
     /// Work item the visit runs for; `None` outside loops.
     pub item: Option<ItemKey>,
@@ -176,7 +176,7 @@ pub struct CastState {
     /// The frozen loadout (not in the state's JSON; a snapshot carries it beside the state).
     #[serde(skip, default = "empty_loadout")]
     pub loadout: Arc<Loadout>,
-    /// Its hash.
+    /// Hash of the frozen loadout (`cast_started`'s `loadout_hash`, or a recast's new one).
     pub loadout_hash: Digest,
     /// What the person asked the cast to do (`castlog run`'s request).
     pub request: String,
@@ -200,7 +200,7 @@ pub struct CastState {
     pub current: Option<Current>,
     /// `state.data`.
     pub data: Value,
-    /// Loop cursors.
+    /// Loop cursors by name (`workItemIndex`), each the 0-based index of the current item.
     pub cursors: BTreeMap<String, u64>,
     /// Visits per socket.
     pub visits: BTreeMap<SocketId, u32>,
@@ -229,7 +229,7 @@ pub struct CastState {
     pub last_output: Option<String>,
     /// The last committed JSON.
     pub last_json: Option<Value>,
-    /// Tokens used.
+    /// Tokens the agents reported over the whole cast (the budget is checked against it).
     pub usage: Usage,
     /// Why it failed.
     pub failure: Option<CastFailed>,
@@ -248,7 +248,7 @@ pub struct CastState {
     /// Claims of this cast's post sockets (a recast inherits its parent's), by id. Their
     /// `claimed_ms` is 0: the time lives in the log's envelope, which the state never sees.
     pub claims: BTreeMap<ClaimId, Claim>,
-    /// Events applied.
+    /// Seq of the last event folded in; the next append takes `head.next()`.
     pub head: Seq,
     /// Entry bodies this state's decisions already handed over for storage (see
     /// [`SentBodies`]).

@@ -152,7 +152,7 @@ fn render_entries(
 pub struct UnknownRole {
     /// Id of the recorded entry.
     pub entry: String,
-    /// Its recorded role.
+    /// Role as the placement records it (not one of `system`, `user`, `assistant`, `tool`).
     pub role: String,
 }
 

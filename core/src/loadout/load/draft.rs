@@ -31,7 +31,7 @@ pub(super) struct Draft<'m> {
     pub utility_parse_at: Option<String>,
     /// Effective assignments.
     pub assign: Vec<(String, String)>,
-    /// Ordered edges.
+    /// Routes out of the socket, in config order (the first that matches is taken).
     pub edges: Vec<Edge>,
     /// Cursor advance (authored, or materialized from a loop exit).
     pub advance: Option<Advance>,

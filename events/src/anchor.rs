@@ -55,7 +55,7 @@ pub struct Anchor {
 pub struct AnchoredHead {
     /// Seq of the stream's last event when the anchor was moved.
     pub seq: Seq,
-    /// Its chain hash.
+    /// Chain hash of that event; the log must still hold it at `seq`.
     pub hash: Digest,
 }
 

@@ -215,11 +215,11 @@ struct Line<'a> {
 /// What [`write_export`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
-    /// Events written.
+    /// Events written, all casts together.
     pub events: u64,
-    /// Blobs written.
+    /// Distinct blobs written.
     pub blobs: u64,
-    /// Bytes written.
+    /// Bytes of the export written, headers included.
     pub bytes: u64,
 }
 

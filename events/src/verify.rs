@@ -230,7 +230,7 @@ impl ChainChecker {
 /// The outcome of verifying one cast.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// Records read.
+    /// Records checked, readable or not.
     pub events: u64,
     /// Problems found, in seq order of discovery.
     pub problems: Vec<Problem>,

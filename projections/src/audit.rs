@@ -53,7 +53,7 @@ pub struct Finding {
     pub visit: Visit,
     /// Id of the context entry the rule flags (`rework-1`, `steeringNote-2`, ...).
     pub entry: String,
-    /// A sentence.
+    /// What the rule found, as a sentence a person can act on.
     pub message: String,
 }
 

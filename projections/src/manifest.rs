@@ -59,7 +59,7 @@ pub struct Entry {
     pub path: String,
     /// The seq of the event it comes from.
     pub seq: u64,
-    /// Its content.
+    /// Which event holds the artifact's text or JSON (by seq), read when it is written out.
     pub content: Content,
 }
 

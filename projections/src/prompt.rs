@@ -28,7 +28,7 @@ pub enum PromptError {
     MissingBody {
         /// Id of the entry whose body is missing.
         entry: String,
-        /// Its blob.
+        /// Address of the missing body blob, in hex.
         hash: String,
     },
     /// An entry's body is not UTF-8 text.
@@ -36,7 +36,7 @@ pub enum PromptError {
     NotText {
         /// Id of the entry whose body is not text.
         entry: String,
-        /// Its blob.
+        /// Address of the body blob, in hex.
         hash: String,
     },
     /// A stored rendered prompt (from an older castlog) does not match its address.

@@ -44,14 +44,14 @@ pub enum AgentTurn {
     Reply {
         /// What the agent replied, verbatim; the driver records it as it is.
         text: String,
-        /// Reported tokens.
+        /// Tokens the agent reported; `None` when it reported none.
         usage: Option<Usage>,
     },
     /// No reply this time; the class says whether the driver retries.
     Failed {
         /// Transient or interruption.
         class: FailureClass,
-        /// What happened.
+        /// What the agent's adapter said, recorded in `agent_failed`.
         message: String,
     },
     /// The person's refinement message (scripted only).

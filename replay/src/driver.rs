@@ -143,7 +143,7 @@ pub enum FoldError {
     /// The first event is not one a cast starts with.
     #[error("the first event is {kind}, not cast_started or cast_forked")]
     NotAStart {
-        /// Its kind.
+        /// Kind of the stream's first event.
         kind: String,
     },
 }

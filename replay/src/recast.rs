@@ -166,7 +166,7 @@ pub enum PointError {
         socket: String,
         /// Visit asked for (`VISIT` of `SOCKET:VISIT`).
         visit: u32,
-        /// Its parent.
+        /// Cast the recast was forked from, where the visit is.
         parent: CastId,
         /// Last parent seq the recast's state includes.
         parent_seq: Seq,

@@ -108,7 +108,7 @@ pub fn parse_jitter(text: &str) -> Result<f64, RetryError> {
 /// The wait before the next attempt and what chose it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
-    /// How long.
+    /// Time to sleep before the next attempt (the backoff with its jitter, or `Retry-After`).
     pub delay: Duration,
     /// True when the server's `Retry-After` chose it, false for the backoff.
     pub retry_after: bool,

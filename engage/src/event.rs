@@ -323,7 +323,7 @@ pub struct EngagementCandidateQualified {
 pub struct RankedCandidate {
     /// Candidate (turn id) at this rank.
     pub candidate: CandidateId,
-    /// Its specificity score.
+    /// Specificity score (higher is more specific); ties keep the recorded order.
     pub score: f64,
 }
 
@@ -416,7 +416,7 @@ pub struct EngagementFinished {
 pub struct EngagementCandidateSeen {
     /// Candidate (turn id), as the collect stage names it.
     pub candidate: CandidateId,
-    /// Its source record as given.
+    /// The input's record for it (retrieval hit and provenance), as given.
     pub source: Value,
 }
 

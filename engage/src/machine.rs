@@ -39,7 +39,7 @@ pub enum Step {
     See {
         /// Candidate (turn id) as the collect stage names it.
         candidate: CandidateId,
-        /// Its record.
+        /// The input's record for it, as the collect stage read it.
         source: Value,
     },
     /// A candidate passed qualification.

@@ -23,7 +23,7 @@ pub struct RejectionGroup {
     pub stage: String,
     /// Reason code shared by the group.
     pub reason: String,
-    /// How many.
+    /// Number of candidates rejected for this stage and reason.
     pub count: usize,
     /// Examples: `(candidate, detail)`, in the order seen.
     pub examples: Vec<RejectionExample>,
@@ -71,7 +71,7 @@ pub struct EngagementReport {
     pub outcome: String,
     /// The selected candidate's type.
     pub question_type: String,
-    /// Its hook kind.
+    /// Hook kind of the selected candidate (personal questions only).
     pub hook_kind: String,
     /// The selected draft: the question that is (or would be) posted.
     pub question: String,
@@ -85,7 +85,7 @@ pub struct EngagementReport {
     pub fidelity: Option<Value>,
     /// Rejections grouped by stage and reason, most frequent first.
     pub rejections: Vec<RejectionGroup>,
-    /// Total rejections.
+    /// Rejections of every stage and reason together.
     pub rejections_total: usize,
     /// Raw results considered.
     pub considered: u32,

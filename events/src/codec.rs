@@ -215,9 +215,9 @@ struct Line<'a> {
 /// What [`write_export`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
-    /// Events written, all casts together.
+    /// Events written (the cast's whole chain, in seq order).
     pub events: u64,
-    /// Distinct blobs written.
+    /// Blobs written (the ones the events reference).
     pub blobs: u64,
     /// Bytes of the export written, headers included.
     pub bytes: u64,

@@ -47,7 +47,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Every command.
+/// The subcommands; each variant's doc is its one-line summary in `castlog --help`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the casts in the database with their head seq and hash.

@@ -20,9 +20,9 @@ pub struct CliError {
 
 /// User or configuration error.
 pub const USER: u8 = 1;
-/// Internal error.
+/// Internal error: storage failed, or a state the machine cannot reach (a castlog bug).
 pub const INTERNAL: u8 = 2;
-/// Integrity failure.
+/// Integrity failure: the log, a blob or a prompt does not verify against what was recorded.
 pub const INTEGRITY: u8 = 3;
 /// With `--exit-status`: the driven cast ended failed.
 pub const CAST_FAILED: u8 = 4;

@@ -159,13 +159,14 @@ pub enum LogError {
     /// A write to a database castlog can only read (the file, or its directory, is not
     /// writable); reads of it keep working.
     #[error(
-        "cannot write while {context}: the database is read-only ({message}); make the file and its directory writable, or run only commands that read"
+        "cannot write while {context}: the database is read-only ({source}); make the file and its directory writable, or run only commands that read"
     )]
     ReadOnly {
         /// What the log was doing.
         context: String,
-        /// SQLite's message.
-        message: String,
+        /// The engine's error that says so (SQLite's, or PostgreSQL's in its words).
+        #[source]
+        source: Cause,
     },
     /// The database was written by a newer castlog.
     #[error(

@@ -3,7 +3,7 @@
 
 use postgres::error::SqlState;
 
-use crate::log::LogError;
+use crate::log::{Cause, LogError};
 
 /// Maps a PostgreSQL error met while doing `context`, telling apart a read-only database or
 /// role, a schema castlog wrote that is gone or changed (damage), and other failures.
@@ -14,7 +14,7 @@ pub(crate) fn map_err(context: &str, err: postgres::Error) -> LogError {
     {
         LogError::ReadOnly {
             context: context.to_owned(),
-            message: message(&err),
+            source: Cause::new(Pg::new(err)),
         }
     } else if code == Some(&SqlState::UNDEFINED_TABLE)
         || code == Some(&SqlState::UNDEFINED_COLUMN)

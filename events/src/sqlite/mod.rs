@@ -440,7 +440,7 @@ pub(crate) fn map_err(context: &str, err: rusqlite::Error) -> LogError {
     if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
         LogError::ReadOnly {
             context: context.to_owned(),
-            message: err.to_string(),
+            source: crate::log::Cause::new(err),
         }
     } else if is_damage(&err) {
         LogError::Corrupt {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::{BUSY_TIMEOUT, Durability, address, is_damage, without_sql};
-use crate::log::LogError;
+use crate::log::{Cause, LogError};
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -137,7 +137,7 @@ pub(super) fn failed(shown: &str, err: rusqlite::Error) -> LogError {
         Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) if Path::new(shown).exists() => {
             LogError::ReadOnly {
                 context: format!("opening {shown}"),
-                message: err.to_string(),
+                source: Cause::new(err),
             }
         }
         _ => LogError::open(shown, err),
@@ -273,9 +273,10 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
             if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
                 // A file castlog cannot write: `open_existing` reads it as it is, if it can.
+                // A read-only failure quotes no SQL: the error says it as it is.
                 LogError::ReadOnly {
                     context: format!("upgrading {shown} to schema version {next}"),
-                    message: without_sql(&e),
+                    source: Cause::new(e),
                 }
             } else if is_damage(&e) || refused {
                 damaged(without_sql(&e))

@@ -303,6 +303,7 @@ mod tests {
         let corrupt = || LogError::Corrupt {
             context: "reading".into(),
             message: "a column holds text".into(),
+            source: None,
         };
         let codes = [
             CliError::from(corrupt()).code,

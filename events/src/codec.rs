@@ -290,6 +290,7 @@ pub fn write_export(
                 "{} of the blobs cast {cast} references could be read once but not again",
                 encoder.counted.saturating_sub(encoder.blobs)
             ),
+            source: None,
         }
         .into());
     }

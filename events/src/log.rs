@@ -185,8 +185,12 @@ pub enum LogError {
     Corrupt {
         /// What the log was doing.
         context: String,
-        /// What is wrong.
+        /// What is wrong, in castlog's words (or the engine's error said without its SQL).
         message: String,
+        /// The engine's error, when the engine found the damage (a corrupt page, a column of
+        /// another type, a missing table); `None` when a check of castlog's own did.
+        #[source]
+        source: Option<Cause>,
     },
     /// The storage engine (SQLite, PostgreSQL or the file system) failed.
     #[error("storage error while {context}: {source}")]

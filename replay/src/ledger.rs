@@ -88,6 +88,7 @@ pub fn take_day_on(
                 "{chain} is recorded as a stream of kind {}, not a claims ledger",
                 head.kind
             ),
+            source: None,
         });
     }
     for _ in 0..ATTEMPTS {

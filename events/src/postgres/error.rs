@@ -24,6 +24,7 @@ pub(crate) fn map_err(context: &str, err: postgres::Error) -> LogError {
         LogError::Corrupt {
             context: context.to_owned(),
             message: message(&err),
+            source: Some(Cause::new(Pg::new(err))),
         }
     } else {
         LogError::storage(context, Pg::new(err))

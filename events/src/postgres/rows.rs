@@ -28,6 +28,7 @@ pub(crate) fn digest(
         .map_err(|_| LogError::Corrupt {
             context: format!("reading cast {cast} seq {seq}"),
             message: format!("column {column} holds {} bytes, not 32", bytes.len()),
+            source: None,
         })
 }
 
@@ -166,6 +167,7 @@ fn head(row: &Row) -> Result<(CastHead, i64), LogError> {
     let kind = crate::StreamKind::parse(stored).ok_or_else(|| LogError::Corrupt {
         context: "reading a cast head".into(),
         message: format!("cast {cast} has the stream kind {stored:?}, which castlog does not know"),
+        source: None,
     })?;
     Ok((
         CastHead {
@@ -217,6 +219,7 @@ pub(crate) fn scan(
         Err(bad) => Err(LogError::Corrupt {
             context: format!("reading cast {cast} seq {}", bad.seq),
             message: bad.message,
+            source: None,
         }),
     })
 }

@@ -263,9 +263,10 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
         // The upgrade rolls back on any error, so a refused file is left as it was.
-        let damaged = |message: String| LogError::Corrupt {
+        let damaged = |message: String, source: Option<Cause>| LogError::Corrupt {
             context: format!("upgrading {shown} to schema version {next}"),
             message: format!("{message} (the file is left as it was)"),
+            source,
         };
         let failed = |e: rusqlite::Error| {
             // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
@@ -279,14 +280,14 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
                     source: Cause::new(e),
                 }
             } else if is_damage(&e) || refused {
-                damaged(without_sql(&e))
+                damaged(without_sql(&e), Some(Cause::new(e)))
             } else {
                 open_err(format!("applying schema version {next}"), e)
             }
         };
         let stopped = |e: address::GuardError| match e {
             address::GuardError::Sql(e) => failed(e),
-            address::GuardError::Refused(message) => damaged(message),
+            address::GuardError::Refused(message) => damaged(message, None),
         };
         let guard = match next {
             6 => Some(address::UpgradeGuard::before(&tx).map_err(stopped)?),

@@ -44,12 +44,12 @@ pub struct Cli {
     #[command(flatten)]
     pub drive: DriveOptions,
 
-    /// The command.
+    /// The command to run; the options above apply to every one.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Every command.
+/// The subcommands; each variant's doc is its one-line summary in `castlog --help`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the casts in the database with their head seq and hash.
@@ -277,7 +277,7 @@ pub struct CastsArgs {
 /// `show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Keep printing events as they are appended (from any machine sharing the database),
     /// until the cast completes, fails or is aborted; with --json, one event document a line.
@@ -334,9 +334,9 @@ pub enum FormatArg {
 /// `export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The file format.
+    /// What to write: jsonl or bincode (both re-importable), or otlp-json.
     #[arg(long, value_enum, default_value = "jsonl")]
     pub format: FormatArg,
     /// The output file (`-` for stdout, JSONL only).
@@ -357,7 +357,7 @@ pub struct ExportArgs {
 /// `replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -382,7 +382,7 @@ pub struct RunArgs {
     /// The loadout to run [default: the config's activeLoadout].
     #[arg(long)]
     pub loadout: Option<String>,
-    /// The request the cast works on.
+    /// The request the cast works on (the templates' {{request}}).
     #[arg(long)]
     pub task: String,
     /// Who answers prompts: scripted:FILE (JSONL answers), cmd:PROGRAM ARGS... (prompt on
@@ -457,7 +457,7 @@ impl Command {
 /// A cast and an optional agent to drive it on with.
 #[derive(Debug, Args)]
 pub struct CastAgentArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Who answers the next prompts, as for `run --agent` (without it the cast is left waiting
     /// for an agent). A scripted:FILE must be the script the cast was driven with: the lines
@@ -478,9 +478,9 @@ pub struct CastAgentArgs {
 /// `refine`.
 #[derive(Debug, Args)]
 pub struct RefineArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The message.
+    /// The person's message to the paused socket, recorded verbatim.
     pub text: String,
     /// Who answers the next prompts, as for `run --agent`. A scripted:FILE must be the script
     /// the cast was driven with: the lines it already used are checked against the log,
@@ -498,9 +498,9 @@ pub struct RefineArgs {
 /// `abort`.
 #[derive(Debug, Args)]
 pub struct AbortArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// Why.
+    /// Why, recorded in the cast's cast_aborted event.
     #[arg(long, default_value = "aborted by user")]
     pub reason: String,
     /// Print one JSON document on stdout instead of text.
@@ -511,9 +511,9 @@ pub struct AbortArgs {
 /// `steer`.
 #[derive(Debug, Args)]
 pub struct SteerArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
-    /// The note.
+    /// The note's text; every later prompt of the cast shows it.
     pub text: String,
     /// Lock the note into the system prefix (with a trailing reminder).
     #[arg(long)]
@@ -533,7 +533,7 @@ pub struct SteerArgs {
 /// `state`.
 #[derive(Debug, Args)]
 pub struct StateArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Show the state as it was right after this point: a seq, SOCKET:VISIT (right after that
     /// visit started) or a waypoint name.
@@ -547,7 +547,7 @@ pub struct StateArgs {
 /// `recast`.
 #[derive(Debug, Args)]
 pub struct RecastArgs {
-    /// The cast to fork.
+    /// Cast id of the parent, as `castlog casts` lists it; the parent is left as it is.
     pub cast: String,
     /// Where: a seq (a decision boundary), SOCKET:VISIT, or a waypoint name.
     #[arg(long)]
@@ -580,9 +580,9 @@ pub struct RecastArgs {
 /// `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The first cast.
+    /// Cast id of the first (left) side.
     pub a: String,
-    /// The second cast.
+    /// Cast id of the second (right) side.
     pub b: String,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
@@ -592,7 +592,7 @@ pub struct DiffArgs {
 /// `mark`.
 #[derive(Debug, Args)]
 pub struct MarkArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// The waypoint's name.
     pub name: String,
@@ -607,7 +607,7 @@ pub struct MarkArgs {
 /// `prompt`.
 #[derive(Debug, Args)]
 pub struct PromptArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// SOCKET or SOCKET:VISIT (default: the socket's last visit).
     pub at: String,
@@ -622,7 +622,7 @@ pub struct PromptArgs {
 /// `audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The cast.
+    /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Only prompts of this socket.
     #[arg(long)]

@@ -11,7 +11,8 @@ use castlog_replay::driver::DriveError;
 /// An error on its way out of the binary.
 #[derive(Debug)]
 pub struct CliError {
-    /// The process exit code.
+    /// The process exit code: 0 ok, 1 user error, 2 internal, 3 integrity, 4 and 5 with
+    /// --exit-status (a driven cast that failed or waits).
     pub code: u8,
     /// The message printed on stderr (lowercase, says what failed and what to do).
     pub message: String,
@@ -19,9 +20,9 @@ pub struct CliError {
 
 /// User or configuration error.
 pub const USER: u8 = 1;
-/// Internal error.
+/// Internal error: storage failed, or a state the machine cannot reach (a castlog bug).
 pub const INTERNAL: u8 = 2;
-/// Integrity failure.
+/// Integrity failure: the log, a blob or a prompt does not verify against what was recorded.
 pub const INTEGRITY: u8 = 3;
 /// With `--exit-status`: the driven cast ended failed.
 pub const CAST_FAILED: u8 = 4;
@@ -318,6 +319,7 @@ mod tests {
         let corrupt = || LogError::Corrupt {
             context: "reading".into(),
             message: "a column holds text".into(),
+            source: None,
         };
         let codes = [
             CliError::from(corrupt()).code,

@@ -210,7 +210,7 @@ impl Progress {
 pub struct Tail<'a> {
     log: &'a Database,
     cast: CastId,
-    /// The first seq not printed yet.
+    /// Seq of the first event not printed yet.
     next: Cell<Seq>,
 }
 

@@ -39,7 +39,7 @@ pub enum Zone {
     "unknown time zone {name:?}: use America/New_York, UTC or a fixed offset like +02:00 or -05:00"
 )]
 pub struct ZoneError {
-    /// The rejected name.
+    /// The zone name exactly as the config or command line gave it.
     pub name: String,
 }
 
@@ -152,10 +152,18 @@ impl Zone {
     }
 }
 
+/// Text that is not a real calendar date in the form `YYYY-MM-DD`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a date like 2026-03-08")]
+pub struct DateError {
+    /// The text as given, untrimmed.
+    pub text: String,
+}
+
 /// A calendar date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Date {
-    /// The year.
+    /// Proleptic Gregorian year (astronomical: 0 is 1 BC).
     pub year: i64,
     /// 1..=12.
     pub month: u32,
@@ -181,14 +189,16 @@ impl Date {
     }
 
     /// Parses `YYYY-MM-DD` (a real calendar date).
-    pub fn parse(text: &str) -> Result<Date, String> {
-        let err = || format!("{text:?} is not a date like 2026-03-08");
+    pub fn parse(text: &str) -> Result<Date, DateError> {
+        let err = || DateError {
+            text: text.to_owned(),
+        };
         let t = text.trim();
         let b = t.as_bytes();
         if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
             return Err(err());
         }
-        let num = |range: std::ops::Range<usize>| -> Result<u32, String> {
+        let num = |range: std::ops::Range<usize>| -> Result<u32, DateError> {
             let part = t.get(range).ok_or_else(err)?;
             if !part.bytes().all(|c| c.is_ascii_digit()) {
                 return Err(err());

@@ -64,9 +64,9 @@ pub enum Transition {
     Abandoned,
     /// Approved for publishing.
     Approved,
-    /// Published.
+    /// The approved post went out (`posted`).
     Posted,
-    /// Declined.
+    /// A person turned the staged or approved post down; its day is released.
     Declined,
 }
 
@@ -99,9 +99,9 @@ impl Transition {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("claim {claim} is {from}: it cannot become {to} ({hint})")]
 pub struct TransitionError {
-    /// The claim.
+    /// Claim that was asked to move.
     pub claim: ClaimId,
-    /// Its current status.
+    /// Status the claim has in its own cast's log now.
     pub from: ClaimStatus,
     /// The status asked for.
     pub to: ClaimStatus,
@@ -155,9 +155,9 @@ pub fn next(
     "claim {claim} is {status}: only a claim that went out (staged, approved or posted) can be answered or ignored"
 )]
 pub struct ResponseError {
-    /// The claim.
+    /// Claim the response was recorded against.
     pub claim: ClaimId,
-    /// Its current status.
+    /// Status the claim has now, one that did not go out (pending, refused, a dry run, ...).
     pub status: ClaimStatus,
 }
 
@@ -195,7 +195,7 @@ pub fn claim_id(
 /// One claim as the ledger knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
-    /// The claim.
+    /// Id derived from cast, step, destination and attempt (`clm-<hex>`).
     pub claim: ClaimId,
     /// The cast whose log holds its `post_claimed`.
     pub cast: CastId,
@@ -203,7 +203,7 @@ pub struct Claim {
     pub step: String,
     /// Where the post goes.
     pub destination: String,
-    /// The day it counts for.
+    /// Local calendar day (`YYYY-MM-DD`) in the configured zone that the claim takes.
     pub day: String,
     /// The attempt for this step and destination.
     pub attempt: u32,

@@ -8,7 +8,7 @@ use crate::id::Digest;
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// The current time.
+    /// Milliseconds since the Unix epoch, as the caller's clock (or a test's) says.
     fn now_ms(&self) -> u64;
 }
 

@@ -34,12 +34,13 @@ pub enum DecodeError {
         max: u16,
     },
     /// The payload is not valid JSON for the kind.
-    #[error("payload of {kind:?} does not decode: {message}")]
+    #[error("payload of {kind:?} does not decode: {source}")]
     Payload {
         /// The stored kind.
         kind: String,
-        /// What serde said.
-        message: String,
+        /// The decoder's error (said in words by its `Display`).
+        #[source]
+        source: PayloadCause,
     },
 }
 
@@ -85,7 +86,7 @@ macro_rules! events {
                             .map(Event::$variant)
                             .map_err(|e| DecodeError::Payload {
                                 kind: kind.to_owned(),
-                                message: format!("{}{}", crate::syntax::json_error(&e), crate::syntax::column(&e)),
+                                source: PayloadCause::new(e),
                             })
                     } )*
                     _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),
@@ -189,11 +190,13 @@ events! {
 }
 
 mod materia;
+mod cause;
 mod posting;
 mod tools;
 mod vocabulary;
 
 pub use materia::MateriaEvent;
+pub use cause::PayloadCause;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
@@ -237,7 +240,7 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
-    /// Always taken.
+    /// Taken whatever the output said (`always` in the config).
     Always,
     /// Taken when the output said `satisfied: true`.
     Satisfied,
@@ -313,11 +316,11 @@ pub struct CastStarted {
 /// A recast: the new cast commits to its parent's prefix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CastForked {
-    /// The new cast.
+    /// Id of the child, the cast this event begins.
     pub cast: CastId,
-    /// The cast it forks.
+    /// Cast whose state at `parent_seq` the child starts from.
     pub parent: CastId,
-    /// The last parent seq the child carries.
+    /// The fork point: the last parent seq whose events the child's state includes.
     pub parent_seq: Seq,
     /// The parent's chain hash at `parent_seq` (also the child's first `prev`).
     pub parent_hash: Digest,
@@ -333,7 +336,7 @@ pub struct CastForked {
     pub loadout: Option<Value>,
 }
 
-/// The cast finished its graph.
+/// The cast reached `end` in its graph: the success counterpart of `CastFailed`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CastCompleted {
     /// Total tokens used by the cast.
@@ -347,17 +350,17 @@ pub struct CastCompleted {
 pub enum Allowance {
     /// `maxTraversals` of one edge for one item.
     Edge {
-        /// Edge source.
+        /// Socket the edge leaves.
         from: SocketId,
-        /// Edge target.
+        /// Socket (or `end`) the edge leads to.
         to: Target,
-        /// The item the count is kept for.
+        /// Work item the count is kept for; `None` outside loops.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         item: Option<ItemKey>,
     },
     /// The no-advance cycle guard of one item.
     NoAdvance {
-        /// The item that stopped advancing.
+        /// Work item that went around without advancing; `None` outside loops.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         item: Option<ItemKey>,
     },
@@ -365,12 +368,12 @@ pub enum Allowance {
     Tokens,
     /// Same-socket repair attempts of one visit.
     Repair {
-        /// The socket being repaired.
+        /// Socket whose repair turns ran out.
         socket: SocketId,
-        /// The item of the visit.
+        /// Work item of that visit; `None` outside loops.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         item: Option<ItemKey>,
-        /// The visit.
+        /// Visit whose repairs ran out; absent in casts recorded before it was kept.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         visit: Option<Visit>,
     },
@@ -386,12 +389,12 @@ pub enum Allowance {
     },
 }
 
-/// The cast failed.
+/// The cast stopped on an error or an exhausted allowance; `revive` can restart it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CastFailed {
     /// A human sentence: what failed and what to do.
     pub reason: String,
-    /// The socket that was running.
+    /// Socket whose visit was running, when the failure happened inside one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<SocketId>,
     /// The exhausted allowance, when that is why.
@@ -399,17 +402,17 @@ pub struct CastFailed {
     pub allowance: Option<Allowance>,
 }
 
-/// The cast was aborted.
+/// A person (or Ctrl-C) stopped the cast; `revive` can restart it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CastAborted {
     /// Why (free text from the person, or `interrupted`).
     pub reason: String,
 }
 
-/// The cast was revived.
+/// A failed or aborted cast was restarted, its exhausted allowance extended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CastRevived {
-    /// The socket the cast continues at.
+    /// Socket whose visit starts again (the one that was running when it stopped).
     pub socket: SocketId,
     /// The allowance that was extended, if the failure was an exhaustion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -431,9 +434,9 @@ pub struct CastResumed {
 /// A socket visit began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocketStarted {
-    /// The socket.
+    /// Socket the visit runs (a key of the loadout's `sockets`).
     pub socket: SocketId,
-    /// Its materia.
+    /// Materia the socket places (its config name).
     pub materia: MateriaName,
     /// The materia's display label.
     pub materia_label: String,
@@ -455,7 +458,7 @@ pub struct SocketStarted {
 pub enum Destination {
     /// The single leading system message (the cacheable prefix).
     SystemFold,
-    /// The inline transcript.
+    /// The transcript after the system fold, at its position among the messages.
     Inline,
     /// The trailing repair-mandate slot.
     Trailing,
@@ -489,22 +492,22 @@ pub struct Placement {
 /// sending, not a recovery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptHeld {
-    /// The socket.
+    /// Socket of the visit whose prompt was held.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based, as in `socket_started`).
     pub visit: Visit,
-    /// The turn.
+    /// Turn of the held prompt within the visit.
     pub turn: Turn,
 }
 
 /// A prompt was handed to the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptDispatched {
-    /// The socket.
+    /// Socket of the visit the prompt belongs to.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based, as in `socket_started`).
     pub visit: Visit,
-    /// The turn within the visit.
+    /// Turn within the visit (1 for the first prompt; repairs and refinements count on).
     pub turn: Turn,
     /// Hash of the rendered messages (`prompt::messages_json`); the messages themselves are
     /// rebuilt from the placements and their entry blobs.
@@ -520,18 +523,18 @@ pub struct PromptDispatched {
     pub redispatch: bool,
 }
 
-/// The agent answered.
+/// The agent answered a dispatched prompt; its text is recorded verbatim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentReplied {
-    /// The socket.
+    /// Socket whose prompt was answered.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The turn answered.
+    /// Turn of the prompt this answers (the latest `prompt_dispatched` of the visit).
     pub turn: Turn,
-    /// The reply text.
+    /// What the agent replied, byte for byte, before any parsing.
     pub text: String,
-    /// Reported tokens.
+    /// Tokens the agent reported for this turn; `None` when it reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The tool calls the reply asks for, as received; a reply with any is not the socket's
@@ -550,16 +553,16 @@ pub enum FailureClass {
     Interruption,
 }
 
-/// The agent failed to answer.
+/// The agent gave no answer to a dispatched prompt; a transient class is retried.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentFailed {
-    /// The socket.
+    /// Socket whose prompt went unanswered.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The turn.
+    /// Turn of the prompt that went unanswered.
     pub turn: Turn,
-    /// The class of failure.
+    /// Transient (retried) or interruption (waits for `resume`).
     pub class: FailureClass,
     /// What the agent adapter said.
     pub message: String,
@@ -575,9 +578,9 @@ fn one() -> u32 {
 /// A utility process ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UtilityFinished {
-    /// The socket.
+    /// Utility socket whose program ended.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
     /// The exit code, if the process exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -597,24 +600,24 @@ pub struct UtilityFinished {
 /// A multi-turn draft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefinementRecorded {
-    /// The socket.
+    /// Multi-turn socket whose visit the draft belongs to.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
     /// The refinement turn (1-based).
     pub turn: Turn,
-    /// The draft text.
+    /// The agent's draft, verbatim; it waits for a refinement or `continue`.
     pub text: String,
 }
 
 /// A person's refinement message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserRefined {
-    /// The socket.
+    /// Multi-turn socket the message was for.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The message.
+    /// What the person wrote, verbatim (fenced only where a prompt shows it).
     pub text: String,
     /// Where the input came from when re-applied by a recast (`cast:seq`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -624,21 +627,21 @@ pub struct UserRefined {
 /// `castlog continue` on a multi-turn socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FinalizeRequested {
-    /// The socket.
+    /// Multi-turn socket asked to finalize.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
     /// Where the input came from when re-applied by a recast.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
 }
 
-/// The output broke the handoff contract.
+/// The reply broke the handoff contract; a repair turn follows or the cast fails.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputRejected {
-    /// The socket.
+    /// Socket whose reply was rejected.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
     /// The turn whose output was rejected.
     pub turn: Turn,
@@ -651,14 +654,14 @@ pub struct OutputRejected {
 /// A socket visit's final output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SocketCompleted {
-    /// The socket.
+    /// Socket whose visit ends with this output.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The item.
+    /// Work item the visit ran for; `None` outside loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
-    /// The raw output text.
+    /// The accepted reply (or utility stdout) verbatim, before parsing.
     pub output: String,
     /// The parsed JSON for json sockets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -678,31 +681,31 @@ pub struct DataAssigned {
     pub socket: SocketId,
     /// The target path (`state.x`, `item.y`, ...).
     pub path: String,
-    /// The value written.
+    /// The JSON value written at `path` (replacing what was there).
     pub value: Value,
 }
 
 /// A loop cursor moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CursorAdvanced {
-    /// The cursor name.
+    /// Cursor that moved (a loop's `iterator.cursor`, e.g. `workItemIndex`).
     pub cursor: String,
-    /// Old index.
+    /// Cursor index before the move (0-based).
     pub from: u64,
-    /// New index.
+    /// Cursor index after the move (0-based).
     pub to: u64,
 }
 
 /// An edge was followed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeTaken {
-    /// Source socket.
+    /// Socket whose completion took the edge.
     pub from: SocketId,
-    /// Target.
+    /// Socket (or `end`) the edge leads to.
     pub to: Target,
-    /// The condition that matched.
+    /// Outcome the edge is taken on (`always`, `satisfied`, `not_satisfied`).
     pub when: When,
-    /// The item the traversal is counted for.
+    /// Work item the traversal is counted for; `None` outside loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The traversal count of this edge for this item, including this one.
@@ -712,13 +715,13 @@ pub struct EdgeTaken {
 /// Rework context for the target of a `not_satisfied` edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReworkRouted {
-    /// The socket that was not satisfied.
+    /// Socket whose output was not satisfied.
     pub source: SocketId,
-    /// Its materia label.
+    /// Display label of that socket's materia, shown in the rework entry.
     pub materia_label: String,
-    /// The target socket that must rework.
+    /// Socket the `not_satisfied` edge leads to, which must do its work again.
     pub target: SocketId,
-    /// The item concerned.
+    /// Work item being reworked; `None` outside loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The reason: the output's `context`, or a bounded excerpt of the output.
@@ -728,7 +731,7 @@ pub struct ReworkRouted {
 /// Rework entries for an item stopped being live.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReworkCleared {
-    /// The item.
+    /// Work item whose rework entries are cleared; `None` outside loops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The socket whose satisfied outcome cleared them.
@@ -738,11 +741,11 @@ pub struct ReworkCleared {
 /// A deferred dispatch was scheduled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchScheduled {
-    /// The idempotency key.
+    /// Key `DispatchDue` must carry; a key dispatched before is skipped.
     pub key: DispatchKey,
-    /// The socket to dispatch.
+    /// Socket whose next visit will be dispatched.
     pub socket: SocketId,
-    /// Its visit.
+    /// Visit of that socket the dispatch belongs to (1-based).
     pub visit: Visit,
 }
 
@@ -750,18 +753,18 @@ pub struct DispatchScheduled {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
-    /// The key was already dispatched.
+    /// The key was dispatched already (a repeated `DispatchDue`).
     Duplicate,
-    /// The cast moved on since it was scheduled.
+    /// The cast moved on since it was scheduled (another key or phase, or it stopped).
     Stale,
 }
 
 /// A scheduled dispatch was skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchSkipped {
-    /// The idempotency key.
+    /// Key of the scheduled dispatch that did not run.
     pub key: DispatchKey,
-    /// Why.
+    /// Duplicate or stale.
     pub reason: SkipReason,
 }
 
@@ -771,9 +774,9 @@ pub struct AllowanceExhausted {
     /// Which allowance.
     #[serde(flatten)]
     pub allowance: Allowance,
-    /// The count reached.
+    /// Value of the counter when it ran out (traversals, cycles, tokens or repairs).
     pub count: u64,
-    /// The limit in force.
+    /// Limit in force then (the configured one, plus any revive extensions).
     pub limit: u64,
 }
 
@@ -783,14 +786,14 @@ pub struct AllowanceExtended {
     /// Which allowance.
     #[serde(flatten)]
     pub allowance: Allowance,
-    /// The new limit.
+    /// Limit in force from now on (the old one plus the configured original).
     pub limit: u64,
 }
 
 /// An operator's steering note.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SteeringNoted {
-    /// The note.
+    /// What the operator wrote, verbatim; it is shown in every later prompt.
     pub text: String,
     /// Locked notes fold into the system prefix and get a trailing reminder.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -803,9 +806,9 @@ pub struct SteeringNoted {
 /// A named point in a cast, usable wherever a seq is (`state --at NAME`, `recast --at NAME`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaypointMarked {
-    /// The name.
+    /// Waypoint name, usable as `--at NAME`; a later mark of the same name wins.
     pub name: String,
-    /// The seq it names.
+    /// Seq of the cast the name stands for.
     pub at: Seq,
 }
 

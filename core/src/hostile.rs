@@ -73,7 +73,7 @@ fn unquoted(text: &str) -> String {
 enum Damage {
     /// One byte xored with a non-zero mask.
     Flip(Index, u8),
-    /// The file cut there.
+    /// The file cut off before this index.
     Cut(Index),
     /// Up to `len` bytes removed there.
     Delete(Index, usize),

@@ -18,7 +18,7 @@ use crate::id::{ClaimId, DispatchKey};
 pub enum Input {
     /// The agent answered the prompt in flight.
     AgentReplied {
-        /// The reply text.
+        /// What the agent replied, verbatim.
         text: String,
         /// Reported token usage.
         #[serde(default)]
@@ -66,9 +66,9 @@ pub enum Input {
         code: Option<i32>,
         /// Whether it was killed at its timeout.
         timed_out: bool,
-        /// Captured stdout.
+        /// Captured stdout (capped; `truncated` says when it was cut).
         stdout: String,
-        /// Captured stderr.
+        /// Captured stderr (capped; `truncated` says when it was cut).
         stderr: String,
         /// Whether output was cut at the cap.
         truncated: bool,
@@ -89,7 +89,7 @@ pub enum Input {
     },
     /// Stop the cast.
     Abort {
-        /// Why.
+        /// What the person gave as the reason; recorded in `cast_aborted`.
         reason: String,
     },
     /// Restart a failed or aborted cast, extending the exhausted allowance.
@@ -105,12 +105,12 @@ pub enum Input {
     ForkRedispatch,
     /// A scheduled dispatch is due.
     DispatchDue {
-        /// Its idempotency key.
+        /// Key the `dispatch_scheduled` event gave; a stale or repeated key is skipped.
         key: DispatchKey,
     },
     /// An operator steering note.
     Steer {
-        /// The note.
+        /// The note as the operator wrote it.
         text: String,
         /// Whether it is locked into the system prefix.
         locked: bool,
@@ -120,14 +120,14 @@ pub enum Input {
     },
     /// A person names a point of the cast (a waypoint); allowed in every status.
     Mark {
-        /// The name.
+        /// Waypoint name, usable as `--at NAME` afterwards.
         name: String,
-        /// The seq it names.
+        /// Seq of the cast the name stands for.
         at: crate::id::Seq,
     },
     /// A person resolves a pending claim.
     ResolveClaim {
-        /// The claim.
+        /// Pending claim of this cast.
         claim: ClaimId,
         /// The sender's message id if it was sent, `None` to abandon.
         message_id: Option<String>,
@@ -135,14 +135,14 @@ pub enum Input {
     /// A person moves a claim on (any step of the claim state machine: staged, abandoned,
     /// approved, posted, declined).
     ResolveClaimAs {
-        /// The claim.
+        /// Claim of this cast to move on.
         claim: ClaimId,
-        /// The resolution.
+        /// The step asked for; the claim's current status must allow it.
         resolution: Resolution,
     },
     /// A person records how a sent post was received (the claim's status does not change).
     RecordResponse {
-        /// The claim.
+        /// Claim whose post went out.
         claim: ClaimId,
         /// Answered or ignored.
         response: Response,
@@ -150,11 +150,11 @@ pub enum Input {
     /// The claims ledger shows a pending claim this cast inherited (from the cast it was
     /// recast from) resolved in its owner's log: adopt that.
     InheritedClaimResolved {
-        /// The claim.
+        /// Claim inherited from the parent, pending in this cast.
         claim: ClaimId,
         /// Its status in the owner's log.
         status: ClaimStatus,
-        /// Its message id there.
+        /// Message id the owner's log holds for it, if the post went out.
         #[serde(default)]
         message_id: Option<String>,
     },
@@ -172,9 +172,9 @@ pub enum Input {
     },
     /// What the sender said about a claimed post.
     PostOutcome {
-        /// The claim.
+        /// Claim the sender was called for (the visit's pending claim).
         claim: ClaimId,
-        /// The outcome.
+        /// Staged, refused or unknown.
         outcome: SendOutcome,
     },
 }
@@ -182,9 +182,9 @@ pub enum Input {
 /// A claim holding a destination's day, as the ledger reports it to a post socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldDay {
-    /// The claim.
+    /// Claim of another step holding the day.
     pub claim: ClaimId,
-    /// The day it holds.
+    /// Local day it holds (`YYYY-MM-DD`).
     pub day: String,
 }
 
@@ -194,17 +194,17 @@ pub struct HeldDay {
 pub enum SendOutcome {
     /// It was accepted; here is the message id.
     Staged {
-        /// The id.
+        /// Message id the destination gave the post.
         message_id: String,
     },
     /// A definite refusal: nothing was sent (a lost race for the day, the destination said no).
     Refused {
-        /// Why.
+        /// What the destination said; recorded in `post_refused`.
         reason: String,
     },
     /// Unknown: no id, a failure, a timeout. The post may have gone out.
     Unknown {
-        /// What happened.
+        /// What the sender said, or that it said nothing in time.
         reason: String,
     },
 }

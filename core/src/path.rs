@@ -17,7 +17,7 @@ pub struct Scope<'a> {
     pub data: &'a Value,
     /// The last committed JSON.
     pub last_json: Option<&'a Value>,
-    /// The last raw output.
+    /// Raw text of the last completed output (`lastOutput`).
     pub last_output: Option<&'a str>,
 }
 

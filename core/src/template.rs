@@ -14,15 +14,15 @@ use crate::path::{self, Scope};
 /// What a template can see.
 #[derive(Debug, Clone, Copy)]
 pub struct TemplateScope<'a> {
-    /// The cast request.
+    /// What the person asked the cast to do (`{{request}}`).
     pub request: &'a str,
     /// `state.data`.
     pub data: &'a Value,
     /// The last committed JSON.
     pub last_json: Option<&'a Value>,
-    /// The last raw output.
+    /// Raw text of the last completed output (`{{lastOutput}}`).
     pub last_output: Option<&'a str>,
-    /// Loop cursors.
+    /// Loop cursors by name, each the 0-based index of the current item.
     pub cursors: &'a BTreeMap<String, u64>,
 }
 

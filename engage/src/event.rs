@@ -27,7 +27,7 @@ impl CandidateId {
         Self(value.into())
     }
 
-    /// The id as a string slice.
+    /// The turn id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -80,11 +80,7 @@ macro_rules! engage_events {
                             .map(EngageEvent::$variant)
                             .map_err(|e| DecodeError::Payload {
                                 kind: kind.to_owned(),
-                                message: format!(
-                                    "{}{}",
-                                    castlog_core::syntax::json_error(&e),
-                                    castlog_core::syntax::column(&e)
-                                ),
+                                source: castlog_core::event::PayloadCause::new(e),
                             })
                     } )*
                     _ => Err(DecodeError::UnknownKind { kind: kind.to_owned() }),
@@ -290,7 +286,7 @@ pub fn describe_record(record: &EngageRecord) -> String {
 /// The first event of an engage cast: what the run was asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngagementStarted {
-    /// The conversation the results came from.
+    /// Conversation id the input's retrieval results came from (empty if it named none).
     #[serde(default)]
     pub conversation: String,
     /// The effective settings (constants, allowlist, zone), defaults filled in.
@@ -308,7 +304,7 @@ pub struct EngagementStarted {
 /// A candidate passed qualification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementCandidateQualified {
-    /// The candidate.
+    /// Candidate (turn id) that qualified.
     pub candidate: CandidateId,
     /// `timed` or `personal`.
     pub question_type: String,
@@ -325,9 +321,9 @@ pub struct EngagementCandidateQualified {
 /// One ranked candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankedCandidate {
-    /// The candidate.
+    /// Candidate (turn id) at this rank.
     pub candidate: CandidateId,
-    /// Its specificity score.
+    /// Specificity score (higher is more specific); ties keep the recorded order.
     pub score: f64,
 }
 
@@ -341,16 +337,16 @@ pub struct EngagementRanked {
 /// A candidate's source message was fetched again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementSourceChecked {
-    /// The candidate.
+    /// Candidate (turn id) whose source was fetched.
     pub candidate: CandidateId,
-    /// The draft attempt it was fetched for.
+    /// Draft attempt (1-based) the fetch was made before.
     pub attempt: u32,
     /// Whether it passed.
     pub ok: bool,
     /// The failure reason (a `live_source` reason string).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
-    /// The failure detail.
+    /// Ids, statuses or timestamps that show why, for the report.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
     /// Whether the live text contains the quoted text (when the source returned text).
@@ -361,11 +357,11 @@ pub struct EngagementSourceChecked {
 /// The runtime's own fidelity check of one draft against its quote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementFidelityJudged {
-    /// The candidate.
+    /// Candidate (turn id) whose draft was judged.
     pub candidate: CandidateId,
-    /// The draft attempt.
+    /// Draft attempt (1-based) that was judged.
     pub attempt: u32,
-    /// The verdict.
+    /// True when the judge found the draft faithful to the quote.
     pub faithful: bool,
     /// The judge's reason, or `judge_error` / `unreadable_verdict`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -379,7 +375,7 @@ pub struct EngagementScheduleChecked {
     pub key: String,
     /// The slot, `YYYY-MM-DD HH:MM EDT|EST`.
     pub slot: String,
-    /// The slot in ms since the epoch.
+    /// The slot's instant, in ms since the Unix epoch.
     pub slot_ms: i64,
     /// Whether an engagement post already went out that day (read from the claims ledger).
     pub already_posted: bool,
@@ -389,12 +385,12 @@ pub struct EngagementScheduleChecked {
     /// `before_slot`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
-    /// The reason as a sentence.
+    /// `reason` as a sentence a person reads.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
 
-/// The run ended.
+/// The run ended: its outcome, and why nothing was posted when nothing was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementFinished {
     /// `timed`, `personal` or `skip`.
@@ -404,7 +400,7 @@ pub struct EngagementFinished {
     /// `before_slot`, `outside_window`, `already_posted_today`), empty when a post was staged.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refused: String,
-    /// The dominant rejection stage of a skip.
+    /// Stage that rejected the most candidates, when the run skipped.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub skip_stage: String,
     /// The skip's reason sentence.
@@ -418,20 +414,20 @@ pub struct EngagementFinished {
 /// An engagement candidate entered the pipeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngagementCandidateSeen {
-    /// The candidate.
+    /// Candidate (turn id), as the collect stage names it.
     pub candidate: CandidateId,
-    /// Its source record as given.
+    /// The input's record for it (retrieval hit and provenance), as given.
     pub source: Value,
 }
 
 /// An engagement candidate was dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementCandidateRejected {
-    /// The candidate.
+    /// Candidate (turn id) that was dropped.
     pub candidate: CandidateId,
-    /// The stage that dropped it.
+    /// Stage that dropped it (`collect`, `verify`, `history`, `live_source`, ...).
     pub stage: String,
-    /// The reason string.
+    /// Reason code of that stage (a stable word, grouped by in the report).
     pub reason: String,
     /// The detail (ids, timestamps, counts) shown next to the reason.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -441,7 +437,7 @@ pub struct EngagementCandidateRejected {
 /// A draft attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementDraftAttempted {
-    /// The candidate.
+    /// Candidate (turn id) drafted for.
     pub candidate: CandidateId,
     /// The attempt (1-based).
     pub attempt: u32,
@@ -455,11 +451,11 @@ pub struct EngagementDraftAttempted {
 /// A draft was selected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngagementDraftSelected {
-    /// The candidate.
+    /// Candidate (turn id) whose draft is posted.
     pub candidate: CandidateId,
     /// The attempt whose draft won.
     pub attempt: u32,
-    /// The draft.
+    /// Text of that draft, as the poster claims it.
     pub draft: String,
 }
 

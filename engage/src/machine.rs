@@ -37,16 +37,16 @@ pub enum Step {
     Reject(EngagementCandidateRejected),
     /// A candidate entered the pipeline (its source record as the collect stage read it).
     See {
-        /// The candidate.
+        /// Candidate (turn id) as the collect stage names it.
         candidate: CandidateId,
-        /// Its record.
+        /// The input's record for it, as the collect stage read it.
         source: Value,
     },
     /// A candidate passed qualification.
     Qualify(EngagementCandidateQualified),
     /// Rank the pool left after the history gates (the machine scores it).
     Rank {
-        /// The candidates in the pool.
+        /// Candidates left after the history gates, to be scored and ordered.
         pool: Vec<CandidateId>,
     },
     /// The fetcher's answer for a ranked candidate, checked.

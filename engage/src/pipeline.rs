@@ -54,7 +54,7 @@ pub enum QuestionType {
 }
 
 impl QuestionType {
-    /// The wire name.
+    /// The wire name (`timed`, `personal`).
     pub fn as_str(self) -> &'static str {
         match self {
             QuestionType::Timed => "timed",
@@ -72,13 +72,13 @@ pub struct Candidate {
     pub source_message_id: String,
     /// `actor:discord:<user id>`.
     pub actor_id: String,
-    /// The source channel.
+    /// Channel the message was posted in (must be on the source allowlist).
     pub channel_id: String,
     /// The member's words, the speaker prefix removed.
     pub text: String,
     /// When it was sent, decoded from the snowflake (ms since the epoch).
     pub sent_ms: i64,
-    /// The display handle.
+    /// The member's display handle from the input's `senders`; empty when unknown.
     #[serde(default)]
     pub sender: String,
     /// Set by qualification.
@@ -102,7 +102,7 @@ pub struct Rejection {
     pub candidate: String,
     /// `collect`, `verify`, `continuation`, `resolution`, `history`, `live_source`, `draft`.
     pub stage: String,
-    /// The reason string.
+    /// Reason code of that stage (a stable word, grouped by in the report).
     pub reason: String,
     /// Ids, timestamps, counts.
     pub detail: String,

@@ -19,11 +19,11 @@ use crate::pipeline::Candidate;
 /// One group of rejections.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RejectionGroup {
-    /// The stage.
+    /// Stage that rejected (`collect`, `verify`, `history`, ...).
     pub stage: String,
-    /// The reason.
+    /// Reason code shared by the group.
     pub reason: String,
-    /// How many.
+    /// Number of candidates rejected for this stage and reason.
     pub count: usize,
     /// Examples: `(candidate, detail)`, in the order seen.
     pub examples: Vec<RejectionExample>,
@@ -32,9 +32,9 @@ pub struct RejectionGroup {
 /// One example of a rejection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RejectionExample {
-    /// The candidate.
+    /// Candidate (turn id) rejected.
     pub candidate: String,
-    /// The detail.
+    /// Ids, timestamps or counts shown next to the reason.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
 }
@@ -42,11 +42,11 @@ pub struct RejectionExample {
 /// The claim of the run, if it got that far.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportClaim {
-    /// The claim id.
+    /// Id of the poster's claim (`clm-<hex>`).
     pub claim: String,
-    /// The destination.
+    /// Channel the post goes to.
     pub destination: String,
-    /// The day.
+    /// Local claim day (`YYYY-MM-DD`) the post takes.
     pub day: String,
     /// `pending`, `staged`, `refused`, `dry_run`, ...
     pub status: String,
@@ -60,32 +60,32 @@ pub struct ReportClaim {
     pub reason: Option<String>,
 }
 
-/// The report.
+/// What an engage run found, chose and claimed, folded from its events.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngagementReport {
-    /// The engage cast.
+    /// Id of the engage cast reported.
     pub cast: String,
-    /// The conversation.
+    /// Conversation id from `engagement_started`.
     pub conversation: String,
     /// `timed`, `personal` or `skip` (empty while running).
     pub outcome: String,
     /// The selected candidate's type.
     pub question_type: String,
-    /// Its hook kind.
+    /// Hook kind of the selected candidate (personal questions only).
     pub hook_kind: String,
-    /// The proposed question.
+    /// The selected draft: the question that is (or would be) posted.
     pub question: String,
     /// The message as it would be sent, when it differs from the question.
     pub delivery_body: String,
     /// The verified quote (cut to the configured length).
     pub quote: String,
-    /// The selected candidate.
+    /// Turn id of the candidate whose draft was selected.
     pub candidate: String,
     /// The fidelity verdict of the selected draft.
     pub fidelity: Option<Value>,
     /// Rejections grouped by stage and reason, most frequent first.
     pub rejections: Vec<RejectionGroup>,
-    /// Total rejections.
+    /// Rejections of every stage and reason together.
     pub rejections_total: usize,
     /// Raw results considered.
     pub considered: u32,
@@ -93,7 +93,7 @@ pub struct EngagementReport {
     pub live_verified: bool,
     /// Why nothing was posted (`dry_run`, ...), empty when a post was staged.
     pub refused: String,
-    /// The dominant stage of a skip.
+    /// Stage that rejected the most candidates, when the run skipped.
     pub skip_stage: String,
     /// The skip's sentence.
     pub skip_reason: String,

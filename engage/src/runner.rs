@@ -29,7 +29,7 @@ use castlog_events::chain::blob_hash;
 use castlog_events::{EventLog, LogError, Pending};
 use castlog_projections::claims::ClaimsLedger;
 use castlog_projections::projection::fold;
-use castlog_replay::agent::{Agent, ask};
+use castlog_replay::agent::{Agent, AskError, ask};
 use castlog_replay::ledger::{DEPLOYMENT, Taken, take_day_on};
 use castlog_replay::sender::{Outbound, Sender};
 use serde_json::{Value, json};
@@ -53,13 +53,13 @@ use crate::report::EngagementReport;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngageError {
-    /// The log failed.
+    /// Reading or appending the engage cast failed.
     #[error(transparent)]
     Log(#[from] LogError),
     /// The engage machine refused a step the runner took (a bug in the runner, never input).
     #[error("engage cast {cast}: {source}")]
     Refused {
-        /// The engage cast.
+        /// Engage cast the step was for.
         cast: CastId,
         /// The machine's reason.
         #[source]
@@ -70,15 +70,15 @@ pub enum EngageError {
 /// The step name of the engagement poster's claims.
 pub const POSTER_STEP: &str = "engage:poster";
 
-/// The outside world of one run.
+/// The agents, fetcher and sender one run calls; everything else is recorded input.
 pub struct Roles<'r> {
-    /// The hook detector.
+    /// Agent that finds a continuation hook in a quote (the qualify stage).
     pub qualifier: &'r mut dyn Agent,
-    /// The drafter.
+    /// Agent that writes the follow-up question (up to the draft attempt cap).
     pub drafter: &'r mut dyn Agent,
-    /// The fidelity judge.
+    /// Agent asked whether a draft is faithful to its quote.
     pub judge: &'r mut dyn Agent,
-    /// The live source fetcher.
+    /// Fetches a candidate's source message again before drafting.
     pub fetcher: &'r mut dyn Fetcher,
     /// The sender; `None` is a dry run (no `--post`).
     pub sender: Option<&'r mut dyn Sender>,
@@ -276,7 +276,7 @@ fn pipeline<L: EventLog + ?Sized>(
             c.question_type = Some(QuestionType::Timed);
         } else {
             let reply = ask(&mut *qualifier, qualify::detector_prompt(&c));
-            match qualify::read_hook(reply.as_deref().map_err(String::as_str), &c.text) {
+            match qualify::read_hook(reply.as_deref().map_err(AskError::message), &c.text) {
                 Ok(hook) => {
                     c.question_type = Some(QuestionType::Personal);
                     c.hook_kind = hook.kind;
@@ -427,7 +427,7 @@ fn pipeline<L: EventLog + ?Sized>(
             },
             None => {
                 let reply = ask(&mut *drafter, draft::drafter_prompt(&candidate, &label));
-                draft::read_draft(reply.as_deref().map_err(String::as_str))
+                draft::read_draft(reply.as_deref().map_err(AskError::message))
             }
         };
         let attempted = |outcome: &str| {
@@ -480,7 +480,8 @@ fn pipeline<L: EventLog + ?Sized>(
                 &mut *judge,
                 draft::judge_prompt(&candidate.text, draft.sent_text()),
             );
-            let (faithful, reason) = draft::read_verdict(reply.as_deref().map_err(String::as_str));
+            let (faithful, reason) =
+                draft::read_verdict(reply.as_deref().map_err(AskError::message));
             rec.step(&Step::Judge(EngagementFidelityJudged {
                 candidate: id.clone(),
                 attempt,

@@ -53,9 +53,9 @@ pub struct Anchor {
 /// One stream's recorded head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AnchoredHead {
-    /// The seq of the last event seen.
+    /// Seq of the stream's last event when the anchor was moved.
     pub seq: Seq,
-    /// Its chain hash.
+    /// Chain hash of that event; the log must still hold it at `seq`.
     pub hash: Digest,
 }
 
@@ -71,7 +71,7 @@ pub enum AnchorError {
         "anchor format version {found} is not one this castlog reads (it reads version {VERSION})"
     )]
     Version {
-        /// The version the file names.
+        /// `castlog_anchor` as the file gives it.
         found: u64,
     },
     /// One entry is not a head.
@@ -79,7 +79,7 @@ pub enum AnchorError {
     Entry {
         /// Its 1-based place in `heads`.
         index: usize,
-        /// The cast it names.
+        /// Stream id the entry gives, as written.
         cast: String,
         /// What is wrong.
         message: String,
@@ -103,7 +103,7 @@ struct Entry {
 /// What moving an anchor forward did for one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advance {
-    /// The stream was not anchored yet.
+    /// The stream was not in the anchor: its head is added.
     Added,
     /// The log extends the anchored head (or equals it): the anchor now holds the log's head.
     Moved,

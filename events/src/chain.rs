@@ -44,19 +44,19 @@ pub const BLOB_CONTEXT: &str = "castlog blob v1";
 /// The fields of one event that the hash covers, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct Link<'a> {
-    /// The previous hash.
+    /// Hash of the previous event (the fork parent's at the fork point, or zero).
     pub prev: &'a Digest,
-    /// The cast.
+    /// Stream the event belongs to.
     pub cast: &'a CastId,
     /// The event's seq.
     pub seq: Seq,
     /// The event's time.
     pub at_ms: u64,
-    /// The kind string.
+    /// Event kind as stored (`cast_started`, ...).
     pub kind: &'a str,
-    /// The schema version.
+    /// Schema version of the payload's kind.
     pub v: u16,
-    /// The stored payload bytes.
+    /// Payload exactly as stored, never re-serialized.
     pub payload: &'a [u8],
 }
 

@@ -71,7 +71,7 @@ pub enum CodecError {
     /// The file is not an export this castlog understands.
     #[error("not a castlog export: {message}")]
     NotAnExport {
-        /// Why.
+        /// What is wrong with the header, in castlog's words.
         message: String,
         /// The decoder's error, when a header that does not decode is why.
         #[source]
@@ -100,9 +100,9 @@ pub enum CodecError {
     /// The content does not verify.
     #[error("refusing to import cast {cast}: seq {seq}: {message}")]
     Tampered {
-        /// The cast.
+        /// Cast being imported.
         cast: CastId,
-        /// The first bad seq.
+        /// First seq whose record does not verify.
         seq: Seq,
         /// What is wrong.
         message: String,
@@ -112,12 +112,12 @@ pub enum CodecError {
         "refusing to import cast {cast}: blob {hash} does not match its content (no event references it)"
     )]
     BlobMismatch {
-        /// The cast.
+        /// Cast being imported.
         cast: CastId,
         /// The blob's address as carried.
         hash: Digest,
     },
-    /// The log refused.
+    /// The log refused the import (a conflict, an existing cast, storage).
     #[error(transparent)]
     Log(#[from] LogError),
     /// Writing the export out failed.
@@ -142,7 +142,7 @@ pub struct CastExport {
     pub head: CastHead,
     /// Every event, in seq order.
     pub events: Vec<Recorded>,
-    /// The blobs the events reference.
+    /// Blobs the events reference, by address, each once.
     pub blobs: Vec<(Digest, Vec<u8>)>,
 }
 
@@ -215,11 +215,11 @@ struct Line<'a> {
 /// What [`write_export`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
-    /// Events written.
+    /// Events written (the cast's whole chain, in seq order).
     pub events: u64,
-    /// Blobs written.
+    /// Blobs written (the ones the events reference).
     pub blobs: u64,
-    /// Bytes written.
+    /// Bytes of the export written, headers included.
     pub bytes: u64,
 }
 
@@ -290,6 +290,7 @@ pub fn write_export(
                 "{} of the blobs cast {cast} references could be read once but not again",
                 encoder.counted.saturating_sub(encoder.blobs)
             ),
+            source: None,
         }
         .into());
     }

@@ -14,9 +14,9 @@ use crate::stream::StreamKind;
 /// Where a fork (recast) attaches to its parent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkPoint {
-    /// The parent cast.
+    /// Parent (the cast recast from).
     pub cast: CastId,
-    /// The last parent seq the child carries.
+    /// The fork point: the last parent seq the child's state includes.
     pub seq: Seq,
     /// The parent's chain hash at `seq`.
     pub hash: Digest,
@@ -25,11 +25,11 @@ pub struct ForkPoint {
 /// What the log knows about one cast without reading its events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CastHead {
-    /// The cast.
+    /// Stream id.
     pub cast: CastId,
-    /// The seq of its last event.
+    /// Seq of its last event; the next append takes `seq.next()`.
     pub seq: Seq,
-    /// The hash of its last event.
+    /// Chain hash of its last event: what the next append's `prev` must be.
     pub hash: Digest,
     /// The fork parent, for a recast.
     pub parent: Option<ForkPoint>,
@@ -54,11 +54,11 @@ impl CastHead {
 pub struct Snapshot {
     /// The format of `bytes`.
     pub version: u32,
-    /// The seq of the last event folded into it.
+    /// Seq of the last event folded into it.
     pub seq: Seq,
     /// That event's chain hash.
     pub hash: Digest,
-    /// The encoded state.
+    /// The state as encoded by `machine::snapshot` (format `version`).
     pub bytes: Vec<u8>,
 }
 
@@ -72,7 +72,7 @@ pub enum StoredRow {
     Record(Recorded),
     /// Rows `first..=last` that cannot be read.
     Unreadable {
-        /// The first seq that cannot be read.
+        /// First seq of the run that cannot be read.
         first: Seq,
         /// The last one (equal to `first` for one row).
         last: Seq,
@@ -93,9 +93,9 @@ pub enum LogError {
         "conflict appending to cast {cast}: expected next seq {expected}, but the log's next seq is {found}"
     )]
     Conflict {
-        /// The cast.
+        /// Cast appended to.
         cast: CastId,
-        /// The seq the writer meant to write.
+        /// Seq the writer expected to append next (its head plus one).
         expected: Seq,
         /// The seq the log would actually assign next.
         found: Seq,
@@ -122,21 +122,21 @@ pub enum LogError {
     /// No such cast.
     #[error("no cast named {cast}")]
     UnknownCast {
-        /// The cast asked for.
+        /// Stream id asked for, as given.
         cast: CastId,
     },
     /// A cast with this id exists already.
     #[error("cast {cast} already exists")]
     CastExists {
-        /// The cast.
+        /// Id the new cast would have taken.
         cast: CastId,
     },
     /// A fork names a parent event that is not there or has another hash.
     #[error("cannot fork from {parent} at seq {seq}: {reason}")]
     BadForkPoint {
-        /// The parent cast.
+        /// Parent named by the fork.
         parent: CastId,
-        /// The fork seq.
+        /// Parent seq the fork names.
         seq: Seq,
         /// What does not match.
         reason: String,
@@ -144,9 +144,9 @@ pub enum LogError {
     /// Records handed to `import` do not form a valid chain.
     #[error("refusing to import cast {cast}: seq {seq}: {message}")]
     BrokenImport {
-        /// The cast.
+        /// Cast being imported.
         cast: CastId,
-        /// The first bad seq.
+        /// First seq that does not chain.
         seq: Seq,
         /// What is wrong there.
         message: String,
@@ -154,13 +154,13 @@ pub enum LogError {
     /// An append with no events.
     #[error("nothing to append to cast {cast}")]
     EmptyAppend {
-        /// The cast.
+        /// Cast the empty append was for.
         cast: CastId,
     },
     /// The database file could not be opened or is not a castlog database.
     #[error("cannot open castlog database {path}: {source}")]
     Open {
-        /// The file.
+        /// Database path as given (`--db`).
         path: String,
         /// Why: the file system's or SQLite's error, or the log's words for what it found.
         #[source]
@@ -170,7 +170,7 @@ pub enum LogError {
     /// SQLite file without castlog's schema (which such a command never writes into it).
     #[error("no castlog database at {path}: {reason}")]
     NoDatabase {
-        /// The path.
+        /// Database path as given (`--db`).
         path: String,
         /// What is there instead.
         reason: String,
@@ -178,35 +178,40 @@ pub enum LogError {
     /// A write to a database castlog can only read (the file, or its directory, is not
     /// writable); reads of it keep working.
     #[error(
-        "cannot write while {context}: the database is read-only ({message}); make the file and its directory writable, or run only commands that read"
+        "cannot write while {context}: the database is read-only ({source}); make the file and its directory writable, or run only commands that read"
     )]
     ReadOnly {
         /// What the log was doing.
         context: String,
-        /// SQLite's message.
-        message: String,
+        /// The engine's error that says so (SQLite's, or PostgreSQL's in its words).
+        #[source]
+        source: Cause,
     },
     /// The database was written by a newer castlog.
     #[error(
         "database {path} has schema version {found}; this castlog understands up to {supported}: upgrade castlog"
     )]
     SchemaTooNew {
-        /// The file.
+        /// Database path as given (`--db`).
         path: String,
         /// Its `user_version`.
         found: i64,
-        /// The newest this build knows.
+        /// Newest schema version this build writes.
         supported: i64,
     },
-    /// The database file is damaged.
+    /// The database file is damaged: a row or page does not read as castlog wrote it.
     #[error("the database is damaged ({context}): {message}")]
     Corrupt {
         /// What the log was doing.
         context: String,
-        /// What is wrong.
+        /// What is wrong, in castlog's words (or the engine's error said without its SQL).
         message: String,
+        /// The engine's error, when the engine found the damage (a corrupt page, a column of
+        /// another type, a missing table); `None` when a check of castlog's own did.
+        #[source]
+        source: Option<Cause>,
     },
-    /// The storage engine failed.
+    /// The storage engine (SQLite, PostgreSQL or the file system) failed.
     #[error("storage error while {context}: {source}")]
     Storage {
         /// What the log was doing.

@@ -12,17 +12,17 @@ use crate::chain::Link;
 /// re-serialized for storage or verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recorded {
-    /// The cast.
+    /// Stream the event belongs to.
     pub cast: CastId,
     /// 1-based position in the cast's chain.
     pub seq: Seq,
     /// When it was recorded (from the injected clock).
     pub at_ms: u64,
-    /// The event kind string.
+    /// Event kind as stored (`cast_started`, ...).
     pub kind: String,
     /// The kind's schema version.
     pub v: u16,
-    /// The exact stored payload bytes.
+    /// Payload exactly as stored and hashed; decoded on demand.
     pub payload: Vec<u8>,
     /// The previous event's hash (or the fork parent's, or zero).
     pub prev: Digest,
@@ -60,9 +60,9 @@ impl Recorded {
 pub struct Pending {
     /// When it happened (from the injected clock).
     pub at_ms: u64,
-    /// The kind string.
+    /// Event kind to store (`cast_started`, ...).
     pub kind: &'static str,
-    /// The schema version.
+    /// Schema version of the payload's kind.
     pub v: u16,
     /// The payload bytes to store and hash.
     pub payload: Vec<u8>,

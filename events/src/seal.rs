@@ -54,13 +54,13 @@ impl Purpose {
 pub struct Seal<'a> {
     /// What the cache is.
     pub purpose: Purpose,
-    /// The cast it belongs to.
+    /// Stream whose cache it is.
     pub cast: &'a CastId,
     /// The projection's name, or `state` for a snapshot.
     pub name: &'a str,
     /// The payload's format.
     pub version: u32,
-    /// The last event it covers.
+    /// Seq of the last event folded into the cache.
     pub seq: Seq,
     /// The log's chain hash at `seq`.
     pub hash: &'a Digest,

@@ -58,11 +58,11 @@ pub enum ProblemKind {
 /// One problem found by verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    /// The cast.
+    /// Stream the problem is in.
     pub cast: CastId,
-    /// The exact seq.
+    /// Seq of the damaged record; for a head problem, where head and records disagree.
     pub seq: Seq,
-    /// The kind of damage.
+    /// What is wrong there.
     pub kind: ProblemKind,
     /// A sentence a person can act on.
     pub message: String,
@@ -75,7 +75,7 @@ pub struct ChainChecker {
     /// The hash the next record's `prev` must equal (None after a row whose hash cannot be
     /// read: that link cannot be checked).
     prev: Option<Digest>,
-    /// The seq of the last record seen.
+    /// Seq of the last record checked (`Seq(0)` before the first).
     last: Seq,
     problems: Vec<Problem>,
     events: u64,
@@ -230,7 +230,7 @@ impl ChainChecker {
 /// The outcome of verifying one cast.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// Records read.
+    /// Records checked, readable or not.
     pub events: u64,
     /// Problems found, in seq order of discovery.
     pub problems: Vec<Problem>,

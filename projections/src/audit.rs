@@ -20,13 +20,13 @@ use serde::Serialize;
 pub struct PromptRecord {
     /// The seq of its `prompt_dispatched`.
     pub seq: u64,
-    /// The socket.
+    /// Socket whose visit dispatched the prompt.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The turn.
+    /// Turn within the visit (1 for the first prompt, repairs and refinements count on).
     pub turn: Turn,
-    /// The item of the visit.
+    /// Work item the visit ran for; `None` outside loops.
     pub item: Option<ItemKey>,
     /// The rendered prompt's blob.
     pub hash: Digest,
@@ -47,13 +47,13 @@ pub struct Finding {
     /// The rule (`escalation-in-system-fold`, `mutable-in-cached-prefix`, `stacked-mandates`,
     /// `duplicated-reason`, `dropped-entry`, `posing-as-runtime`).
     pub rule: &'static str,
-    /// The socket.
+    /// Socket whose prompt the finding is about.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
-    /// The entry concerned.
+    /// Id of the context entry the rule flags (`rework-1`, `steeringNote-2`, ...).
     pub entry: String,
-    /// A sentence.
+    /// What the rule found, as a sentence a person can act on.
     pub message: String,
 }
 

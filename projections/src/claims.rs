@@ -139,7 +139,7 @@ pub enum FindError {
     Ambiguous {
         /// What was given.
         text: String,
-        /// The claims it names.
+        /// Every claim whose id starts with the text given, in ledger order.
         claims: Vec<ClaimId>,
     },
 }

@@ -47,11 +47,11 @@ pub enum Content {
 pub struct Entry {
     /// `socket_output`, `socket_json`, `refinement`, `rejected_output`, `context`.
     pub kind: String,
-    /// The socket.
+    /// Socket whose visit produced the artifact.
     pub socket: String,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: u32,
-    /// The item.
+    /// Work item the visit ran for; `None` outside loops.
     pub item: Option<String>,
     /// The turn, where there is one.
     pub turn: Option<u32>,
@@ -59,7 +59,7 @@ pub struct Entry {
     pub path: String,
     /// The seq of the event it comes from.
     pub seq: u64,
-    /// Its content.
+    /// Which event holds the artifact's text or JSON (by seq), read when it is written out.
     pub content: Content,
 }
 

@@ -41,9 +41,10 @@ pub struct Checkpoint {
     pub name: String,
     /// The projection's version.
     pub version: u32,
-    /// The last seq folded into it.
+    /// Last seq folded into it; catch-up folds on from the next.
     pub seq: Seq,
-    /// The chain hash at that seq.
+    /// The log's chain hash at `seq` when it was taken; a checkpoint whose hash the log no
+    /// longer has at `seq` is ignored and the projection folded again.
     pub hash: Digest,
     /// The compact encoding of the projection.
     pub bytes: Vec<u8>,

@@ -20,29 +20,29 @@ use castlog_events::{EventLog, LogError};
 /// Why a prompt could not be rebuilt.
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    /// The log failed.
+    /// Reading the cast or a blob failed.
     #[error(transparent)]
     Log(#[from] LogError),
     /// An entry's body blob is not in the database.
     #[error("the body blob {hash} of entry {entry:?} is missing (run `castlog verify`)")]
     MissingBody {
-        /// The entry.
+        /// Id of the entry whose body is missing.
         entry: String,
-        /// Its blob.
+        /// Address of the missing body blob, in hex.
         hash: String,
     },
     /// An entry's body is not UTF-8 text.
     #[error("the body blob {hash} of entry {entry:?} is not UTF-8 text")]
     NotText {
-        /// The entry.
+        /// Id of the entry whose body is not text.
         entry: String,
-        /// Its blob.
+        /// Address of the body blob, in hex.
         hash: String,
     },
     /// A stored rendered prompt (from an older castlog) does not match its address.
     #[error("the stored prompt blob {hash} does not match its content")]
     Damaged {
-        /// The blob.
+        /// Address of the stored blob, in hex.
         hash: String,
     },
     /// A stored rendered prompt does not decode.
@@ -52,7 +52,7 @@ pub enum PromptError {
         castlog_core::syntax::column(.source)
     )]
     Undecodable {
-        /// The blob.
+        /// Address of the stored blob, in hex.
         hash: String,
         /// The decoder's error.
         #[source]
@@ -64,23 +64,23 @@ pub enum PromptError {
     /// The entries assemble to a prompt other than the one recorded.
     #[error("the entries assemble to {rebuilt}, not the recorded prompt {recorded}")]
     Drift {
-        /// The recorded digest.
+        /// The `prompt_hash` the dispatch recorded, in hex.
         recorded: String,
-        /// The digest of the rebuilt prompt.
+        /// Hash of the messages the entries assemble to, in hex.
         rebuilt: String,
     },
     /// The cast (or the root of its fork chain) has no readable `cast_started`.
     #[error("cast {cast}: no cast_started event to take the prompt policy from")]
     NoStart {
-        /// The cast.
+        /// Cast whose prompt was asked for.
         cast: String,
     },
     /// The cast names a policy castlog does not know.
     #[error("cast {cast}: unknown prompt policy {policy:?}")]
     UnknownPolicy {
-        /// The cast.
+        /// Cast whose prompt was asked for.
         cast: String,
-        /// The recorded name.
+        /// Policy name as `cast_started` records it.
         policy: String,
     },
 }

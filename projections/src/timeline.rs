@@ -12,7 +12,7 @@ pub struct TimelineLine {
     pub seq: u64,
     /// When it was recorded.
     pub at_ms: u64,
-    /// Its kind.
+    /// Event kind as stored (`cast_started`, ...).
     pub kind: String,
     /// A short description.
     pub summary: String,

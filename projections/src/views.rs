@@ -15,7 +15,7 @@ pub struct CastView {
     pub status: String,
     /// The socket of the visit in progress.
     pub socket: Option<String>,
-    /// Its item.
+    /// Work item of the visit in progress; `None` outside loops or between visits.
     pub item: Option<String>,
     /// Visits per socket.
     pub visits: BTreeMap<String, u32>,
@@ -76,9 +76,9 @@ impl Projection for CastView {
 pub struct Usage {
     /// Input and output tokens of the whole cast.
     pub total: (u64, u64),
-    /// Per socket.
+    /// Input and output tokens per socket id.
     pub by_socket: BTreeMap<String, (u64, u64)>,
-    /// Per materia.
+    /// Input and output tokens per materia name.
     pub by_materia: BTreeMap<String, (u64, u64)>,
     /// Per work item.
     pub by_item: BTreeMap<String, (u64, u64)>,

@@ -27,7 +27,7 @@ use crate::process::{self, Launcher};
 /// What the driver asks an agent.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnRequest<'a> {
-    /// The rendered prompt.
+    /// The prompt as rendered for this turn, system fold first.
     pub messages: &'a [Message],
     /// True when a multi-turn socket is paused and the person's next move is wanted.
     pub refinement: bool,
@@ -44,9 +44,9 @@ pub struct TurnRequest<'a> {
 pub enum AgentTurn {
     /// A reply to the prompt.
     Reply {
-        /// The text.
+        /// What the agent replied, verbatim; the driver records it as it is.
         text: String,
-        /// Reported tokens.
+        /// Tokens the agent reported; `None` when it reported none.
         usage: Option<Usage>,
     },
     /// A reply that asks for tool calls (and may carry some text): the calls run, and the
@@ -59,11 +59,11 @@ pub enum AgentTurn {
         /// The calls, in order.
         calls: Vec<castlog_core::event::ToolRequest>,
     },
-    /// The agent failed.
+    /// No reply this time; the class says whether the driver retries.
     Failed {
         /// Transient or interruption.
         class: FailureClass,
-        /// What happened.
+        /// What the agent's adapter said, recorded in `agent_failed`.
         message: String,
     },
     /// The person's refinement message (scripted only).
@@ -76,7 +76,7 @@ pub enum AgentTurn {
 
 /// Something that answers prompts.
 pub trait Agent {
-    /// The next answer.
+    /// Answers one prompt; never panics, a failure is an answer too.
     fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn;
 
     /// The origin recorded with refinements and continues this agent supplies.
@@ -136,8 +136,8 @@ pub trait Agent {
 pub const CANCELLED: &str = "the agent call was cancelled (Ctrl-C)";
 
 /// Asks an agent one single-message prompt outside any cast (the engagement runner's roles, a
-/// scorecard's judge): the reply, or `Err` saying why there is none.
-pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
+/// scorecard's judge): the reply, or why there is none.
+pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, AskError> {
     let messages = [Message {
         role: castlog_core::prompt::Role::User,
         content: prompt,
@@ -151,33 +151,69 @@ pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, String> {
         tools: &[],
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
-        AgentTurn::ToolCalls { .. } => {
-            Err("the agent answered with tool calls, which this question does not run".into())
-        }
-        AgentTurn::Failed { message, .. } | AgentTurn::Exhausted(message) => Err(message),
-        AgentTurn::Refine(_) | AgentTurn::Continue => {
-            Err("the agent answered with a person's message, not a reply".into())
+        AgentTurn::ToolCalls { .. } => Err(AskError::ToolCalls),
+        AgentTurn::Failed { class, message } => Err(AskError::Failed { class, message }),
+        AgentTurn::Exhausted(message) => Err(AskError::Exhausted(message)),
+        AgentTurn::Refine(_) | AgentTurn::Continue => Err(AskError::NotAReply),
+    }
+}
+
+/// Why [`ask`] has no reply. The agent's own words are data here (what its adapter or script
+/// said), not an error below this one, so there is no source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The agent failed to answer.
+    #[error("{message}")]
+    Failed {
+        /// Transient or interruption.
+        class: FailureClass,
+        /// What the agent's adapter said.
+        message: String,
+    },
+    /// The agent has nothing more to say (a script ran out, no person at hand).
+    #[error("{0}")]
+    Exhausted(String),
+    /// The agent answered with a person's move (a script's refinement or `continue` line).
+    #[error("{NOT_A_REPLY}")]
+    NotAReply,
+    /// The agent asked for tool calls, which a single question outside a cast does not run.
+    #[error("{TOOL_CALLS}")]
+    ToolCalls,
+}
+
+const NOT_A_REPLY: &str = "the agent answered with a person's message, not a reply";
+const TOOL_CALLS: &str = "the agent answered with tool calls, which this question does not run";
+
+impl AskError {
+    /// What the message says, borrowed (the pipeline's readers record it as a detail).
+    pub fn message(&self) -> &str {
+        match self {
+            AskError::Failed { message, .. } | AskError::Exhausted(message) => message,
+            AskError::NotAReply => NOT_A_REPLY,
+            AskError::ToolCalls => TOOL_CALLS,
         }
     }
 }
 
 /// A bad agent SPEC or script.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
     /// The SPEC is not understood.
     #[error("unknown agent spec {spec:?}: use scripted:FILE or cmd:PROGRAM ARGS...")]
     UnknownSpec {
-        /// The spec given.
+        /// The `--agent` value as given.
         spec: String,
     },
     /// The script cannot be read.
-    #[error("cannot read agent script {path}: {message}")]
+    #[error("cannot read agent script {path}: {source}")]
     Unreadable {
-        /// The file.
+        /// Script path as given.
         path: String,
-        /// Why.
-        message: String,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
     },
     /// A script given to a cast under way is not the one that answered it so far: one of
     /// the lines it would skip differs from the answer the log holds.
@@ -185,13 +221,13 @@ pub enum AgentError {
         "agent script {path} is not the script cast {cast} was driven with: its line {line} is {found}, but the answer it stands for (seq {seq}) was {recorded}; give the script the cast was driven with (lines may be added after the used ones), or give this one to a new cast: `castlog run`, or `castlog recast {cast} --at SEQ --agent scripted:{path}` to keep the history up to SEQ (the recast reads it from its first line)"
     )]
     ScriptChanged {
-        /// The file.
+        /// Script path as given.
         path: String,
-        /// The cast.
+        /// Cast being resumed.
         cast: String,
         /// 1-based line of the script.
         line: usize,
-        /// The seq of the recorded answer.
+        /// Seq of the answer the log holds for that line.
         seq: u64,
         /// The recorded answer, described.
         recorded: String,
@@ -201,7 +237,7 @@ pub enum AgentError {
     /// A script line is malformed.
     #[error("agent script {path} line {line}: {message}")]
     BadLine {
-        /// The file.
+        /// Script path as given.
         path: String,
         /// 1-based line.
         line: usize,
@@ -236,9 +272,9 @@ impl ScriptedAgent {
     /// Reads a script and skips the first `consumed` lines (already answered in the log).
     pub fn open(path: &Path, consumed: usize) -> Result<Self, AgentError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| AgentError::Unreadable {
+        let bytes = std::fs::read(path).map_err(|source| AgentError::Unreadable {
             path: shown.clone(),
-            message: e.to_string(),
+            source,
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let before = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -266,7 +302,7 @@ impl ScriptedAgent {
         self
     }
 
-    /// The script file.
+    /// The script file as opened (not canonicalized).
     pub fn path(&self) -> &Path {
         &self.path
     }

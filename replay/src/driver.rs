@@ -57,26 +57,26 @@ pub const TRANSIENT_LIMIT: u32 = crate::retry::DEFAULT_ATTEMPTS;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DriveError {
-    /// The log failed.
+    /// Reading or appending the cast failed.
     #[error(transparent)]
     Log(#[from] LogError),
-    /// The machine refused an input.
+    /// The machine refused an input the driver gave it (nothing was recorded).
     #[error(transparent)]
     Rejected(#[from] Rejection),
     /// The cast does not exist.
     #[error("no cast named {:?} in this database (see `castlog casts`)", .cast.as_str())]
     UnknownCast {
-        /// The cast asked for.
+        /// Cast id as given.
         cast: CastId,
     },
     /// The log cannot be folded into a cast.
     #[error("cast {cast} cannot be replayed at seq {seq}: {cause}")]
     Fold {
-        /// The cast.
+        /// Cast being folded.
         cast: CastId,
-        /// The event.
+        /// Seq of the event that does not fold.
         seq: Seq,
-        /// Why.
+        /// What is wrong with that event.
         #[source]
         cause: FoldError,
     },
@@ -86,7 +86,7 @@ pub enum DriveError {
         "{cast} is not a workflow cast (the log records it as {stream}; its first event is {kind}): `castlog show {cast}` prints its events{hint}"
     )]
     NotACast {
-        /// The cast.
+        /// Stream id as given.
         cast: CastId,
         /// The stream's kind.
         stream: castlog_events::StreamKind,
@@ -100,7 +100,7 @@ pub enum DriveError {
     /// prompt.
     #[error("the prompt in flight: {source}")]
     Prompt {
-        /// The cast.
+        /// Cast whose prompt is in flight.
         cast: CastId,
         /// What is wrong with it.
         #[source]
@@ -117,9 +117,9 @@ pub enum DriveError {
         given = .wanted.other(),
     )]
     WrongAnswer {
-        /// The cast.
+        /// Cast being driven.
         cast: CastId,
-        /// The socket that waits.
+        /// Socket whose visit waits.
         socket: SocketId,
         /// Where the answer came from (`line 4 of FILE`, or `answer 4`).
         at: String,
@@ -135,7 +135,7 @@ pub enum DriveError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FoldError {
-    /// The stored event does not decode.
+    /// A stored event does not decode into the cast vocabulary.
     #[error(transparent)]
     Decode(#[from] castlog_core::event::DecodeError),
     /// The first event gives no state (its loadout does not decode).
@@ -144,7 +144,7 @@ pub enum FoldError {
     /// The first event is not one a cast starts with.
     #[error("the first event is {kind}, not cast_started or cast_forked")]
     NotAStart {
-        /// Its kind.
+        /// Kind of the stream's first event.
         kind: String,
     },
 }
@@ -191,7 +191,7 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     log: &'a L,
     clock: &'a dyn Clock,
     cwd: PathBuf,
-    /// The folded state.
+    /// The cast's state after every event appended so far (`state.head` is the last seq).
     pub state: CastState,
     /// Agent answers consumed so far (what a scripted agent skips).
     pub answers_used: usize,
@@ -235,7 +235,7 @@ pub type Observer<'a> = Box<dyn FnMut(Notice<'_>) + 'a>;
 pub enum Notice<'n> {
     /// The driver waits for an agent or a utility.
     Waiting {
-        /// The socket.
+        /// Socket whose agent or program is running.
         socket: &'n SocketId,
         /// The materia's label.
         label: &'n str,
@@ -248,7 +248,7 @@ pub enum Notice<'n> {
     },
     /// An event was recorded and is durable.
     Recorded {
-        /// The event.
+        /// The event as decided, before encoding.
         event: &'n Event,
         /// Its record as the log holds it (seq, time, kind, hash).
         record: &'n Recorded,

@@ -37,7 +37,7 @@ pub enum Taken {
     Won,
     /// Another claim holds it.
     Held {
-        /// The holder.
+        /// Claim that holds the day (from the destination's ledger chain).
         holder: ClaimId,
     },
 }
@@ -88,6 +88,7 @@ pub fn take_day_on(
                 "{chain} is recorded as a stream of kind {}, not a claims ledger",
                 head.kind
             ),
+            source: None,
         });
     }
     for _ in 0..ATTEMPTS {

@@ -64,7 +64,7 @@ const EXCERPT_CHARS: usize = 300;
 pub const API_KEY_VARS: [&str; 2] = ["CASTLOG_API_KEY", "OPENAI_API_KEY"];
 
 /// A bad `openai:` SPEC or a client that cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenAiError {
     /// The SPEC is not `BASE_URL#MODEL`.
@@ -75,11 +75,23 @@ pub enum OpenAiError {
         /// What is wrong.
         message: String,
     },
+    /// A URL of the SPEC does not parse.
+    #[error(
+        "openai: needs BASE_URL#MODEL, e.g. openai:http://localhost:11434/v1#llama3.2 (the {which} URL does not parse: {source})"
+    )]
+    BadUrl {
+        /// Which URL: `base` (as given) or `endpoint` (the base with `/chat/completions`).
+        which: &'static str,
+        /// The URL parser's error.
+        #[source]
+        source: <Url as std::str::FromStr>::Err,
+    },
     /// The HTTP client cannot be built.
-    #[error("cannot build the HTTP client: {message}")]
+    #[error("cannot build the HTTP client: {source}")]
     Client {
-        /// Why.
-        message: String,
+        /// The HTTP library's error, without any URL in it.
+        #[source]
+        source: reqwest::Error,
     },
 }
 
@@ -95,8 +107,9 @@ pub fn parse_spec(rest: &str) -> Result<(String, String), OpenAiError> {
     if model.is_empty() {
         return Err(bad("the model after # is empty"));
     }
-    let url = Url::parse(base).map_err(|e| OpenAiError::BadSpec {
-        message: format!("the base URL does not parse: {e}"),
+    let url = Url::parse(base).map_err(|source| OpenAiError::BadUrl {
+        which: "base",
+        source,
     })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(bad("the base URL must start with http:// or https://"));
@@ -159,15 +172,17 @@ impl OpenAiAgent {
         api_key: Option<String>,
         timeout: Duration,
     ) -> Result<Self, OpenAiError> {
-        let base = Url::parse(base_url.trim()).map_err(|e| OpenAiError::BadSpec {
-            message: format!("the base URL does not parse: {e}"),
+        let base = Url::parse(base_url.trim()).map_err(|source| OpenAiError::BadUrl {
+            which: "base",
+            source,
         })?;
         let endpoint = Url::parse(&format!(
             "{}/chat/completions",
             base.as_str().trim_end_matches('/')
         ))
-        .map_err(|e| OpenAiError::BadSpec {
-            message: format!("the endpoint URL does not parse: {e}"),
+        .map_err(|source| OpenAiError::BadUrl {
+            which: "endpoint",
+            source,
         })?;
         let mut builder = Client::builder().timeout(timeout);
         // A proxy cannot reach a server on this machine: talk to loopback directly.
@@ -175,7 +190,7 @@ impl OpenAiAgent {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|e| OpenAiError::Client {
-            message: e.without_url().to_string(),
+            source: e.without_url(),
         })?;
         Ok(Self {
             endpoint,
@@ -229,7 +244,7 @@ impl OpenAiAgent {
         &self.endpoint
     }
 
-    /// The model asked for.
+    /// The model id sent in every request (`--model`, or the spec's).
     pub fn model(&self) -> &str {
         &self.model
     }

@@ -236,15 +236,15 @@ pub enum LocateError {
     /// A path that is not an executable file.
     #[error("{program} is not an executable file (looked in {})", .dir.display())]
     NotExecutable {
-        /// The path given.
+        /// Program as the argv gives it (a relative or absolute path).
         program: String,
-        /// The directory it is relative to.
+        /// Directory a relative path is resolved in (the cast's working directory).
         dir: std::path::PathBuf,
     },
     /// A name no directory on `PATH` holds.
     #[error("{program} is not found on PATH")]
     NotOnPath {
-        /// The name given.
+        /// Program name as the argv gives it.
         program: String,
     },
 }
@@ -253,13 +253,13 @@ pub enum LocateError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpawnError {
-    /// The argv is empty.
+    /// The argv has no program.
     #[error("the command is empty")]
     Empty,
     /// The program could not be started.
     #[error("cannot start {program}: {source}")]
     Start {
-        /// The program.
+        /// Program as the argv gives it.
         program: String,
         /// The operating system's error.
         #[source]

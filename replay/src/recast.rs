@@ -144,9 +144,9 @@ pub enum PointError {
         .nearest.iter().map(ToString::to_string).collect::<Vec<_>>().join(" or ")
     )]
     NotABoundary {
-        /// The cast.
+        /// Cast the seq was asked of.
         cast: CastId,
-        /// The seq.
+        /// Seq asked for: inside a decision, or past the cast's end.
         seq: Seq,
         /// The waypoint that named it, if one did.
         waypoint: Option<String>,
@@ -160,33 +160,33 @@ pub enum PointError {
         "cast {cast} has no visit {visit} of {socket} of its own; it was forked from {parent} at seq {parent_seq}, so a visit before that is read there: `--at` it on cast {parent}"
     )]
     VisitOfParent {
-        /// The recast.
+        /// The recast asked for the visit.
         cast: CastId,
-        /// The socket.
+        /// Socket asked for (`SOCKET` of `SOCKET:VISIT`).
         socket: String,
-        /// The visit.
+        /// Visit asked for (`VISIT` of `SOCKET:VISIT`).
         visit: u32,
-        /// Its parent.
+        /// Cast the recast was forked from, where the visit is.
         parent: CastId,
-        /// The fork seq.
+        /// Last parent seq the recast's state includes.
         parent_seq: Seq,
     },
     /// A visit the cast never made.
     #[error("cast {cast} has no visit {visit} of {socket}")]
     NoVisit {
-        /// The cast.
+        /// Cast asked of.
         cast: CastId,
-        /// The socket.
+        /// Socket asked for (`SOCKET` of `SOCKET:VISIT`).
         socket: String,
-        /// The visit.
+        /// Visit asked for (`VISIT` of `SOCKET:VISIT`).
         visit: u32,
     },
     /// A visit whose decision never ended.
     #[error("no decision boundary after {socket}:{visit}")]
     NoBoundaryAfter {
-        /// The socket.
+        /// Socket asked for (`SOCKET` of `SOCKET:VISIT`).
         socket: String,
-        /// The visit.
+        /// Visit asked for (`VISIT` of `SOCKET:VISIT`).
         visit: u32,
     },
     /// Neither a seq, nor `SOCKET:VISIT`, nor a waypoint of the cast.
@@ -194,7 +194,7 @@ pub enum PointError {
         "{at:?} is not a seq, SOCKET:VISIT or a waypoint of cast {cast} (see `castlog show {cast}`)"
     )]
     Unknown {
-        /// The cast.
+        /// Cast whose points were searched.
         cast: CastId,
         /// What was given.
         at: String,
@@ -202,9 +202,9 @@ pub enum PointError {
     /// A fork seq past the parent's end.
     #[error("cast {cast} has no seq {seq}")]
     NoSeq {
-        /// The cast.
+        /// Cast asked of.
         cast: CastId,
-        /// The seq.
+        /// Seq asked for, past the cast's last event.
         seq: Seq,
     },
     /// `--keep-inputs` names an event that is not a person's input after the fork point.
@@ -212,11 +212,11 @@ pub enum PointError {
         "--keep-inputs {seq}: not a refinement, continue or steering note of {parent} after the fork seq {at}"
     )]
     NotAnInput {
-        /// The seq named.
+        /// Seq given to `--keep-inputs`.
         seq: Seq,
-        /// The parent cast.
+        /// Cast the recast forks from.
         parent: CastId,
-        /// The fork seq.
+        /// The fork point (`--at`) the input must come after.
         at: Seq,
     },
 }
@@ -321,11 +321,11 @@ fn resolve(
 /// What a recast changes.
 #[derive(Debug, Clone)]
 pub struct Recast {
-    /// The cast to fork.
+    /// Cast whose prefix up to `at` the child starts from.
     pub parent: CastId,
     /// The fork seq (a decision boundary, see [`resolve_at`]).
     pub at: Seq,
-    /// The new cast.
+    /// Id of the child to create; it must not exist yet.
     pub child: CastId,
     /// A new frozen loadout (from `--config`), if any.
     pub loadout: Option<Value>,

@@ -277,7 +277,7 @@ impl RecordedAgent {
         Ok(())
     }
 
-    /// The cast answers come from.
+    /// Cast whose recorded replies this agent answers with.
     pub fn source(&self) -> &CastId {
         &self.source
     }

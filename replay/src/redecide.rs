@@ -21,9 +21,9 @@ use serde::Serialize;
 /// Where a replayed decision differs from the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Divergence {
-    /// The cast.
+    /// Cast being re-decided.
     pub cast: CastId,
-    /// The first differing seq.
+    /// First seq where the machine's events and the log's differ.
     pub seq: Seq,
     /// What the machine produces there (kind and payload), or a note.
     pub expected: String,

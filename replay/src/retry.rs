@@ -35,7 +35,7 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The wait after the first failure, doubled per failure in a row.
     pub base: Duration,
-    /// The longest backoff.
+    /// Cap on one wait, before jitter: doubling stops there.
     pub max: Duration,
     /// The share (0 to 1) of a backoff that may be taken off at random, so clients that failed
     /// together do not come back together.
@@ -66,7 +66,7 @@ pub enum RetryError {
     /// `--jitter` is not a share from 0 to 1.
     #[error("--jitter needs a share from 0 to 1, e.g. 0.25 (got {given})")]
     BadJitter {
-        /// The value given.
+        /// The `--jitter` text as given.
         given: String,
     },
 }
@@ -108,7 +108,7 @@ pub fn parse_jitter(text: &str) -> Result<f64, RetryError> {
 /// The wait before the next attempt and what chose it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
-    /// How long.
+    /// Time to sleep before the next attempt (the backoff with its jitter, or `Retry-After`).
     pub delay: Duration,
     /// True when the server's `Retry-After` chose it, false for the backoff.
     pub retry_after: bool,
@@ -157,7 +157,7 @@ impl Retrier {
         }
     }
 
-    /// The policy.
+    /// Attempts, backoff and jitter this schedule follows.
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }

@@ -47,13 +47,13 @@ pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
 /// One post to send.
 #[derive(Debug, Clone, Copy)]
 pub struct Outbound<'a> {
-    /// The claim it goes out under.
+    /// Claim made (and durable) before the send; the envelope carries its id.
     pub claim: &'a ClaimId,
-    /// The cast that claimed it.
+    /// Cast whose log holds the claim.
     pub cast: &'a CastId,
     /// Where it goes.
     pub destination: &'a str,
-    /// The body.
+    /// Text to send, already rendered from the post's body path or template.
     pub body: &'a str,
     /// Extra fields for senders that carry structure (the engagement runner's reply
     /// reference, mention), as a JSON object or null.
@@ -133,7 +133,7 @@ pub enum SenderError {
         "webhook: needs an http(s) URL, e.g. webhook:http://localhost:8080/post ({url:?}: {source})"
     )]
     NotAUrl {
-        /// The text given.
+        /// The text after `webhook:`.
         url: String,
         /// Why it does not parse.
         #[source]

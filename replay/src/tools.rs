@@ -6,6 +6,7 @@
 //! absolute paths and symlinks that leave it are refused. `bash` is not a sandbox: it runs
 //! with the user's rights in the working directory.
 
+mod error;
 mod files;
 pub mod schema;
 mod search;
@@ -16,6 +17,7 @@ use serde_json::Value;
 
 use crate::process::Launcher;
 
+pub use error::ToolError;
 pub use workdir::{Workdir, WorkdirError};
 
 /// The seven built-in tools, in the order they are offered.
@@ -33,7 +35,7 @@ pub enum Scope {
     ReadOnly,
     /// All seven.
     Coding,
-    /// The named tools.
+    /// Exactly the tools named (`{"type": "custom", "tools": [...]}` in the config).
     Custom(Vec<String>),
 }
 
@@ -106,13 +108,13 @@ pub fn is_read_only(tool: &str) -> bool {
 /// What a call produced, as the agent is shown it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// The result text.
+    /// What the agent is shown: the tool's output, or the error in words.
     pub text: String,
     /// The result is an error (refused, bad arguments, failed).
     pub error: bool,
     /// A process's exit status (`bash`).
     pub exit: Option<i32>,
-    /// The text was cut at its cap.
+    /// The text was cut at the tool's output cap.
     pub truncated: bool,
 }
 
@@ -145,27 +147,39 @@ pub fn run(
     tool: &str,
     arguments: &Value,
 ) -> Outcome {
+    call(scope, workdir, launcher, tool, arguments)
+        .unwrap_or_else(|err| Outcome::error(err.to_string()))
+}
+
+/// One call, or why it gave no result.
+fn call(
+    scope: &Scope,
+    workdir: &Workdir,
+    launcher: &Launcher,
+    tool: &str,
+    arguments: &Value,
+) -> Result<Outcome, ToolError> {
     if !ALL.contains(&tool) {
-        return Outcome::error(format!("unknown tool {tool:?}; the tools are {ALL:?}"));
+        return Err(ToolError::UnknownTool {
+            tool: tool.to_owned(),
+        });
     }
     if !scope.allows(tool) {
-        return Outcome::error(format!(
-            "tool {tool:?} is not allowed for this step; allowed: {:?}",
-            scope.tools()
-        ));
+        return Err(ToolError::NotAllowed {
+            tool: tool.to_owned(),
+            allowed: scope.tools(),
+        });
     }
     let parsed;
     let arguments = match arguments {
-        Value::String(text) => match serde_json::from_str::<Value>(text) {
-            Ok(v) => {
-                parsed = v;
-                &parsed
-            }
-            Err(e) => return Outcome::error(format!("arguments are not JSON: {e}")),
-        },
+        Value::String(text) => {
+            parsed = serde_json::from_str::<Value>(text)
+                .map_err(|source| ToolError::ArgumentsNotJson { source })?;
+            &parsed
+        }
         other => other,
     };
-    let result = match tool {
+    match tool {
         "read" => files::read(workdir, arguments),
         "write" => files::write(workdir, arguments),
         "edit" => files::edit(workdir, arguments),
@@ -173,16 +187,17 @@ pub fn run(
         "ls" => search::ls(workdir, arguments),
         "grep" => search::grep(workdir, arguments),
         _ => search::find(workdir, arguments),
-    };
-    result.unwrap_or_else(Outcome::error)
+    }
 }
 
 /// A string argument, or an error naming it.
-pub(crate) fn text<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, String> {
+pub(crate) fn text<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, ToolError> {
     arguments
         .get(name)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("argument {name:?} (a string) is missing"))
+        .ok_or_else(|| ToolError::MissingArgument {
+            name: name.to_owned(),
+        })
 }
 
 /// An optional string argument.

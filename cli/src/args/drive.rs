@@ -71,11 +71,11 @@ pub struct TraceOptions {
 /// Everything a command that drives a cast takes besides its own arguments.
 #[derive(Debug, Clone, Default, Args)]
 pub struct DriveOptions {
-    /// Agents.
+    /// Options of the agent that answers prompts (--retries, --backoff, ...).
     #[command(flatten)]
     pub agent: AgentOptions,
 
-    /// Traces.
+    /// Options of the traces a driven cast sends (--otlp-endpoint).
     #[command(flatten)]
     pub trace: TraceOptions,
 

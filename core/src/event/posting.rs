@@ -13,7 +13,7 @@ use crate::id::{CastId, ClaimId, Digest};
 /// it with `castlog claims resolve`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostOutcomeUnknown {
-    /// The claim.
+    /// Claim whose outcome is unknown; it stays pending.
     pub claim: ClaimId,
     /// What the sender said (or did not say).
     pub reason: String,
@@ -31,16 +31,16 @@ pub struct DayClaimed {
     pub claim: ClaimId,
     /// The cast whose log holds the claim.
     pub cast: CastId,
-    /// The destination.
+    /// Destination whose ledger chain this is (`claims:<destination>`).
     pub destination: String,
-    /// The day.
+    /// Local calendar day taken (`YYYY-MM-DD`).
     pub day: String,
 }
 
 /// A durable claim, appended before the sender is called.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostClaimed {
-    /// The claim.
+    /// Id derived from cast, step, destination and attempt (`clm-<hex>`).
     pub claim: ClaimId,
     /// Where the post goes.
     pub destination: String,
@@ -69,7 +69,7 @@ pub struct PostClaimed {
 /// The sender accepted the post.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostStaged {
-    /// The claim.
+    /// Claim that moves to staged.
     pub claim: ClaimId,
     /// The sender's message id.
     pub message_id: String,
@@ -82,9 +82,9 @@ pub struct PostStaged {
 /// optional fields say what the refused claim would have been, so the ledger can show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostRefused {
-    /// The claim.
+    /// Claim that was refused (or would have been made).
     pub claim: ClaimId,
-    /// The reason string.
+    /// Why, as a sentence or a reason code such as `day_already_claimed`.
     pub reason: String,
     /// The claim holding the day, when that is why (refused before claiming).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,7 +128,7 @@ impl PostRefused {
 pub enum Resolution {
     /// It was sent after all; here is the id.
     Staged {
-        /// The message id.
+        /// Message id the sender gave, as the person read it from the destination.
         message_id: String,
     },
     /// It was not sent and will not be.
@@ -144,9 +144,9 @@ pub enum Resolution {
 /// A person resolved a claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostResolved {
-    /// The claim.
+    /// Claim the person resolved.
     pub claim: ClaimId,
-    /// The resolution.
+    /// Where the person moved it (flattened into the event's fields).
     #[serde(flatten)]
     pub resolution: Resolution,
 }
@@ -155,14 +155,14 @@ pub struct PostResolved {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Response {
-    /// The member answered.
+    /// The member replied to the post.
     Answered,
-    /// The member did not answer.
+    /// The member let the post go unanswered.
     Ignored,
 }
 
 impl Response {
-    /// The wire name.
+    /// The wire name (`answered`, `ignored`).
     pub fn as_str(self) -> &'static str {
         match self {
             Response::Answered => "answered",
@@ -175,7 +175,7 @@ impl Response {
 /// status does not change; a later record replaces an earlier one (a correction).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostResponseRecorded {
-    /// The claim.
+    /// Claim whose post the response is about.
     pub claim: ClaimId,
     /// Answered or ignored.
     pub response: Response,
@@ -189,7 +189,7 @@ pub struct PostResponseRecorded {
 /// (its own log, not the ledger's) and its post socket goes on without calling a sender.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostResolutionInherited {
-    /// The claim.
+    /// Claim inherited from the parent cast.
     pub claim: ClaimId,
     /// The cast whose log holds the claim and its resolution.
     pub owner: CastId,
@@ -223,7 +223,7 @@ pub enum ClaimStatus {
 }
 
 impl ClaimStatus {
-    /// The wire name.
+    /// The wire name (`pending`, `dry_run`, ...), as stored and printed.
     pub fn as_str(self) -> &'static str {
         match self {
             ClaimStatus::Pending => "pending",

@@ -39,9 +39,9 @@ pub struct ToolCalled {
     pub tool: String,
     /// The arguments exactly as received (a JSON value, or a string that did not parse).
     pub arguments: Value,
-    /// The socket.
+    /// Socket whose agent asked for the call.
     pub socket: SocketId,
-    /// The visit.
+    /// Visit of that socket (1-based).
     pub visit: Visit,
     /// The turn whose reply asked for the call.
     pub turn: Turn,
@@ -77,6 +77,6 @@ pub struct ToolFinished {
 pub struct ToolInterrupted {
     /// The call's id.
     pub call: String,
-    /// The tool.
+    /// Name of the tool that was cut off, as the agent gave it.
     pub tool: String,
 }

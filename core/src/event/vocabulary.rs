@@ -96,9 +96,9 @@ mod tests {
         fn describe(&self, kind: &str, _: u16, payload: &[u8]) -> Result<String, DecodeError> {
             std::str::from_utf8(payload)
                 .map(|text| format!("note {text}"))
-                .map_err(|_| DecodeError::Payload {
+                .map_err(|e| DecodeError::Payload {
                     kind: kind.to_owned(),
-                    message: "not text".into(),
+                    source: crate::event::PayloadCause::new(e),
                 })
         }
     }

@@ -45,7 +45,7 @@ pub enum EdgeTarget {
 /// One ordered route out of a socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edge {
-    /// The condition.
+    /// Outcome the edge is taken on; edges are tried in order, the first match wins.
     pub when: When,
     /// Where it goes.
     pub to: EdgeTarget,
@@ -69,12 +69,12 @@ pub struct Advance {
 /// How a loop (or a `foreach` socket) picks its current item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ItemSource {
-    /// The items path.
+    /// Path of the list iterated (`state.workItems`).
     pub items: String,
     /// The name the item is also exposed under in `state.data`.
     #[serde(rename = "as")]
     pub as_name: String,
-    /// The cursor name.
+    /// Cursor holding the current index (`workItemIndex`), kept in the cast's cursors.
     pub cursor: String,
 }
 
@@ -96,12 +96,12 @@ pub struct ExitRoute {
 pub struct LoopRegion {
     /// The loop's id in the config.
     pub id: String,
-    /// Member sockets.
+    /// Member sockets of the loop, each run once per item.
     pub sockets: Vec<SocketId>,
     /// The generator socket whose list is iterated, derived from topology.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumes_from: Option<SocketId>,
-    /// The item selection.
+    /// Where the loop reads its items and which cursor it moves.
     pub iterator: ItemSource,
     /// Exit routes, in declaration order.
     #[serde(default)]
@@ -137,7 +137,7 @@ pub enum Exec {
 /// An agent socket's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentSpec {
-    /// The prompt template.
+    /// Template of the socket's task text, rendered against the cast's data each turn.
     pub prompt: String,
     /// Pauses for refinement until `continue`.
     #[serde(default)]
@@ -158,7 +158,7 @@ pub struct AgentSpec {
 /// A utility socket's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UtilitySpec {
-    /// What runs.
+    /// An argv (no shell), a fixed output or a built-in.
     #[serde(flatten)]
     pub exec: Exec,
     /// `params` passed on stdin.
@@ -210,10 +210,10 @@ pub struct Socket {
     /// Effective assignments `(target, source)`, in order.
     #[serde(default)]
     pub assign: Vec<(String, String)>,
-    /// Ordered edges.
+    /// Routes out of the socket, in config order (the first that matches is taken).
     #[serde(default)]
     pub edges: Vec<Edge>,
-    /// Cursor advance.
+    /// The loop cursor this socket moves on completion, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advance: Option<Advance>,
     /// Legacy per-socket iteration.
@@ -245,7 +245,7 @@ pub struct Limits {
     pub max_no_advance_cycles: u32,
 }
 
-/// The token budget.
+/// The cast's token allowance (`budget` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
     /// `budget.maxTokens` (default 10 000 000).
@@ -259,16 +259,16 @@ pub struct Budget {
 pub struct Loadout {
     /// Its name in the config.
     pub name: String,
-    /// The entry socket.
+    /// Socket the cast starts at (`entry` in the config).
     pub entry: SocketId,
     /// Sockets by id.
     pub sockets: BTreeMap<SocketId, Socket>,
     /// Loop regions, in config order.
     #[serde(default)]
     pub loops: Vec<LoopRegion>,
-    /// Limits.
+    /// `limits` in the config, with defaults filled in.
     pub limits: Limits,
-    /// Budget.
+    /// `budget` in the config, with defaults filled in.
     pub budget: Budget,
     /// How often sockets outside loops (which have no work item) may go around a cycle without
     /// advancing (`limits.maxCyclesOutsideLoops`, castlog's own; the reference counts no such

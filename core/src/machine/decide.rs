@@ -39,9 +39,9 @@ pub enum Rejection {
     /// The cast has stopped.
     #[error("cast {cast} is {status}: {hint}")]
     Stopped {
-        /// The cast.
+        /// Cast the input was for.
         cast: CastId,
-        /// Its status.
+        /// Status word (`completed`, `failed`, `aborted`).
         status: &'static str,
         /// What to do instead.
         hint: &'static str,
@@ -49,7 +49,7 @@ pub enum Rejection {
     /// The input does not fit what the cast is waiting for.
     #[error("cast {cast} cannot take {input} now: {reason}")]
     NotNow {
-        /// The cast.
+        /// Cast the input was for.
         cast: CastId,
         /// The input's name.
         input: &'static str,
@@ -61,7 +61,7 @@ pub enum Rejection {
         "cannot start the loadout: unknown placement policy {policy:?}: use recommended, legacy or a policy file"
     )]
     UnknownPolicy {
-        /// The name given.
+        /// Policy name as the cast records it.
         policy: String,
     },
     /// A recorded placement policy document names another policy than the cast does.
@@ -69,9 +69,9 @@ pub enum Rejection {
         "cannot start the loadout: the placement policy document is named {document:?}, not {named:?}"
     )]
     PolicyNameMismatch {
-        /// The name inside the document.
+        /// The `name` the policy document gives itself.
         document: String,
-        /// The name the cast gives.
+        /// Policy name `cast_started` records.
         named: String,
     },
     /// A policy file takes the name of a built-in policy but is not it.
@@ -89,7 +89,7 @@ pub enum Rejection {
     FenceTooNew {
         /// The cast's fence version.
         version: u32,
-        /// The newest this castlog knows.
+        /// Newest fence version this castlog renders (`prompt::fence::VERSION`).
         supported: u32,
     },
     /// The cast's handoff-context rule is newer than this castlog's.
@@ -99,7 +99,7 @@ pub enum Rejection {
     HandoffRuleTooNew {
         /// The cast's rule.
         rule: u32,
-        /// The newest this castlog knows.
+        /// Newest handoff-context rule this castlog applies.
         supported: u32,
     },
     /// The cast follows pi-materia conformance rules newer than this castlog's.
@@ -112,7 +112,7 @@ pub enum Rejection {
         /// The newest this castlog knows.
         supported: u32,
     },
-    /// The loadout cannot start.
+    /// The loadout has no entry socket, or its entry cannot start.
     #[error("cannot start the loadout: {0}")]
     Loadout(#[from] super::StartError),
     /// An illegal claim transition (names the claim's current state).

@@ -16,11 +16,11 @@ use crate::path::{self, Scope};
 /// The item a socket start selects.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Selection {
-    /// The cursor name.
+    /// Cursor moved through the items (`workItemIndex`).
     pub cursor: String,
-    /// The index.
+    /// 0-based position of the item in its list.
     pub index: u64,
-    /// The item value.
+    /// The item's JSON, exposed to templates under the iterator's `as` name.
     pub value: Value,
     /// `WI-<n>` or `<index>`.
     pub key: ItemKey,

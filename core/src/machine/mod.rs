@@ -99,18 +99,18 @@ pub enum Phase {
 pub struct TranscriptLine {
     /// `assistant` for drafts, `user` for refinements (serialized as those words).
     pub role: crate::prompt::Role,
-    /// The text.
+    /// Draft or refinement, verbatim.
     pub text: String,
 }
 
 /// The socket visit in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Current {
-    /// The socket.
+    /// Socket the visit runs.
     pub socket: SocketId,
-    /// Its visit number.
+    /// Visit number of this socket in the cast (1-based).
     pub visit: Visit,
-    /// The work item.
+    /// Work item the visit runs for; `None` outside loops.
     pub item: Option<ItemKey>,
     /// The item's label.
     pub item_label: Option<String>,
@@ -120,7 +120,7 @@ pub struct Current {
     pub turn: Turn,
     /// What it waits for.
     pub phase: Phase,
-    /// The last dispatched prompt.
+    /// Hash of the last dispatched prompt's messages; `None` before the first dispatch.
     pub prompt: Option<Digest>,
     /// Its placements (the prompt is rebuilt from them and the entry blobs); shared, so a
     /// copy of the visit does not copy them.
@@ -189,7 +189,7 @@ pub enum ToolOutcome {
 /// A revivable allowance's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllowanceState {
-    /// The configured limit.
+    /// Limit from the loadout, before any revive.
     pub original: u64,
     /// The limit in force (grows by `original` per revive).
     pub effective: u64,
@@ -200,7 +200,7 @@ pub struct AllowanceState {
 /// The no-advance guard's tracker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoAdvance {
-    /// The item being tracked.
+    /// Work item whose cycles are counted; `None` outside loops.
     pub item: Option<ItemKey>,
     /// Closed cycles counted.
     pub count: u32,
@@ -211,14 +211,14 @@ pub struct NoAdvance {
 /// The state of one cast: a fold of its events.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CastState {
-    /// The cast.
+    /// Id of the cast the events belong to.
     pub cast: CastId,
     /// The frozen loadout (not in the state's JSON; a snapshot carries it beside the state).
     #[serde(skip, default = "empty_loadout")]
     pub loadout: Arc<Loadout>,
-    /// Its hash.
+    /// Hash of the frozen loadout (`cast_started`'s `loadout_hash`, or a recast's new one).
     pub loadout_hash: Digest,
-    /// The request.
+    /// What the person asked the cast to do (`castlog run`'s request).
     pub request: String,
     /// The placement policy's name.
     pub policy: String,
@@ -247,11 +247,11 @@ pub struct CastState {
     pub tool_scopes: BTreeMap<crate::id::MateriaName, Value>,
     /// Where it stands.
     pub status: Status,
-    /// The visit in progress.
+    /// Visit in progress; `None` before the first and after the cast stopped.
     pub current: Option<Current>,
     /// `state.data`.
     pub data: Value,
-    /// Loop cursors.
+    /// Loop cursors by name (`workItemIndex`), each the 0-based index of the current item.
     pub cursors: BTreeMap<String, u64>,
     /// Visits per socket.
     pub visits: BTreeMap<SocketId, u32>,
@@ -276,11 +276,11 @@ pub struct CastState {
     pub settled_rework: Vec<ReworkRouted>,
     /// Refinement turns per `socket@item#visit`.
     pub refinement_turns: BTreeMap<String, u32>,
-    /// The last raw output.
+    /// Raw text of the last completed visit's output (template `lastOutput`).
     pub last_output: Option<String>,
     /// The last committed JSON.
     pub last_json: Option<Value>,
-    /// Tokens used.
+    /// Tokens the agents reported over the whole cast (the budget is checked against it).
     pub usage: Usage,
     /// Why it failed.
     pub failure: Option<CastFailed>,
@@ -288,7 +288,7 @@ pub struct CastState {
     /// due dispatch with an older key names a visit that is long over and is skipped as stale,
     /// so remembering every key would only make each step cost more than the last.
     pub dispatched: std::collections::VecDeque<DispatchKey>,
-    /// The dispatch scheduled and not yet due.
+    /// Key of the dispatch scheduled and not yet due; `None` when none waits.
     pub scheduled: Option<DispatchKey>,
     /// The last completed visit `(socket, visit)`: the source of the next deferred dispatch.
     pub last_source: Option<(SocketId, Visit)>,
@@ -299,7 +299,7 @@ pub struct CastState {
     /// Claims of this cast's post sockets (a recast inherits its parent's), by id. Their
     /// `claimed_ms` is 0: the time lives in the log's envelope, which the state never sees.
     pub claims: BTreeMap<ClaimId, Claim>,
-    /// Events applied.
+    /// Seq of the last event folded in; the next append takes `head.next()`.
     pub head: Seq,
     /// Entry bodies this state's decisions already handed over for storage (see
     /// [`SentBodies`]).

@@ -38,7 +38,7 @@ pub enum Next {
     },
     /// A prompt is out and unanswered: the agent answers it.
     AskAgent {
-        /// The socket that asks.
+        /// Socket whose prompt is out.
         socket: SocketId,
         /// Transient agent failures since the prompt was dispatched (the driver gives up after
         /// a few in a row and leaves the cast to `resume`).
@@ -46,7 +46,7 @@ pub enum Next {
     },
     /// The agent was interrupted: the prompt is sent again only on `resume`.
     AwaitResume {
-        /// The socket that asks.
+        /// Socket whose prompt waits to be sent again.
         socket: SocketId,
     },
     /// A tool call is recorded and has no outcome: the shell runs it under the materia's
@@ -64,24 +64,24 @@ pub enum Next {
     },
     /// A multi-turn draft waits for a person's refinement or `continue`.
     AskPerson {
-        /// The socket that waits.
+        /// Multi-turn socket whose draft waits.
         socket: SocketId,
     },
     /// A utility socket's program must run.
     RunUtility {
-        /// The program.
+        /// What to run (argv, fixed output or built-in), its stdin params and timeout.
         spec: UtilitySpec,
     },
     /// A post socket waits for the ledger check and its claim.
     StartPost {
         /// The step key (`socket@item`) its claim is made for.
         step: String,
-        /// The post.
+        /// Destination, body (a path or a template) and claim-day zone, from the loadout.
         spec: PostSpec,
     },
     /// A post's claim is pending: nothing sends it again; a person resolves it.
     AwaitClaim {
-        /// The pending claim.
+        /// Claim the visit made, pending in this cast's log.
         claim: ClaimId,
     },
     /// Nothing happens without a person: the cast completed, failed or was aborted, or it is
@@ -102,9 +102,9 @@ pub enum Inconsistent {
         "cast {cast} waits for a dispatch at {socket} but none is scheduled; `castlog verify {cast}` checks its log"
     )]
     NoDispatchScheduled {
-        /// The cast.
+        /// Cast whose state is inconsistent.
         cast: CastId,
-        /// The socket.
+        /// Socket of the visit that waits.
         socket: SocketId,
     },
     /// The phase names a kind of socket the loadout does not give this socket.
@@ -112,9 +112,9 @@ pub enum Inconsistent {
         "cast {cast} waits for {wanted} at {socket}, which its loadout does not make one; `castlog verify {cast}` checks its log"
     )]
     WrongKind {
-        /// The cast.
+        /// Cast whose state is inconsistent.
         cast: CastId,
-        /// The socket.
+        /// Socket the phase waits at.
         socket: SocketId,
         /// What the phase wants (`a utility`, `a post`).
         wanted: &'static str,
@@ -134,9 +134,9 @@ pub enum Inconsistent {
         "cast {cast} waits on a post claim at {socket} and names none; `castlog verify {cast}` checks its log"
     )]
     NoClaim {
-        /// The cast.
+        /// Cast whose state is inconsistent.
         cast: CastId,
-        /// The socket.
+        /// Socket of the post visit.
         socket: SocketId,
     },
 }

@@ -32,23 +32,23 @@ pub use render::{UnknownRole, assemble, render, render_given};
 pub enum Role {
     /// System instructions.
     System,
-    /// The user side.
+    /// The person's side of the chat (the cast request, refinements, handoff context).
     User,
-    /// The model side.
+    /// The model's side of the chat (its earlier drafts).
     Assistant,
     /// Tool output.
     Tool,
 }
 
 impl Role {
-    /// The role of a wire name.
+    /// The role a wire name (`system`, `user`, ...) names; `None` for any other.
     pub fn named(name: &str) -> Option<Role> {
         [Role::System, Role::User, Role::Assistant, Role::Tool]
             .into_iter()
             .find(|r| r.as_str() == name)
     }
 
-    /// The wire name.
+    /// The wire name (`system`, `user`, `assistant`, `tool`).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
@@ -68,11 +68,11 @@ pub struct ContextEntry {
     pub source_type: std::borrow::Cow<'static, str>,
     /// Layer 0..=3 (0 = invariant instructions, 3 = reference material).
     pub layer: u8,
-    /// Role.
+    /// Role of the message the entry goes into (a policy may re-role it).
     pub role: Role,
     /// Ordering within the prompt.
     pub ordinal: u32,
-    /// The text.
+    /// Body, already fenced where it came from outside.
     pub text: String,
     /// A locked steering note.
     pub locked: bool,
@@ -83,7 +83,7 @@ pub struct ContextEntry {
 pub struct Message {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: Role,
-    /// The text.
+    /// Body as sent: the entries placed in this message, joined.
     pub content: String,
     /// The tool call an `assistantToolCall` or `toolResult` entry stands for (its id), so an
     /// adapter can send the call and its result in its API's own shape; absent otherwise.
@@ -120,7 +120,7 @@ pub struct Rendered {
     pub messages: Vec<Message>,
     /// One placement per entry, in entry order.
     pub placements: Vec<Placement>,
-    /// The text of the system fold.
+    /// The system fold's text, the cacheable prefix (also `messages[0]`).
     pub system: String,
 }
 

@@ -30,7 +30,7 @@ pub use document::PolicyError;
 /// A mandate source type and its precedence (lower is stronger).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mandate {
-    /// The source type.
+    /// Source type of the entries this mandate ranks (`retryFeedback`, ...).
     pub source_type: String,
     /// Precedence; equal ranks keep entry order.
     pub rank: u8,
@@ -42,7 +42,7 @@ pub struct Mandate {
 /// A layer and role set for one source type (a re-roling or a producer's choice).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
-    /// The source type.
+    /// Source type of the entries this applies to.
     pub source_type: String,
     /// Its layer under this policy, or the entry's own.
     pub layer: Option<u8>,
@@ -103,7 +103,7 @@ pub struct Policy {
     pub name: String,
     /// A sentence or two for people.
     pub description: String,
-    /// The fold rule.
+    /// Which layers and roles fold into the leading system message.
     pub fold: Fold,
     /// Mandate source types with precedence.
     pub mandates: Vec<Mandate>,
@@ -115,7 +115,7 @@ pub struct Policy {
     pub re_roles: Vec<Override>,
     /// Re-rolings applied only to castlog's own entries (see the module doc).
     pub producer_roles: Vec<Override>,
-    /// The reminder rule.
+    /// Which folded source type is repeated as a user reminder; `None` for no reminder.
     pub reminder: Option<Reminder>,
 }
 

@@ -150,9 +150,9 @@ fn render_entries(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("entry {entry:?} has the unknown role {role:?}")]
 pub struct UnknownRole {
-    /// The entry.
+    /// Id of the recorded entry.
     pub entry: String,
-    /// Its recorded role.
+    /// Role as the placement records it (not one of `system`, `user`, `assistant`, `tool`).
     pub role: String,
 }
 

@@ -69,7 +69,7 @@ pub struct Probe<'a> {
     pub source_message_ids: &'a [String],
     /// The question's fingerprint (0 skips the similarity rule).
     pub fingerprint: u64,
-    /// The destination.
+    /// Channel the post would go to (the per-channel cap counts it).
     pub destination: &'a str,
     /// Whether the channel cap applies.
     pub apply_channel_cap: bool,

@@ -59,15 +59,15 @@ fn bad(path: impl Into<String>, reason: impl Into<String>) -> InputError {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Provenance {
-    /// The canonical turn id.
+    /// Turn id the hit is for; the candidate's id.
     pub canonical_turn_id: String,
     /// `requester`, `subject`, `assistant`, `mixed`, `unattributed`.
     pub source_role: String,
     /// `actor:discord:<id>`.
     pub actor_id: String,
-    /// The channel the message was posted in.
+    /// Channel the message was posted in, checked against the source allowlist.
     pub origin_channel_id: String,
-    /// The platform message id.
+    /// Platform message id (a snowflake, which carries its send time).
     pub source_message_id: String,
 }
 
@@ -86,15 +86,15 @@ pub struct RawResult {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SourceRecord {
-    /// The platform message id.
+    /// Platform message id (a snowflake) the record attests.
     pub message_id: String,
-    /// The channel.
+    /// Channel the attested message is in; must match the hit's.
     pub channel_id: String,
     /// The guild (not checked, as in the reference).
     pub guild_id: String,
-    /// The bare platform user id.
+    /// Platform user id without the `actor:discord:` prefix.
     pub author_id: String,
-    /// The actor id recorded at ingest.
+    /// Actor id (`actor:discord:<id>`) the ingest recorded; must match the hit's.
     pub source_actor_id: String,
 }
 
@@ -126,7 +126,7 @@ impl Allowlist {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// The zone claim days are counted in.
+    /// Zone claim days are counted in (`America/New_York` unless set).
     pub zone: String,
     /// Drafter calls per run (`DRAFT_ATTEMPT_CAP`).
     pub draft_attempt_cap: u32,
@@ -201,7 +201,7 @@ impl Default for Settings {
 /// A later message in a candidate's thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaterText {
-    /// The text.
+    /// The later message's words.
     pub text: String,
     /// When (ms since the epoch).
     pub at_ms: i64,
@@ -210,7 +210,7 @@ pub struct LaterText {
 /// A parsed INPUT.json.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngageInput {
-    /// The conversation the results came from.
+    /// Conversation id the retrieval results came from (empty if the input names none).
     pub conversation: String,
     /// The run's "now", when the input fixes it.
     pub now_ms: Option<i64>,
@@ -224,9 +224,9 @@ pub struct EngageInput {
     pub later_texts: BTreeMap<String, Vec<LaterText>>,
     /// Subject terms by turn id.
     pub subject_terms: BTreeMap<String, Vec<String>>,
-    /// The channel lists.
+    /// Channels candidates may come from and posts may go to.
     pub allowlist: Allowlist,
-    /// The constants.
+    /// The run's constants (caps, windows, zone), defaults filled in.
     pub settings: Settings,
 }
 
@@ -416,13 +416,13 @@ pub enum TimeError {
     /// A number that is not whole milliseconds.
     #[error("{value} is not a whole number of milliseconds")]
     NotWholeMillis {
-        /// The number as written.
+        /// The JSON number as the input wrote it.
         value: String,
     },
     /// Text that is not an RFC 3339 time.
     #[error("{text:?} is not an RFC 3339 time like 2026-06-10T15:00:00Z")]
     NotRfc3339 {
-        /// The text.
+        /// The string as the input wrote it.
         text: String,
     },
     /// Neither a number nor text.

@@ -32,19 +32,19 @@ pub enum Fetched {
     Response {
         /// The HTTP-like status.
         status: u16,
-        /// The message payload.
+        /// Message the fetcher returned (its text is compared with the quote).
         payload: Value,
     },
 }
 
-/// The verdict.
+/// Whether a re-fetched source still stands behind a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveCheck {
     /// Whether the candidate may be drafted.
     pub ok: bool,
-    /// The failure reason.
+    /// Reason code (`source_content_mismatch`, ...) when not ok; empty otherwise.
     pub reason: String,
-    /// The failure detail.
+    /// Status, ids or text that show why, when not ok.
     pub detail: String,
     /// Whether the live text contains the quote, when the payload had text.
     pub content_matched: Option<bool>,

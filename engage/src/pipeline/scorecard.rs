@@ -86,7 +86,7 @@ pub fn parse_fixtures(text: &str) -> Result<Vec<Fixture>, InputError> {
 /// One fixture's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixtureScore {
-    /// The fixture.
+    /// Name of the fixture scored.
     pub name: String,
     /// What a faithful judge says.
     pub expected_faithful: bool,
@@ -129,7 +129,7 @@ impl FixtureScore {
 /// Every fixture's result, in fixture order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scorecard {
-    /// The results.
+    /// One score per fixture, in fixture order.
     pub results: Vec<FixtureScore>,
 }
 

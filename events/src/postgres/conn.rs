@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use postgres::{Client, NoTls, Statement};
 
-use super::error::{map_err, message};
+use super::error::{Pg, map_err};
 use super::locator::Locator;
 use crate::log::LogError;
 
@@ -29,7 +29,7 @@ impl Conn {
     /// (so every query names tables unqualified), and full durability (an acknowledged commit
     /// is flushed to disk), whatever the server's default.
     pub(crate) fn connect(locator: &Locator) -> Result<Self, LogError> {
-        let open_err = |e: postgres::Error| LogError::open(locator.shown.clone(), message(&e));
+        let open_err = |e: postgres::Error| LogError::open(locator.shown.clone(), Pg::new(e));
         let config: postgres::Config = locator.url.parse().map_err(open_err)?;
         let mut client = config.connect(NoTls).map_err(open_err)?;
         let mut setup = String::from("SET synchronous_commit = on;");
@@ -60,7 +60,7 @@ impl Conn {
         let stmt = self
             .client
             .prepare(sql)
-            .map_err(|e| map_err("preparing a statement", &e))?;
+            .map_err(|e| map_err("preparing a statement", e))?;
         self.statements.insert(sql, stmt.clone());
         Ok(stmt)
     }
@@ -74,12 +74,12 @@ impl Conn {
     ) -> Result<T, LogError> {
         self.client
             .batch_execute(begin)
-            .map_err(|e| map_err("starting a transaction", &e))?;
+            .map_err(|e| map_err("starting a transaction", e))?;
         match work(self) {
             Ok(out) => {
                 self.client
                     .batch_execute("COMMIT")
-                    .map_err(|e| map_err("committing", &e))?;
+                    .map_err(|e| map_err("committing", e))?;
                 Ok(out)
             }
             Err(err) => {

@@ -67,7 +67,7 @@ impl PostgresLog {
             let failed = |e: postgres::Error| {
                 LogError::open(
                     locator.shown.clone(),
-                    format!("cannot create schema {schema}: {}", error::message(&e)),
+                    error::Pg::doing(format!("cannot create schema {schema}"), e),
                 )
             };
             let exists: bool = conn
@@ -166,10 +166,10 @@ impl PostgresLog {
                      WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'",
                     &[],
                 )
-                .map_err(|e| error::map_err("measuring the log", &e))?;
+                .map_err(|e| error::map_err("measuring the log", e))?;
             let bytes: i64 = row
                 .try_get(0)
-                .map_err(|e| error::map_err("measuring the log", &e))?;
+                .map_err(|e| error::map_err("measuring the log", e))?;
             Ok(bytes.max(0) as u64)
         })
     }

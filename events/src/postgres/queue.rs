@@ -35,7 +35,7 @@ fn ms(value: u64) -> i64 {
 }
 
 fn entry(row: &postgres::Row) -> Result<QueueEntry, LogError> {
-    let read = |e: postgres::Error| map_err("reading the run queue", &e);
+    let read = |e: postgres::Error| map_err("reading the run queue", e);
     let state: String = row.try_get(2).map_err(read)?;
     Ok(QueueEntry {
         cast: CastId::new(row.try_get::<_, String>(0).map_err(read)?),
@@ -63,10 +63,10 @@ impl PostgresLog {
             self.write(|conn| {
                 conn.client()
                     .execute("SELECT pg_advisory_xact_lock($1)", &[&QUEUE_DDL_LOCK])
-                    .map_err(|e| map_err("locking the run queue's tables", &e))?;
+                    .map_err(|e| map_err("locking the run queue's tables", e))?;
                 conn.client()
                     .batch_execute(DDL)
-                    .map_err(|e| map_err("creating the run queue's tables", &e))
+                    .map_err(|e| map_err("creating the run queue's tables", e))
             })?;
         }
         self.queue_ready.0.store(true, Ordering::Release);
@@ -82,7 +82,7 @@ impl PostgresLog {
                 &[],
             )
             .and_then(|row| row.try_get(0))
-            .map_err(|e| map_err("reading the run queue", &e))
+            .map_err(|e| map_err("reading the run queue", e))
     }
 }
 
@@ -105,13 +105,13 @@ impl AppendListener {
         let heard = notices
             .timeout_iter(timeout)
             .next()
-            .map_err(|e| map_err("waiting for appends", &e))?
+            .map_err(|e| map_err("waiting for appends", e))?
             .is_some();
         // Everything announced meanwhile is one wake-up.
         while notices
             .iter()
             .next()
-            .map_err(|e| map_err("waiting for appends", &e))?
+            .map_err(|e| map_err("waiting for appends", e))?
             .is_some()
         {}
         Ok(heard)
@@ -130,10 +130,10 @@ impl PostgresLog {
             .client()
             .query_one("SELECT 'castlog_' || left(md5(current_schema()), 16)", &[])
             .and_then(|row| row.try_get(0))
-            .map_err(|e| map_err("listening for appends", &e))?;
+            .map_err(|e| map_err("listening for appends", e))?;
         conn.client()
             .batch_execute(&format!("LISTEN \"{channel}\""))
-            .map_err(|e| map_err("listening for appends", &e))?;
+            .map_err(|e| map_err("listening for appends", e))?;
         Ok(Some(AppendListener {
             client: conn.into_client(),
         }))
@@ -149,7 +149,7 @@ impl RunQueue for PostgresLog {
                      VALUES ($1, $2, 'queued', 0, 0, $3) ON CONFLICT (cast_id) DO NOTHING",
                     &[&cast.as_str(), &agent, &ms(now_ms)],
                 )
-                .map_err(|e| map_err("queueing a cast", &e))
+                .map_err(|e| map_err("queueing a cast", e))
         })?;
         if inserted == 0 {
             return Err(LogError::AlreadyQueued { cast: cast.clone() });
@@ -182,9 +182,9 @@ impl RunQueue for PostgresLog {
                         &ms(now_ms.saturating_add(lease_ms)),
                     ],
                 )
-                .map_err(|e| map_err("taking a queued cast", &e))?;
+                .map_err(|e| map_err("taking a queued cast", e))?;
             let Some(row) = row else { return Ok(None) };
-            let read = |e: postgres::Error| map_err("taking a queued cast", &e);
+            let read = |e: postgres::Error| map_err("taking a queued cast", e);
             let was: String = row.try_get(3).map_err(read)?;
             Ok(Some(Lease {
                 cast: CastId::new(row.try_get::<_, String>(0).map_err(read)?),
@@ -210,7 +210,7 @@ impl RunQueue for PostgresLog {
                     ],
                 )
                 .map(|n| n > 0)
-                .map_err(|e| map_err("renewing a lease", &e))
+                .map_err(|e| map_err("renewing a lease", e))
         })
     }
 
@@ -228,7 +228,7 @@ impl RunQueue for PostgresLog {
                     ],
                 )
                 .map(|n| n > 0)
-                .map_err(|e| map_err("releasing a lease", &e))
+                .map_err(|e| map_err("releasing a lease", e))
         })
     }
 
@@ -243,7 +243,7 @@ impl RunQueue for PostgresLog {
                     &[&cast.as_str()],
                 )
                 .map(|n| n > 0)
-                .map_err(|e| map_err("waking a paused cast", &e))
+                .map_err(|e| map_err("waking a paused cast", e))
         })
     }
 
@@ -259,7 +259,7 @@ impl RunQueue for PostgresLog {
                      FROM castlog_queue ORDER BY submitted_ms, cast_id",
                     &[],
                 )
-                .map_err(|e| map_err("reading the run queue", &e))?;
+                .map_err(|e| map_err("reading the run queue", e))?;
             rows.iter().map(entry).collect()
         })
     }
@@ -279,7 +279,7 @@ impl RunQueue for PostgresLog {
                      FROM castlog_queue WHERE cast_id = $1 FOR SHARE",
                     &[&lease.cast.as_str()],
                 )
-                .map_err(|e| map_err("checking a lease", &e))?;
+                .map_err(|e| map_err("checking a lease", e))?;
             let row = row.as_ref().map(entry).transpose()?;
             match row {
                 Some(row) if holds(&row, lease) => {}
@@ -310,7 +310,7 @@ impl RunQueue for PostgresLog {
                     "SELECT pg_advisory_xact_lock($1, hashtext($2))",
                     &[&(QUEUE_DDL_LOCK as i32), &endpoint],
                 )
-                .map_err(|e| map_err("locking an endpoint's slots", &e))?;
+                .map_err(|e| map_err("locking an endpoint's slots", e))?;
             for slot in 0..limit as i32 {
                 let until: Option<i64> = conn
                     .client()
@@ -319,7 +319,7 @@ impl RunQueue for PostgresLog {
                         &[&endpoint, &slot],
                     )
                     .and_then(|row| row.map(|r| r.try_get(0)).transpose())
-                    .map_err(|e| map_err("taking an endpoint slot", &e))?;
+                    .map_err(|e| map_err("taking an endpoint slot", e))?;
                 if until.is_some_and(|until| until >= ms(now_ms)) {
                     continue;
                 }
@@ -336,7 +336,7 @@ impl RunQueue for PostgresLog {
                             &ms(now_ms.saturating_add(lease_ms)),
                         ],
                     )
-                    .map_err(|e| map_err("taking an endpoint slot", &e))?;
+                    .map_err(|e| map_err("taking an endpoint slot", e))?;
                 return Ok(Some(Slot {
                     endpoint: endpoint.to_owned(),
                     slot: slot as u32,
@@ -361,7 +361,7 @@ impl RunQueue for PostgresLog {
                     ],
                 )
                 .map(drop)
-                .map_err(|e| map_err("renewing an endpoint slot", &e))
+                .map_err(|e| map_err("renewing an endpoint slot", e))
         })
     }
 
@@ -373,7 +373,7 @@ impl RunQueue for PostgresLog {
                     &[&slot.endpoint, &(slot.slot as i32), &slot.holder.as_str()],
                 )
                 .map(drop)
-                .map_err(|e| map_err("releasing an endpoint slot", &e))
+                .map_err(|e| map_err("releasing an endpoint slot", e))
         })
     }
 }

@@ -28,6 +28,7 @@ pub(crate) fn digest(
         .map_err(|_| LogError::Corrupt {
             context: format!("reading cast {cast} seq {seq}"),
             message: format!("column {column} holds {} bytes, not 32", bytes.len()),
+            source: None,
         })
 }
 
@@ -120,10 +121,10 @@ fn cast_key(conn: &mut Conn, cast: &CastId) -> Result<Option<i64>, LogError> {
     let row = conn
         .client()
         .query_opt(&stmt, &[&cast.as_str()])
-        .map_err(|e| map_err("looking up a cast", &e))?;
+        .map_err(|e| map_err("looking up a cast", e))?;
     row.map(|r| r.try_get(0))
         .transpose()
-        .map_err(|e| map_err("looking up a cast", &e))
+        .map_err(|e| map_err("looking up a cast", e))
 }
 
 /// A head row by cast name, and all of them in creation order ([`head`] decodes them).
@@ -135,7 +136,7 @@ const HEADS: &str =
      FROM casts ORDER BY id";
 
 fn head(row: &Row) -> Result<(CastHead, i64), LogError> {
-    let read = |e: postgres::Error| map_err("reading a cast head", &e);
+    let read = |e: postgres::Error| map_err("reading a cast head", e);
     let cast = CastId::new(row.try_get::<_, String>(0).map_err(read)?);
     let seq = Seq(row.try_get::<_, i64>(1).map_err(read)?.max(0) as u64);
     let hash = digest(
@@ -166,6 +167,7 @@ fn head(row: &Row) -> Result<(CastHead, i64), LogError> {
     let kind = crate::StreamKind::parse(stored).ok_or_else(|| LogError::Corrupt {
         context: "reading a cast head".into(),
         message: format!("cast {cast} has the stream kind {stored:?}, which castlog does not know"),
+        source: None,
     })?;
     Ok((
         CastHead {
@@ -189,7 +191,7 @@ pub(crate) fn head_and_key(
     let row = conn
         .client()
         .query_opt(&stmt, &[&cast.as_str()])
-        .map_err(|e| map_err("reading a cast head", &e))?;
+        .map_err(|e| map_err("reading a cast head", e))?;
     row.as_ref().map(head).transpose()
 }
 
@@ -199,7 +201,7 @@ pub(crate) fn casts(conn: &mut Conn) -> Result<Vec<CastHead>, LogError> {
     let rows = conn
         .client()
         .query(&stmt, &[])
-        .map_err(|e| map_err("listing casts", &e))?;
+        .map_err(|e| map_err("listing casts", e))?;
     rows.iter().map(|row| head(row).map(|(h, _)| h)).collect()
 }
 
@@ -217,6 +219,7 @@ pub(crate) fn scan(
         Err(bad) => Err(LogError::Corrupt {
             context: format!("reading cast {cast} seq {}", bad.seq),
             message: bad.message,
+            source: None,
         }),
     })
 }
@@ -262,8 +265,8 @@ fn visit_rows(
     let mut rows = conn
         .client()
         .query_raw(&stmt, params)
-        .map_err(|e| map_err("reading events", &e))?;
-    while let Some(row) = rows.next().map_err(|e| map_err("reading events", &e))? {
+        .map_err(|e| map_err("reading events", e))?;
+    while let Some(row) = rows.next().map_err(|e| map_err("reading events", e))? {
         if visit(event(&row, cast))?.is_break() {
             break;
         }
@@ -277,10 +280,10 @@ pub(crate) fn blob(conn: &mut Conn, hash: &Digest) -> Result<Option<Vec<u8>>, Lo
     let row = conn
         .client()
         .query_opt(&stmt, &[&hash.0.as_slice()])
-        .map_err(|e| map_err("reading a blob", &e))?;
+        .map_err(|e| map_err("reading a blob", e))?;
     row.map(|r| r.try_get(0))
         .transpose()
-        .map_err(|e| map_err("reading a blob", &e))
+        .map_err(|e| map_err("reading a blob", e))
 }
 
 /// The checkpoint `name` of `cast`; a row that does not decode is none (its reader folds
@@ -296,7 +299,7 @@ pub(crate) fn checkpoint(
     let row = conn
         .client()
         .query_opt(&stmt, &[&cast.as_str(), &name])
-        .map_err(|e| map_err("reading a checkpoint", &e))?;
+        .map_err(|e| map_err("reading a checkpoint", e))?;
     Ok(row.as_ref().and_then(snapshot))
 }
 
@@ -318,7 +321,7 @@ pub(crate) fn latest_snapshot(
     let row = conn
         .client()
         .query_opt(&stmt, &[&cast.as_str(), &name_at_most, &at_most])
-        .map_err(|e| map_err("reading a snapshot", &e))?;
+        .map_err(|e| map_err("reading a snapshot", e))?;
     Ok(row.as_ref().and_then(snapshot))
 }
 
@@ -338,7 +341,7 @@ pub(crate) fn audit_casts(conn: &mut Conn) -> Result<CastsAudit, LogError> {
     let rows = conn
         .client()
         .query(&stmt, &[])
-        .map_err(|e| map_err("checking the casts table", &e))?;
+        .map_err(|e| map_err("checking the casts table", e))?;
     let mut audit = CastsAudit::default();
     for row in &rows {
         match head(row) {
@@ -356,7 +359,7 @@ pub(crate) fn audit_casts(conn: &mut Conn) -> Result<CastsAudit, LogError> {
 /// Events stored under a cast key no row of `casts` has (possible only once the trigger that
 /// refuses deleting a cast is dropped), as `(key, first seq, events)` per key.
 pub(crate) fn orphaned_events(conn: &mut Conn) -> Result<Vec<(i64, Seq, u64)>, LogError> {
-    let failed = |e: postgres::Error| map_err("looking for events of no cast", &e);
+    let failed = |e: postgres::Error| map_err("looking for events of no cast", e);
     let rows = conn
         .client()
         .query(

@@ -26,10 +26,7 @@ pub(crate) fn version(conn: &mut Conn, shown: &str) -> Result<i32, LogError> {
     let failed = |e: postgres::Error| {
         LogError::open(
             shown.to_owned(),
-            format!(
-                "cannot read its schema version: {}",
-                super::error::message(&e)
-            ),
+            super::error::Pg::doing("cannot read its schema version".into(), e),
         )
     };
     let exists: bool = conn
@@ -59,7 +56,7 @@ pub(crate) fn migrate(conn: &mut Conn, shown: &str) -> Result<(), LogError> {
     conn.transaction("BEGIN", |conn| {
         conn.client()
             .execute("SELECT pg_advisory_xact_lock($1)", &[&UPGRADE_LOCK])
-            .map_err(|e| map_err("locking the schema for an upgrade", &e))?;
+            .map_err(|e| map_err("locking the schema for an upgrade", e))?;
         let found = version(conn, shown)?;
         if found > SCHEMA_VERSION {
             return Err(too_new(shown, found));
@@ -69,15 +66,15 @@ pub(crate) fn migrate(conn: &mut Conn, shown: &str) -> Result<(), LogError> {
             conn.client().batch_execute(script).map_err(|e| {
                 LogError::open(
                     shown.to_owned(),
-                    format!(
-                        "cannot upgrade its schema to version {to}: {}",
-                        super::error::message(&e)
+                    super::error::Pg::doing(
+                        format!("cannot upgrade its schema to version {to}"),
+                        e,
                     ),
                 )
             })?;
             conn.client()
                 .execute("UPDATE castlog_meta SET schema_version = $1", &[&to])
-                .map_err(|e| map_err("recording the schema version", &e))?;
+                .map_err(|e| map_err("recording the schema version", e))?;
         }
         Ok(())
     })

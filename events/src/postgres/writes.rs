@@ -23,9 +23,9 @@ fn locked_head(conn: &mut Conn, cast: &CastId) -> Result<Option<(i64, Seq, Diges
     let row = conn
         .client()
         .query_opt(&stmt, &[&cast.as_str()])
-        .map_err(|e| map_err("reading a cast head", &e))?;
+        .map_err(|e| map_err("reading a cast head", e))?;
     let Some(row) = row else { return Ok(None) };
-    let read = |e: postgres::Error| map_err("reading a cast head", &e);
+    let read = |e: postgres::Error| map_err("reading a cast head", e);
     let key: i64 = row.try_get(0).map_err(read)?;
     let seq = Seq(row.try_get::<_, i64>(1).map_err(read)?.max(0) as u64);
     let hash: Vec<u8> = row.try_get(2).map_err(read)?;
@@ -98,13 +98,13 @@ fn check_fork_point(conn: &mut Conn, from: &ForkPoint) -> Result<(), LogError> {
     let row = conn
         .client()
         .query_opt(&stmt, &[&from.cast.as_str(), &seq])
-        .map_err(|e| map_err("reading a fork point", &e))?;
+        .map_err(|e| map_err("reading a fork point", e))?;
     let Some(row) = row else {
         return Err(bad("no such event in the log".into()));
     };
     let stored: Vec<u8> = row
         .try_get(0)
-        .map_err(|e| map_err("reading a fork point", &e))?;
+        .map_err(|e| map_err("reading a fork point", e))?;
     if stored.as_slice() == from.hash.0.as_slice() {
         return Ok(());
     }
@@ -163,9 +163,9 @@ fn insert_cast(
                 &kind.as_str(),
             ],
         )
-        .map_err(|e| map_err("creating a cast", &e))?;
+        .map_err(|e| map_err("creating a cast", e))?;
     match row {
-        Some(row) => row.try_get(0).map_err(|e| map_err("creating a cast", &e)),
+        Some(row) => row.try_get(0).map_err(|e| map_err("creating a cast", e)),
         None => {
             // Created meanwhile by another writer, whose commit this insert waited for.
             let found = locked_head(conn, cast)?.map_or(Seq::FIRST, |(_, seq, _)| seq.next());
@@ -203,7 +203,7 @@ fn insert_events(conn: &mut Conn, key: i64, records: &[Recorded]) -> Result<(), 
                 expected: first.seq,
                 found: first.seq.next(),
             },
-            _ => map_err("appending events", &e),
+            _ => map_err("appending events", e),
         })?;
     Ok(())
 }
@@ -216,7 +216,7 @@ fn move_head(conn: &mut Conn, key: i64, last: Option<&Recorded>) -> Result<(), L
             &stmt,
             &[&key, &(last.seq.get() as i64), &last.hash.0.as_slice()],
         )
-        .map_err(|e| map_err("moving a cast head", &e))?;
+        .map_err(|e| map_err("moving a cast head", e))?;
     Ok(())
 }
 
@@ -269,7 +269,7 @@ pub(crate) fn put_blob(conn: &mut Conn, bytes: &[u8]) -> Result<Digest, LogError
     )?;
     conn.client()
         .execute(&stmt, &[&hash.0.as_slice(), &bytes])
-        .map_err(|e| map_err("storing a blob", &e))?;
+        .map_err(|e| map_err("storing a blob", e))?;
     Ok(hash)
 }
 
@@ -300,6 +300,6 @@ pub(crate) fn put_checkpoint(
                 &checkpoint.bytes,
             ],
         )
-        .map_err(|e| map_err("storing a checkpoint", &e))?;
+        .map_err(|e| map_err("storing a checkpoint", e))?;
     Ok(())
 }

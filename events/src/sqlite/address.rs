@@ -123,7 +123,7 @@ pub enum Place {
     },
     /// In `events_apart`, kept by the schema v6 upgrade.
     Apart {
-        /// Its row id before the upgrade.
+        /// Row id the event had before the schema v6 upgrade.
         old_row: i64,
         /// Whether a row of the log holds the address its key and seq name (it is then a
         /// second copy of that seq).

@@ -283,6 +283,7 @@ pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u
     let damaged = |message: String| LogError::Corrupt {
         context: format!("reading blob {}", hash.short()),
         message,
+        source: None,
     };
     if bytes.len() % 8 != 0 {
         return Err(damaged(format!(

@@ -446,12 +446,13 @@ pub(crate) fn map_err(context: &str, err: rusqlite::Error) -> LogError {
     if err.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
         LogError::ReadOnly {
             context: context.to_owned(),
-            message: err.to_string(),
+            source: crate::log::Cause::new(err),
         }
     } else if is_damage(&err) {
         LogError::Corrupt {
             context: context.to_owned(),
             message: err.to_string(),
+            source: Some(crate::log::Cause::new(err)),
         }
     } else {
         LogError::storage(context, err)
@@ -490,6 +491,7 @@ fn unindexed(conn: &Connection, cast: &CastId) -> Result<(), LogError> {
         return Err(LogError::Corrupt {
             context: format!("looking up cast {cast}"),
             message: "the casts table holds it but its index of cast names does not: the index is damaged".into(),
+            source: None,
         });
     }
     Ok(())
@@ -507,6 +509,7 @@ pub(crate) fn digest_from_sql(
         .map_err(|_| LogError::Corrupt {
             context: format!("reading cast {cast} seq {seq}"),
             message: format!("column {column} holds {} bytes, not 32", bytes.len()),
+            source: None,
         })
 }
 

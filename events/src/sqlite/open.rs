@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::{BUSY_TIMEOUT, Durability, address, is_damage, without_sql};
-use crate::log::LogError;
+use crate::log::{Cause, LogError};
 
 /// Schema scripts, in order; script `i` takes `user_version` from `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -137,7 +137,7 @@ pub(super) fn failed(shown: &str, err: rusqlite::Error) -> LogError {
         Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) if Path::new(shown).exists() => {
             LogError::ReadOnly {
                 context: format!("opening {shown}"),
-                message: err.to_string(),
+                source: Cause::new(err),
             }
         }
         _ => LogError::open(shown, err),
@@ -263,9 +263,10 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
     for (i, script) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = i as i64 + 1;
         // The upgrade rolls back on any error, so a refused file is left as it was.
-        let damaged = |message: String| LogError::Corrupt {
+        let damaged = |message: String, source: Option<Cause>| LogError::Corrupt {
             context: format!("upgrading {shown} to schema version {next}"),
             message: format!("{message} (the file is left as it was)"),
+            source,
         };
         let failed = |e: rusqlite::Error| {
             // A table the upgrade reads is missing, damaged, or holds rows it cannot copy: the
@@ -273,19 +274,20 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             let refused = e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation);
             if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
                 // A file castlog cannot write: `open_existing` reads it as it is, if it can.
+                // A read-only failure quotes no SQL: the error says it as it is.
                 LogError::ReadOnly {
                     context: format!("upgrading {shown} to schema version {next}"),
-                    message: without_sql(&e),
+                    source: Cause::new(e),
                 }
             } else if is_damage(&e) || refused {
-                damaged(without_sql(&e))
+                damaged(without_sql(&e), Some(Cause::new(e)))
             } else {
                 open_err(format!("applying schema version {next}"), e)
             }
         };
         let stopped = |e: address::GuardError| match e {
             address::GuardError::Sql(e) => failed(e),
-            address::GuardError::Refused(message) => damaged(message),
+            address::GuardError::Refused(message) => damaged(message, None),
         };
         let guard = match next {
             6 => Some(address::UpgradeGuard::before(&tx).map_err(stopped)?),

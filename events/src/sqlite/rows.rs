@@ -118,6 +118,7 @@ impl BadEvent {
         LogError::Corrupt {
             context: format!("reading cast {cast} seq {}", self.seq),
             message: self.message,
+            source: None,
         }
     }
 }
@@ -485,5 +486,6 @@ fn stream_kind_from_sql(cast: &CastId, kind: &str) -> Result<StreamKind, LogErro
     StreamKind::parse(kind).ok_or_else(|| LogError::Corrupt {
         context: format!("reading the head of {cast}"),
         message: format!("its stream kind is {kind:?}, not one of cast, claims_ledger, engagement"),
+        source: None,
     })
 }

@@ -50,7 +50,9 @@ fn large_blobs_share_chunks_and_damage_is_named() {
 
     conn.execute("DELETE FROM chunks WHERE id = 2", []).unwrap();
     match log.get_blob(&ha).unwrap_err() {
-        LogError::Corrupt { context, message } => {
+        LogError::Corrupt {
+            context, message, ..
+        } => {
             assert!(context.contains(&ha.short()), "{context}");
             assert!(message.contains("chunk 1 (row 2) is missing"), "{message}");
         }

@@ -24,9 +24,9 @@ pub struct Finding {
     /// The rule (`escalation-in-system-fold`, `mutable-in-cached-prefix`, `stacked-mandates`,
     /// `duplicated-reason`, `untrusted-in-system-fold`, `posing-as-runtime`, `dropped-entry`).
     pub rule: &'static str,
-    /// The entry concerned.
+    /// Id of the context entry the rule flags (`rework-1`, `steeringNote-2`, ...).
     pub entry: String,
-    /// A sentence.
+    /// What the rule found, as a sentence a person can act on.
     pub message: String,
 }
 

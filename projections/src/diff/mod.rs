@@ -59,7 +59,7 @@ pub enum DiffError {
 pub struct EventSummary {
     /// The event's kind.
     pub kind: String,
-    /// Its timeline summary.
+    /// The event as the timeline describes it.
     pub summary: String,
 }
 

@@ -65,13 +65,13 @@ pub struct TraceOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OtlpError {
-    /// The log failed.
+    /// Reading the cast failed.
     #[error(transparent)]
     Log(#[from] LogError),
     /// An event does not decode.
     #[error("cast {cast} seq {seq}: {source} (run `castlog verify`)")]
     Decode {
-        /// The cast.
+        /// Cast being traced.
         cast: String,
         /// The event's seq.
         seq: u64,
@@ -82,11 +82,11 @@ pub enum OtlpError {
     /// A prompt could not be rebuilt for `--otel-content`.
     #[error("cast {cast} seq {seq}: {source}")]
     Prompt {
-        /// The cast.
+        /// Cast being traced.
         cast: String,
         /// The dispatch's seq.
         seq: u64,
-        /// Why.
+        /// What the rebuild found missing or different.
         source: PromptError,
     },
 }

@@ -121,7 +121,7 @@ impl Records {
 /// A program recorded for a cast and still running.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunningChild {
-    /// Its pid.
+    /// Process id of the program, as recorded when it started.
     pub pid: u32,
     /// The program, as it was started.
     pub program: String,

@@ -2,15 +2,17 @@
 
 use serde_json::Value;
 
-use super::{Outcome, Workdir, text};
+use super::{Outcome, ToolError, Workdir, text};
 
 /// The most lines `read` returns without a `limit`.
 const READ_LINES: usize = 2000;
 
-pub(super) fn read(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn read(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let path = workdir.resolve(text(arguments, "path")?)?;
-    let content = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", workdir.show(&path)))?;
+    let content = std::fs::read_to_string(&path).map_err(|source| ToolError::Read {
+        path: workdir.show(&path),
+        source,
+    })?;
     let offset = arguments
         .get("offset")
         .and_then(Value::as_u64)
@@ -32,15 +34,20 @@ pub(super) fn read(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Stri
     })
 }
 
-pub(super) fn write(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn write(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let shown = text(arguments, "path")?;
     let content = text(arguments, "content")?;
     let path = workdir.resolve(shown)?;
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {shown}'s directory: {e}"))?;
+        std::fs::create_dir_all(parent).map_err(|source| ToolError::CreateDir {
+            path: shown.to_owned(),
+            source,
+        })?;
     }
-    std::fs::write(&path, content).map_err(|e| format!("cannot write {shown}: {e}"))?;
+    std::fs::write(&path, content).map_err(|source| ToolError::Write {
+        path: shown.to_owned(),
+        source,
+    })?;
     Ok(Outcome::ok(format!(
         "wrote {} bytes to {shown}",
         content.len()
@@ -48,8 +55,8 @@ pub(super) fn write(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Str
 }
 
 /// The edits asked for: `edits: [{oldText, newText}]`, or the single `{oldText, newText}`.
-fn edits(arguments: &Value) -> Result<Vec<(String, String)>, String> {
-    let pair = |v: &Value| -> Result<(String, String), String> {
+fn edits(arguments: &Value) -> Result<Vec<(String, String)>, ToolError> {
+    let pair = |v: &Value| -> Result<(String, String), ToolError> {
         Ok((
             text(v, "oldText")?.to_owned(),
             text(v, "newText")?.to_owned(),
@@ -57,41 +64,49 @@ fn edits(arguments: &Value) -> Result<Vec<(String, String)>, String> {
     };
     match arguments.get("edits") {
         Some(Value::Array(list)) => list.iter().map(pair).collect(),
-        Some(_) => Err("argument \"edits\" must be a list of {oldText, newText}".into()),
+        Some(_) => Err(ToolError::EditsNotAList),
         None => Ok(vec![pair(arguments)?]),
     }
 }
 
-pub(super) fn edit(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn edit(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let shown = text(arguments, "path")?;
     let path = workdir.resolve(shown)?;
     let edits = edits(arguments)?;
     if edits.is_empty() {
-        return Err("no edits given".into());
+        return Err(ToolError::NoEdits);
     }
-    let content =
-        std::fs::read_to_string(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let content = std::fs::read_to_string(&path).map_err(|source| ToolError::Read {
+        path: shown.to_owned(),
+        source,
+    })?;
     let mut spans = Vec::new();
     for (n, (old, new)) in edits.iter().enumerate() {
         if old.is_empty() {
-            return Err(format!("edit {}: oldText is empty", n + 1));
+            return Err(ToolError::EmptyOldText { edit: n + 1 });
         }
         let mut found = content.match_indices(old.as_str());
         let Some((at, _)) = found.next() else {
-            return Err(format!("edit {}: oldText not found in {shown}", n + 1));
+            return Err(ToolError::OldTextNotFound {
+                edit: n + 1,
+                path: shown.to_owned(),
+            });
         };
         if found.next().is_some() {
-            return Err(format!(
-                "edit {}: oldText occurs more than once in {shown}; give more context",
-                n + 1
-            ));
+            return Err(ToolError::OldTextRepeated {
+                edit: n + 1,
+                path: shown.to_owned(),
+            });
         }
         spans.push((at, at + old.len(), new.as_str(), n + 1));
     }
     spans.sort_by_key(|s| s.0);
     for pair in spans.windows(2) {
         if pair[1].0 < pair[0].1 {
-            return Err(format!("edits {} and {} overlap", pair[0].3, pair[1].3));
+            return Err(ToolError::Overlap {
+                first: pair[0].3,
+                second: pair[1].3,
+            });
         }
     }
     let mut out = String::with_capacity(content.len());
@@ -102,7 +117,10 @@ pub(super) fn edit(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Stri
         at = *end;
     }
     out.push_str(&content[at..]);
-    std::fs::write(&path, out).map_err(|e| format!("cannot write {shown}: {e}"))?;
+    std::fs::write(&path, out).map_err(|source| ToolError::Write {
+        path: shown.to_owned(),
+        source,
+    })?;
     Ok(Outcome::ok(format!(
         "applied {} edit(s) to {shown}",
         spans.len()

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Outcome, Workdir, optional, text};
+use super::{Outcome, ToolError, Workdir, optional, text};
 
 /// The most entries or matching lines a listing returns.
 const LIMIT: usize = 1000;
 
-fn start(workdir: &Workdir, arguments: &Value) -> Result<PathBuf, String> {
+fn start(workdir: &Workdir, arguments: &Value) -> Result<PathBuf, ToolError> {
     workdir.resolve(optional(arguments, "path").unwrap_or("."))
 }
 
@@ -22,10 +22,12 @@ fn listing(lines: &[String]) -> Outcome {
     }
 }
 
-pub(super) fn ls(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn ls(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let dir = start(workdir, arguments)?;
-    let entries =
-        std::fs::read_dir(&dir).map_err(|e| format!("cannot list {}: {e}", workdir.show(&dir)))?;
+    let entries = std::fs::read_dir(&dir).map_err(|source| ToolError::List {
+        path: workdir.show(&dir),
+        source,
+    })?;
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
         .map(|e| {
@@ -82,7 +84,7 @@ fn name_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-pub(super) fn find(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn find(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let pattern = text(arguments, "pattern")?;
     let mut files = Vec::new();
     walk(&start(workdir, arguments)?, &mut files);
@@ -95,7 +97,7 @@ pub(super) fn find(workdir: &Workdir, arguments: &Value) -> Result<Outcome, Stri
 }
 
 /// Lines containing `pattern` (a plain substring), as `path:line:text`.
-pub(super) fn grep(workdir: &Workdir, arguments: &Value) -> Result<Outcome, String> {
+pub(super) fn grep(workdir: &Workdir, arguments: &Value) -> Result<Outcome, ToolError> {
     let pattern = text(arguments, "pattern")?;
     let filter = optional(arguments, "glob");
     let root = start(workdir, arguments)?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Outcome, Workdir, text};
+use super::{Outcome, ToolError, Workdir, text};
 use crate::process::{self, Launcher};
 
 /// The timeout when the call gives none, in seconds.
@@ -16,7 +16,7 @@ pub(super) fn bash(
     workdir: &Workdir,
     launcher: &Launcher,
     arguments: &Value,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, ToolError> {
     let command = text(arguments, "command")?;
     let seconds = arguments
         .get("timeout")
@@ -31,8 +31,7 @@ pub(super) fn bash(
         &[],
         b"",
         Duration::from_secs(seconds),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let redactor = launcher.redactor();
     let mut out = redactor.scrub(&finished.stdout);
     if !finished.stderr.is_empty() {

@@ -2,6 +2,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::ToolError;
+
 /// A canonical directory every tool path resolves in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workdir {
@@ -12,7 +14,7 @@ pub struct Workdir {
 #[derive(Debug, thiserror::Error)]
 #[error("working directory {path}: {source}")]
 pub struct WorkdirError {
-    /// The directory named.
+    /// The directory as given (`--workdir`), before canonicalizing.
     pub path: PathBuf,
     /// The operating system's error.
     #[source]
@@ -33,14 +35,14 @@ impl Workdir {
         Ok(Workdir { root })
     }
 
-    /// The canonical directory.
+    /// The directory canonicalized when opened; tools are confined to it.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
     /// Resolves a relative `path` inside the directory. Absolute paths and `..` are refused;
     /// so is a path whose existing part leads, through a symlink, outside the directory.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         let relative = Path::new(path);
         let mut joined = self.root.clone();
         for component in relative.components() {
@@ -48,14 +50,14 @@ impl Workdir {
                 Component::Normal(part) => joined.push(part),
                 Component::CurDir => {}
                 Component::ParentDir => {
-                    return Err(format!(
-                        "path {path:?} uses `..`; paths stay inside the working directory"
-                    ));
+                    return Err(ToolError::ParentDir {
+                        path: path.to_owned(),
+                    });
                 }
                 Component::RootDir | Component::Prefix(_) => {
-                    return Err(format!(
-                        "path {path:?} is absolute; give a path relative to the working directory"
-                    ));
+                    return Err(ToolError::Absolute {
+                        path: path.to_owned(),
+                    });
                 }
             }
         }
@@ -76,11 +78,14 @@ impl Workdir {
         }
         let canonical = existing
             .canonicalize()
-            .map_err(|e| format!("path {path:?}: {e}"))?;
+            .map_err(|source| ToolError::Unresolvable {
+                path: path.to_owned(),
+                source,
+            })?;
         if !canonical.starts_with(&self.root) {
-            return Err(format!(
-                "path {path:?} leads outside the working directory through a symlink"
-            ));
+            return Err(ToolError::Outside {
+                path: path.to_owned(),
+            });
         }
         let mut resolved = canonical;
         resolved.extend(rest.iter().rev());

@@ -124,7 +124,7 @@ pub fn script_replies(script: &str) -> Vec<Canned> {
 pub struct Seen {
     /// The request line and the headers.
     pub head: String,
-    /// The body.
+    /// Request body as received (JSON text).
     pub body: String,
 }
 

@@ -15,11 +15,11 @@ const END: &str = "end";
 /// A socket being resolved: its settings before loop derivations are applied.
 #[derive(Debug)]
 pub(super) struct Draft<'m> {
-    /// The socket id.
+    /// Key of the socket in `loadouts.<name>.sockets`.
     pub id: SocketId,
     /// `loadouts.<name>.sockets.<id>`.
     pub path: String,
-    /// The placed materia.
+    /// Materia definition the socket places, from the catalog.
     pub materia: &'m MateriaDef,
     /// Effective parse mode.
     pub parse: Parse,
@@ -31,7 +31,7 @@ pub(super) struct Draft<'m> {
     pub utility_parse_at: Option<String>,
     /// Effective assignments.
     pub assign: Vec<(String, String)>,
-    /// Ordered edges.
+    /// Routes out of the socket, in config order (the first that matches is taken).
     pub edges: Vec<Edge>,
     /// Cursor advance (authored, or materialized from a loop exit).
     pub advance: Option<Advance>,

@@ -45,7 +45,7 @@ pub(super) struct MateriaDef {
 pub(super) enum Body {
     /// A model, with the materia's settings.
     Agent(AgentSpec),
-    /// A program.
+    /// A utility materia: what it runs and its settings.
     Utility(UtilityDef),
     /// An outward post through the claims ledger.
     Post(PostSpec),
@@ -55,7 +55,7 @@ pub(super) enum Body {
 /// castlog does not provide (which fails only the loadouts that place it).
 #[derive(Debug)]
 pub(super) enum Program {
-    /// What runs.
+    /// An argv, a fixed output or a built-in castlog runs.
     Runs(Exec),
     /// The name of a shipped utility castlog does not provide.
     NotProvided(String),
@@ -64,7 +64,7 @@ pub(super) enum Program {
 /// A utility materia's effective settings.
 #[derive(Debug)]
 pub(super) struct UtilityDef {
-    /// What runs.
+    /// The program castlog runs, or the shipped utility it does not provide.
     pub exec: Program,
     /// `params` (an empty object when absent).
     pub params: Value,

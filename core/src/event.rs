@@ -189,14 +189,14 @@ events! {
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
 }
 
-mod materia;
 mod cause;
+mod materia;
 mod posting;
 mod tools;
 mod vocabulary;
 
-pub use materia::MateriaEvent;
 pub use cause::PayloadCause;
+pub use materia::MateriaEvent;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,

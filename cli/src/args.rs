@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
+mod budget;
 mod copy;
 mod drive;
 mod placement;
 mod queue;
 
 pub use bench::*;
+pub use budget::BudgetArgs;
 pub use copy::CopyArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use placement::*;
@@ -136,6 +138,11 @@ pub enum Command {
     Resume(CastAgentArgs),
     /// Add an operator steering note to a cast's next prompts.
     Steer(SteerArgs),
+    /// Raise a cast's token budget (recorded as an event; a cast its budget stopped is then
+    /// continued with `revive`).
+    ///
+    /// Example: castlog budget demo 2000000
+    Budget(BudgetArgs),
     /// Print a cast's state (folded from its log).
     State(StateArgs),
     /// Print a recorded prompt: the rendered messages and where every entry went.

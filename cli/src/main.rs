@@ -165,6 +165,7 @@ fn writes(command: &Command) -> bool {
         | Command::Revive(_)
         | Command::Resume(_)
         | Command::Steer(_)
+        | Command::Budget(_)
         | Command::Recast(_)
         | Command::Mark(_)
         | Command::Engage(_)
@@ -200,6 +201,7 @@ fn dispatch(
         Command::Revive(args) => commands::cast::revive(&existing_db(db)?, &args, globals),
         Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, globals),
         Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, globals),
+        Command::Budget(args) => commands::budget::run(&existing_db(db)?, &args, globals),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
         Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, globals),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),

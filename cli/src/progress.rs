@@ -1,7 +1,7 @@
 //! Watching a run: a live line on stderr, tracing output, and Ctrl-C.
 //!
 //! The progress line (socket, materia, item, attempt N/M of the prompt in flight, turn, tokens
-//! of the whole cast, elapsed, with a spinner while the agent works) is drawn only when stderr is a terminal and neither `--json` nor `--quiet` is
+//! of the whole cast, the budget warning once given, elapsed, with a spinner while the agent works) is drawn only when stderr is a terminal and neither `--json` nor `--quiet` is
 //! given; it never writes to stdout. Tracing output is filtered by `RUST_LOG` (default `warn`),
 //! with the span fields cast, socket, visit and turn; `NO_COLOR` turns colors off.
 //!
@@ -102,6 +102,9 @@ pub struct Progress {
     /// What the line names (socket, label, item, turn) since the last wait began, so a count
     /// told later (a local agent's steps are told once durable) redraws it.
     shown: Option<(String, String, Option<String>, u32)>,
+    /// The budget warning recorded while watching (`budget_warning`: percent used, budget),
+    /// until a raise.
+    warned: Option<(u64, u64)>,
 }
 
 impl Progress {
@@ -123,6 +126,7 @@ impl Progress {
             failures: 0,
             attempts,
             shown: None,
+            warned: None,
         }
     }
 
@@ -135,11 +139,14 @@ impl Progress {
     /// The line's text while an agent or utility works.
     fn line(&self, socket: &str, label: &str, item: Option<&str>, turn: u32) -> String {
         format!(
-            "{socket} {label}{} · attempt {}/{} turn {turn} · {} tokens",
+            "{socket} {label}{} · attempt {}/{} turn {turn} · {} tokens{}",
             item.map(|i| format!(" · {i}")).unwrap_or_default(),
             self.failures + 1,
             self.attempts,
-            self.tokens
+            self.tokens,
+            self.warned
+                .map(|(percent, limit)| format!(" · budget warning: {percent}% of {limit}"))
+                .unwrap_or_default()
         )
     }
 
@@ -156,6 +163,8 @@ impl Progress {
                 self.failures = e.attempt;
             }
             Event::PromptDispatched(_) => self.failures = 0,
+            Event::BudgetWarning(e) => self.warned = Some((e.percent, e.limit)),
+            Event::BudgetRaised(_) => self.warned = None,
             _ => {}
         }
     }
@@ -181,9 +190,9 @@ impl Progress {
                 ));
             }
             Notice::Recorded { event, .. } => {
-                let before = (self.tokens, self.failures);
+                let before = (self.tokens, self.failures, self.warned);
                 self.count(event);
-                if before == (self.tokens, self.failures) {
+                if before == (self.tokens, self.failures, self.warned) {
                     return;
                 }
             }
@@ -412,5 +421,28 @@ mod tests {
             line.contains("s L · attempt 1/3 turn 1 · 8 tokens"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_budget_warning_stays_on_the_line_until_a_raise() {
+        use castlog_core::event::{BudgetRaised, BudgetWarning};
+        let mut p = Progress::new(true, 800, 3);
+        p.count(&Event::BudgetWarning(BudgetWarning {
+            used: 800,
+            limit: 1000,
+            percent: 80,
+            threshold: 75.0,
+        }));
+        let line = p.line("s", "L", None, 1);
+        assert!(
+            line.ends_with("800 tokens · budget warning: 80% of 1000"),
+            "{line}"
+        );
+        p.count(&Event::BudgetRaised(BudgetRaised {
+            tokens: 5000,
+            previous: 1000,
+            used: 800,
+        }));
+        assert!(p.line("s", "L", None, 1).ends_with("800 tokens"));
     }
 }

@@ -166,6 +166,10 @@ events! {
     AllowanceExhausted(AllowanceExhausted) = "allowance_exhausted", v 1;
     /// An allowance was extended (by revive).
     AllowanceExtended(AllowanceExtended) = "allowance_extended", v 1;
+    /// Token use crossed `budget.warnAtPercent` of the budget.
+    BudgetWarning(BudgetWarning) = "budget_warning", v 1;
+    /// A person raised the cast's token budget.
+    BudgetRaised(BudgetRaised) = "budget_raised", v 1;
     /// An operator steering note was added.
     SteeringNoted(SteeringNoted) = "steering_noted", v 1;
     /// A named waypoint was set on the cast.
@@ -189,12 +193,14 @@ events! {
     PostResolutionInherited(PostResolutionInherited) = "post_resolution_inherited", v 1;
 }
 
+mod budget;
 mod cause;
 mod materia;
 mod posting;
 mod tools;
 mod vocabulary;
 
+pub use budget::{BudgetRaised, BudgetWarning};
 pub use cause::PayloadCause;
 pub use materia::MateriaEvent;
 pub use posting::{

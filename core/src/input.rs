@@ -94,6 +94,11 @@ pub enum Input {
     },
     /// Restart a failed or aborted cast, extending the exhausted allowance.
     Revive,
+    /// A person raises the cast's token budget to `tokens` (`castlog budget`).
+    RaiseBudget {
+        /// The new budget; more than the one in force.
+        tokens: u64,
+    },
     /// A driver picks the cast up again.
     Resume,
     /// The prompt just recorded is not sent now (no agent was given): a later `resume` sends

@@ -278,6 +278,14 @@ pub fn describe(event: &Event) -> String {
         Event::AllowanceExtended(e) => {
             format!("{} extended to {}", allowance(&e.allowance), e.limit)
         }
+        Event::BudgetWarning(e) => format!(
+            "budget warning: {} of {} tokens used ({}%, warned at {}%)",
+            e.used, e.limit, e.percent, e.threshold
+        ),
+        Event::BudgetRaised(e) => format!(
+            "budget raised to {} tokens (was {}, {} used)",
+            e.tokens, e.previous, e.used
+        ),
         Event::SteeringNoted(e) => format!(
             "{}steering: {}",
             if e.locked { "locked " } else { "" },

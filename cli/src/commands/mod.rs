@@ -10,6 +10,7 @@ pub mod bench_report;
 pub mod bench_synth;
 pub mod bench_tools;
 pub mod bench_workers;
+pub mod budget;
 pub mod cast;
 pub mod claims;
 pub mod copy;

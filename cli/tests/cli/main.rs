@@ -6,6 +6,7 @@ mod common;
 mod anchor;
 mod bench;
 mod browser;
+mod budget;
 mod casts;
 mod casts_errors;
 mod casts_pauses;

@@ -61,8 +61,8 @@ impl Decider<'_, '_> {
     /// Checks the token budget after a reply. A stop leaves the reply pending (recorded, not
     /// committed): no assignment, advance or routing happens until revive extends the budget.
     pub(super) fn over_budget(&mut self) -> bool {
-        let configured = self.state.loadout.budget.max_tokens;
-        let limit = self.state.limit(&Allowance::Tokens, configured);
+        self.warn_budget();
+        let limit = self.state.token_budget();
         let used = self.state.usage.total();
         if used < limit {
             return false;
@@ -557,7 +557,10 @@ impl Decider<'_, '_> {
             .and_then(|f| f.socket.clone())
             .or_else(|| current.as_ref().map(|c| c.socket.clone()))
             .unwrap_or_else(|| state.loadout.entry.clone());
-        if let Some(allowance) = &allowance {
+        // A budget raised above the tokens used since the stop has room already.
+        let raised =
+            allowance == Some(Allowance::Tokens) && state.usage.total() < state.token_budget();
+        if let Some(allowance) = allowance.as_ref().filter(|_| !raised) {
             let key = super::allowance_key(allowance);
             let grown = state.allowances.get(&key).map_or(1, |a| {
                 if a.original > 0 {

@@ -540,6 +540,7 @@ impl CastState {
                 });
             }
             Input::Revive => d.revive()?,
+            Input::RaiseBudget { tokens } => d.raise_budget(*tokens)?,
             Input::Resume => {
                 // An aborted cast (Ctrl-C, `castlog abort`) is resumed like a revive: it
                 // continues where it stopped, recorded as `cast_revived`.

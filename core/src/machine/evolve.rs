@@ -93,6 +93,7 @@ impl CastState {
             last_output: None,
             last_json: None,
             usage: Usage::default(),
+            budget_warned: false,
             failure: None,
             last_source: None,
             last_satisfied: None,
@@ -511,6 +512,26 @@ impl CastState {
                     });
                 entry.effective = e.limit;
                 entry.revives += 1;
+            }
+            Event::BudgetWarning(_) => self.budget_warned = true,
+            Event::BudgetRaised(e) => {
+                let configured = self.loadout.budget.max_tokens;
+                let entry = self
+                    .allowances
+                    .entry(super::allowance_key(&crate::event::Allowance::Tokens))
+                    .or_insert(AllowanceState {
+                        original: configured,
+                        effective: configured,
+                        revives: 0,
+                    });
+                entry.effective = e.tokens;
+                if !super::budget::at_threshold(
+                    e.used,
+                    e.tokens,
+                    self.loadout.budget.warn_at_percent,
+                ) {
+                    self.budget_warned = false;
+                }
             }
             Event::SteeringNoted(e) => self.steering.push((e.text.clone(), e.locked)),
             Event::PostClaimed(_)

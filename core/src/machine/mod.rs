@@ -8,6 +8,7 @@
 //! driver performs it and feeds the result back). [`snapshot`] encodes a state (with its loadout) so time travel can start
 //! from a recent one instead of the first event.
 
+mod budget;
 mod complete;
 pub mod decide;
 mod evolve;
@@ -282,6 +283,10 @@ pub struct CastState {
     pub last_json: Option<Value>,
     /// Tokens the agents reported over the whole cast (the budget is checked against it).
     pub usage: Usage,
+    /// Whether the budget warning was given (`budget_warning`; a raise that brings the use
+    /// back below the threshold clears it).
+    #[serde(default, skip_serializing_if = "crate::event::is_false")]
+    pub budget_warned: bool,
     /// Why it failed.
     pub failure: Option<CastFailed>,
     /// The most recent dispatch keys already dispatched (idempotency, in the log). Bounded: a
@@ -341,7 +346,11 @@ impl SentBodies {
 ///   validation and routing;
 /// - an agent socket that reads `$` (an assignment from `$` or `$.…`, an advance condition with
 ///   `$.`) accepts extra top-level keys.
-pub const CONFORMANCE: u32 = 1;
+///
+/// Version 2:
+/// - the first reply that takes token use to `budget.warnAtPercent` of the budget appends one
+///   `budget_warning` (again only after a raise brings the use back below the threshold).
+pub const CONFORMANCE: u32 = 2;
 
 /// How many recent dispatch keys a cast remembers.
 pub const DISPATCH_MEMORY: usize = 64;

@@ -7,6 +7,7 @@
 #[macro_use]
 mod harness; // the given/when/then helper: inline config → started cast → inputs → events
 mod bounds; // prompts and state stay bounded over a long cast
+mod budget_warnings; // warnAtPercent once at the crossing, castlog budget raises, old casts unchanged
 mod budgets; // token budget stop before commit, revive extension (items 35, castlog budget)
 mod claims; // post sockets: claim before send, outcomes, day rule, at most once per step, resolution
 mod cycles; // every cycle bounded: sockets outside loops, revive, recorded casts keep their rule

@@ -62,6 +62,7 @@ pub fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             reason: e.reason.clone(),
         },
         Event::CastRevived(_) | Event::AllowanceExtended(_) => Input::Revive,
+        Event::BudgetRaised(e) => Input::RaiseBudget { tokens: e.tokens },
         Event::PromptHeld(_) => Input::HoldPrompt,
         Event::CastResumed(e) if e.after_fork => Input::ForkRedispatch,
         Event::CastResumed(_) => Input::Resume,

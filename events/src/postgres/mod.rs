@@ -43,8 +43,6 @@ pub use schema::SCHEMA_VERSION;
 /// A hash-chained event log in a PostgreSQL database (or one schema of it).
 pub struct PostgresLog {
     pool: Pool,
-    /// Whether the run queue's tables are known to exist (see `queue`).
-    queue_ready: queue::Ready,
 }
 
 impl std::fmt::Debug for PostgresLog {
@@ -116,7 +114,6 @@ impl PostgresLog {
         }
         Ok(Self {
             pool: Pool::new(locator, conn),
-            queue_ready: Default::default(),
         })
     }
 

@@ -1,6 +1,8 @@
--- The run queue's tables (see events/src/queue.rs and postgres/queue.rs), the same as the
--- SQLite file's (events/src/sqlite/queue.sql), created with IF NOT EXISTS under an advisory
--- lock by the first command that changes the queue; not part of the log's versioned schema.
+-- Version 2: the run queue's tables (see events/src/queue.rs and postgres/queue.rs), the same
+-- as the SQLite file's (events/src/sqlite/schema/v9.sql). Before this version the first
+-- command that changed the queue created them, with the same statements; IF NOT EXISTS (and
+-- the trigger looked for first) lets a schema that has them already upgrade unchanged. No
+-- event, head or hash refers to them.
 
 CREATE TABLE IF NOT EXISTS castlog_queue (
     cast_id        text    PRIMARY KEY,

@@ -370,12 +370,21 @@ fn bench_synth_runs_on_postgres_and_measures_its_tables() {
     // The raw-insert ceiling through the same client, in a scratch schema dropped afterwards.
     for ceiling in ["ceiling_batched", "ceiling_per_step"] {
         assert_eq!(figures[ceiling]["steps"], 9, "{figures}");
-        assert!(figures[ceiling]["steps_per_s"].as_f64().unwrap() > 0.0, "{figures}");
+        assert!(
+            figures[ceiling]["steps_per_s"].as_f64().unwrap() > 0.0,
+            "{figures}"
+        );
     }
     assert_eq!(figures["ceiling_per_step"]["commits"], 9, "{figures}");
     assert_eq!(figures["ceiling_batched"]["commits"], 1, "{figures}");
-    assert!(figures["of_ceiling_per_step"].as_f64().unwrap() > 0.0, "{figures}");
-    assert!(figures["of_ceiling_batched"].as_f64().unwrap() > 0.0, "{figures}");
+    assert!(
+        figures["of_ceiling_per_step"].as_f64().unwrap() > 0.0,
+        "{figures}"
+    );
+    assert!(
+        figures["of_ceiling_batched"].as_f64().unwrap() > 0.0,
+        "{figures}"
+    );
     let verify = sandbox.run_on(Path::new(&schema.url()), &["verify", "--all"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }

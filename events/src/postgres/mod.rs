@@ -214,6 +214,19 @@ impl EventLog for PostgresLog {
         self.pool.with(|conn| rows::scan(conn, cast, from, visit))
     }
 
+    fn scan_kinds(
+        &self,
+        kinds: &[&str],
+        cast: Option<&CastId>,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError> {
+        if !rows::indexed(kinds) {
+            return crate::log::scan_kinds_by_cast(self, kinds, cast, visit);
+        }
+        self.pool
+            .with(|conn| rows::scan_claim_kinds(conn, kinds, cast, visit))
+    }
+
     fn scan_chain(
         &self,
         cast: &CastId,

@@ -211,7 +211,8 @@ fn a_version_1_schema_is_upgraded_to_hold_the_queue(#[case] without_queue: bool)
         damage(
             &schema,
             "DROP TABLE castlog_queue; DROP TABLE castlog_slots;
-             DROP TRIGGER events_announce ON events; DROP FUNCTION castlog_announce_append();",
+             DROP TRIGGER events_announce ON events; DROP FUNCTION castlog_announce_append();
+             DROP INDEX events_claims;",
         );
     }
     damage(&schema, "UPDATE castlog_meta SET schema_version = 1");
@@ -232,6 +233,16 @@ fn a_version_1_schema_is_upgraded_to_hold_the_queue(#[case] without_queue: bool)
         .unwrap()
         .get(0);
     assert_eq!(queue, 2);
+    let index: i64 = schema
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_indexes WHERE schemaname = current_schema()
+             AND indexname = 'events_claims'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(index, 1);
     assert!(log.listen_appends().unwrap().is_some());
     assert_eq!(log.casts().unwrap(), before);
     drop(log);

@@ -43,3 +43,10 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- The claim events (castlog_core::claims::EVENT_KINDS) across casts, for scan_kinds
+-- (postgres/rows.rs, which repeats this condition so the planner can use the index; a test
+-- pins the two to the same list): the cost of listing them follows their number, not the
+-- log's size. Only those rows are indexed, so other appends pay nothing for it.
+CREATE INDEX IF NOT EXISTS events_claims ON events (cast_key, seq)
+    WHERE kind IN ('post_claimed', 'post_staged', 'post_refused', 'post_outcome_unknown', 'post_resolved', 'post_response_recorded');

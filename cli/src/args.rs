@@ -287,10 +287,12 @@ pub struct ShowArgs {
     /// Cast id, as `castlog casts` lists it.
     pub cast: String,
     /// Keep printing events as they are appended (from any machine sharing the database),
-    /// until the cast completes, fails or is aborted; with --json, one event document a line.
+    /// until the cast completes, fails or is aborted. With --json the output is NDJSON: one
+    /// JSON document per event, each on a line of its own (the fields of an element of `show
+    /// --json`'s `events`), and no document around them.
     #[arg(long)]
     pub follow: bool,
-    /// Print one JSON document on stdout instead of text.
+    /// Print one JSON document on stdout instead of text (with --follow, one per event line).
     #[arg(long)]
     pub json: bool,
 }

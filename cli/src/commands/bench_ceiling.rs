@@ -4,11 +4,18 @@
 //! held steps ([`HELD_STEPS`] to a commit) or one commit per step. Nothing of castlog runs in
 //! it: no hashing, no serialization, no blob store, no chain; what is left is SQLite and the
 //! fsyncs, which is as fast as the same bytes can be made durable on this disk.
+//!
+//! On PostgreSQL the same is measured through the same client the log uses (the `postgres`
+//! crate, `synchronous_commit = on`): plain INSERTs of one `bytea` row of that many bytes per
+//! step into a table in a scratch schema of the log's database (dropped afterwards), batched
+//! or one transaction per step. The log itself appends one transaction per step there, so
+//! its figure to hold against is the one-transaction-per-step one.
 
 use std::path::Path;
 use std::time::Instant;
 
 use castlog_events::Durability;
+use castlog_events::postgres::Locator;
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -40,6 +47,68 @@ pub(super) fn ceilings(
     let batched = measure(path, durability, steps, bytes_per_step, HELD_STEPS);
     let per_step = measure(path, durability, steps, bytes_per_step, 1);
     (batched, per_step)
+}
+
+/// Both ceilings on the PostgreSQL database `url` names, as [`ceilings`] does for SQLite:
+/// plain INSERTs through the `postgres` client into a scratch schema, dropped afterwards.
+pub(super) fn postgres_ceilings(
+    url: &str,
+    steps: u64,
+    bytes_per_step: u64,
+) -> (Option<Ceiling>, Option<Ceiling>) {
+    let Some(mut client) = Locator::parse(url)
+        .ok()
+        .and_then(|loc| postgres::Client::connect(loc.client_url(), postgres::NoTls).ok())
+    else {
+        return (None, None);
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let schema = format!("castlog_ceiling_{}_{nanos}", std::process::id());
+    let setup = format!(
+        "SET synchronous_commit = on; CREATE SCHEMA \"{schema}\"; SET search_path TO \"{schema}\";
+         CREATE TABLE steps (id BIGSERIAL PRIMARY KEY, b BYTEA NOT NULL);"
+    );
+    let result = client.batch_execute(&setup).ok().map(|()| {
+        let batched = run_postgres(&mut client, steps, bytes_per_step, HELD_STEPS).ok();
+        let per_step = run_postgres(&mut client, steps, bytes_per_step, 1).ok();
+        (batched, per_step)
+    });
+    // Best effort: a leftover scratch schema is harmless (and named as one).
+    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+    result.unwrap_or((None, None))
+}
+
+fn run_postgres(
+    client: &mut postgres::Client,
+    steps: u64,
+    bytes_per_step: u64,
+    per_commit: u64,
+) -> Result<Ceiling, postgres::Error> {
+    client.batch_execute("TRUNCATE steps")?;
+    let row: Vec<u8> = (0..bytes_per_step).map(|i| (i * 131 % 251) as u8).collect();
+    let insert = client.prepare("INSERT INTO steps (b) VALUES ($1)")?;
+    let (mut written, mut commits) = (0u64, 0u64);
+    let timer = Instant::now();
+    while written < steps {
+        let mut tx = client.transaction()?;
+        for _ in 0..per_commit.min(steps - written) {
+            tx.execute(&insert, &[&row])?;
+            written += 1;
+        }
+        tx.commit()?;
+        commits += 1;
+    }
+    let wall_s = timer.elapsed().as_secs_f64();
+    Ok(Ceiling {
+        steps,
+        bytes_per_step,
+        steps_per_commit: per_commit,
+        commits,
+        wall_s,
+        steps_per_s: rate(steps, wall_s),
+    })
 }
 
 fn measure(

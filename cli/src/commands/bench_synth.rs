@@ -31,7 +31,7 @@ use crate::args::BenchSynthArgs;
 use crate::error::CliError;
 use crate::output;
 
-use super::bench_ceiling::{Ceiling, ceilings};
+use super::bench_ceiling::{Ceiling, ceilings, postgres_ceilings};
 use super::bench_measure::{database, db_bytes, durability, rate};
 
 /// The figures, in the order the issue names them.
@@ -63,8 +63,10 @@ struct SynthFigures {
     commit_floor_ms: Option<f64>,
     /// The disk's ceiling for this run, measured after it in scratch databases beside the log:
     /// the same bytes per step (`db_bytes_per_step`) written by plain rusqlite, 16 steps to a
-    /// commit (as the pipelined writer batches them) and one commit per step. Null on
-    /// PostgreSQL or when the scratch database cannot be used.
+    /// commit (as the pipelined writer batches them) and one commit per step. On PostgreSQL
+    /// the same bytes by plain INSERTs through the same client into a scratch schema (the log
+    /// appends one transaction per step there, so `of_ceiling_per_step` is its append/raw-insert
+    /// ratio). Null when the scratch database or schema cannot be used.
     ceiling_batched: Option<Ceiling>,
     ceiling_per_step: Option<Ceiling>,
     /// `steps_per_s` as a fraction of each ceiling's: the pipelined run is held to the batched
@@ -549,7 +551,8 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 
     let steps_per_s = rate(steps, wall_s);
     let (ceiling_batched, ceiling_per_step) = if postgres {
-        (None, None)
+        let url = path.to_str().unwrap_or_default();
+        postgres_ceilings(url, steps, bytes.div_ceil(steps.max(1)))
     } else {
         ceilings(&path, durability, steps, bytes.div_ceil(steps.max(1)))
     };

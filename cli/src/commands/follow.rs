@@ -3,7 +3,7 @@
 //!
 //! It reads the log again (the events after the last one printed) every [`POLL`] on SQLite;
 //! on PostgreSQL it waits for an append's announcement (LISTEN, see `events/src/postgres/
-//! queue.sql`), at most [`POLL_LISTENING`], and reads then. A reader holds no lock and sees
+//! schema/v2.sql`), at most [`POLL_LISTENING`], and reads then. A reader holds no lock and sees
 //! every committed append, whoever made it.
 
 use std::ops::ControlFlow;

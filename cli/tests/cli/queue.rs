@@ -338,6 +338,29 @@ fn casts_lists_status_and_holder_and_show_follow_ends_with_the_cast() {
         assert_eq!(row["cast"], "watched");
         assert_eq!(row["cast_status"], "completed");
         assert_eq!(row["epoch"], 1);
+
+        // With --json, NDJSON: one document per event line, the same as `show --json`'s
+        // events, ending with the cast (so a follow of a finished cast returns at once).
+        let ndjson = sandbox.run_on(db, &["show", "watched", "--follow", "--json"]);
+        assert_eq!(ndjson.code, 0, "{}", ndjson.stderr);
+        let lines: Vec<serde_json::Value> = ndjson
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect();
+        let whole = sandbox.run_on(db, &["show", "watched", "--json"]).json();
+        assert_eq!(
+            Some(&lines),
+            whole["events"].as_array(),
+            "{}",
+            ndjson.stdout
+        );
+        assert_eq!(lines.last().unwrap()["kind"], "cast_completed");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l["seq"].is_u64() && l["hash"].is_string())
+        );
     }
 }
 

@@ -67,6 +67,12 @@ impl Locator {
         Ok(Self { url, schema, shown })
     }
 
+    /// The URL for a plain client, without castlog's `schema` parameter (and with the password
+    /// given, so never for messages).
+    pub fn client_url(&self) -> &str {
+        &self.url
+    }
+
     /// The schema as an SQL identifier (double-quoted).
     pub(crate) fn quoted_schema(&self) -> Option<String> {
         self.schema.as_ref().map(|s| format!("\"{s}\""))

@@ -43,8 +43,6 @@ pub use schema::SCHEMA_VERSION;
 /// A hash-chained event log in a PostgreSQL database (or one schema of it).
 pub struct PostgresLog {
     pool: Pool,
-    /// Whether the run queue's tables are known to exist (see `queue`).
-    queue_ready: queue::Ready,
 }
 
 impl std::fmt::Debug for PostgresLog {
@@ -116,7 +114,6 @@ impl PostgresLog {
         }
         Ok(Self {
             pool: Pool::new(locator, conn),
-            queue_ready: Default::default(),
         })
     }
 
@@ -215,6 +212,19 @@ impl EventLog for PostgresLog {
         visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
     ) -> Result<(), LogError> {
         self.pool.with(|conn| rows::scan(conn, cast, from, visit))
+    }
+
+    fn scan_kinds(
+        &self,
+        kinds: &[&str],
+        cast: Option<&CastId>,
+        visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+    ) -> Result<(), LogError> {
+        if !rows::indexed(kinds) {
+            return crate::log::scan_kinds_by_cast(self, kinds, cast, visit);
+        }
+        self.pool
+            .with(|conn| rows::scan_claim_kinds(conn, kinds, cast, visit))
     }
 
     fn scan_chain(

@@ -1,6 +1,5 @@
 //! The run queue ([`crate::queue`]) in the PostgreSQL database: tables `castlog_queue` and
-//! `castlog_slots` (`queue.sql`), created with `IF NOT EXISTS` under an advisory lock by the
-//! first command that changes the queue.
+//! `castlog_slots`, part of the versioned schema since version 2 (`schema/v2.sql`).
 //!
 //! A take is one statement: the oldest takeable row, locked `FOR UPDATE SKIP LOCKED` (a row
 //! another worker is taking, or whose leased append is in flight, is passed over), updated to
@@ -8,7 +7,6 @@
 //! epoch in the append's transaction: a take-over of that row waits for the append to commit,
 //! and an append after a take-over finds the new epoch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use castlog_core::id::{CastId, Seq};
@@ -21,14 +19,9 @@ use crate::queue::memory::holds;
 use crate::queue::{Lease, QueueEntry, QueueState, RunQueue, Slot, WorkerId};
 use crate::record::{Pending, Recorded};
 
-const DDL: &str = include_str!("queue.sql");
-
-/// Serializes the creation of the queue's tables in one database.
+/// The advisory lock key the endpoint slots are taken under (it once serialized the creation
+/// of the queue's tables, before they were part of the schema).
 const QUEUE_DDL_LOCK: i64 = 0x6361_7374_6c6f_6702;
-
-/// Whether this log has made sure the queue's tables exist.
-#[derive(Debug, Default)]
-pub(crate) struct Ready(AtomicBool);
 
 fn ms(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -52,28 +45,15 @@ fn entry(row: &postgres::Row) -> Result<QueueEntry, LogError> {
 }
 
 impl PostgresLog {
-    /// Runs `work` in one transaction, the queue's tables made sure of first.
+    /// Runs `work` in one transaction (the queue's tables came with the schema).
     fn queue_write<T>(
         &self,
         work: impl FnOnce(&mut Conn) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        // Tables already there are left alone: a role that may only use them (see the
-        // README) could not create them, nor replace the function beside them.
-        if !self.queue_ready.0.load(Ordering::Acquire) && !self.pool.with(Self::has_queue)? {
-            self.write(|conn| {
-                conn.client()
-                    .execute("SELECT pg_advisory_xact_lock($1)", &[&QUEUE_DDL_LOCK])
-                    .map_err(|e| map_err("locking the run queue's tables", e))?;
-                conn.client()
-                    .batch_execute(DDL)
-                    .map_err(|e| map_err("creating the run queue's tables", e))
-            })?;
-        }
-        self.queue_ready.0.store(true, Ordering::Release);
         self.write(work)
     }
 
-    /// Whether the queue's table is in the log's schema (reads never create it).
+    /// Whether the queue's table is in the log's schema (always, once it is at version 2).
     fn has_queue(conn: &mut Conn) -> Result<bool, LogError> {
         conn.client()
             .query_one(
@@ -86,7 +66,7 @@ impl PostgresLog {
     }
 }
 
-/// A session that listens for the appends to one log's events (see `queue.sql`).
+/// A session that listens for the appends to one log's events (see `schema/v2.sql`).
 pub struct AppendListener {
     client: postgres::Client,
 }
@@ -120,7 +100,7 @@ impl AppendListener {
 
 impl PostgresLog {
     /// A listener for appends to this log, when its schema announces them (the run queue's
-    /// tables, `queue.sql`, came with the trigger); `None` otherwise (a follower polls).
+    /// tables, `schema/v2.sql`, came with the trigger); `None` otherwise (a follower polls).
     pub fn listen_appends(&self) -> Result<Option<AppendListener>, LogError> {
         if !self.pool.with(Self::has_queue)? {
             return Ok(None);

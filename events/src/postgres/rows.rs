@@ -6,6 +6,7 @@
 
 use std::ops::ControlFlow;
 
+use castlog_core::claims::EVENT_KINDS;
 use castlog_core::id::{CastId, Digest, Seq};
 use postgres::Row;
 use postgres::fallible_iterator::FallibleIterator;
@@ -274,6 +275,58 @@ fn visit_rows(
     Ok(())
 }
 
+/// The condition of the partial index `events_claims` (`schema/v2.sql`), as the script
+/// writes it.
+fn claims_condition() -> String {
+    let quoted: Vec<String> = EVENT_KINDS.iter().map(|k| format!("'{k}'")).collect();
+    format!("e.kind IN ({})", quoted.join(", "))
+}
+
+/// [`crate::EventLog::scan_kinds`]: the claim kinds from the index of those rows, cast by
+/// cast in the order of [`casts`] and in seq order (a row under a key no cast has is left out,
+/// as a scan of the listed casts leaves it out); other kinds by scanning each cast.
+pub(crate) fn scan_claim_kinds(
+    conn: &mut Conn,
+    kinds: &[&str],
+    cast: Option<&CastId>,
+    visit: &mut dyn FnMut(Recorded) -> ControlFlow<()>,
+) -> Result<(), LogError> {
+    let key = match cast {
+        Some(cast) => Some(
+            cast_key(conn, cast)?.ok_or_else(|| LogError::UnknownCast { cast: cast.clone() })?,
+        ),
+        None => None,
+    };
+    let sql = format!(
+        "SELECT e.seq, e.at_ms, e.kind, e.v, e.payload, e.prev, e.hash, c.cast_id
+         FROM events e JOIN casts c ON c.id = e.cast_key
+         WHERE {} AND e.kind = ANY($1) AND ($2::bigint IS NULL OR e.cast_key = $2)
+         ORDER BY e.cast_key, e.seq",
+        claims_condition()
+    );
+    let read = |e: postgres::Error| map_err("reading events by kind", e);
+    let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+    let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&kinds, &key];
+    let mut rows = conn.client().query_raw(&sql, params).map_err(read)?;
+    while let Some(row) = rows.next().map_err(read)? {
+        let cast = CastId::new(row.try_get::<_, String>(7).map_err(read)?);
+        let record = event(&row, &cast).map_err(|bad| LogError::Corrupt {
+            context: format!("reading cast {cast} seq {}", bad.seq),
+            message: bad.message,
+            source: None,
+        })?;
+        if visit(record).is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Whether [`scan_claim_kinds`] answers for `kinds` (all of them claim kinds).
+pub(crate) fn indexed(kinds: &[&str]) -> bool {
+    kinds.iter().all(|k| EVENT_KINDS.contains(k))
+}
+
 /// A blob's bytes.
 pub(crate) fn blob(conn: &mut Conn, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
     let stmt = conn.prepared("SELECT bytes FROM blobs WHERE hash = $1")?;
@@ -377,4 +430,19 @@ pub(crate) fn orphaned_events(conn: &mut Conn) -> Result<Vec<(i64, Seq, u64)>, L
             Ok((key, Seq(first.max(0) as u64), count.max(0) as u64))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_claims_query_repeats_the_condition_of_the_index() {
+        let script = include_str!("schema/v2.sql");
+        let condition = claims_condition().replace("e.kind", "kind");
+        assert!(
+            script.contains(&format!("WHERE {condition};")),
+            "{condition}"
+        );
+    }
 }

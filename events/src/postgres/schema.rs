@@ -12,7 +12,7 @@ use crate::log::LogError;
 
 /// The DDL of each version, in order; `SCRIPTS[i]` takes a schema from version `i` to `i + 1`.
 /// The next version (a new column, say) is one more script here.
-const SCRIPTS: &[&str] = &[include_str!("schema/v1.sql")];
+const SCRIPTS: &[&str] = &[include_str!("schema/v1.sql"), include_str!("schema/v2.sql")];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = SCRIPTS.len() as i32;

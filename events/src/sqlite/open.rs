@@ -20,6 +20,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v6.sql"),
     include_str!("schema/v7.sql"),
     include_str!("schema/v8.sql"),
+    include_str!("schema/v9.sql"),
 ];
 
 /// The schema version this build writes.
@@ -27,8 +28,9 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The oldest schema version a read-only file may have: the versions after it only add an
 /// index whose queries give the same rows without it (v7's index of claim events) and a
-/// column a read can compute instead (v8's `casts.kind`, see [`LEGACY_KIND`]), so such a file
-/// reads correctly as it is; an older one needs its upgrade first.
+/// column a read can compute instead (v8's `casts.kind`, see [`LEGACY_KIND`]) and the run
+/// queue's tables, whose absence reads as an empty queue (v9), so such a file reads correctly
+/// as it is; an older one needs its upgrade first.
 pub(super) const READS_WITHOUT_UPGRADE: i64 = 6;
 
 /// The first version with `casts.kind`.

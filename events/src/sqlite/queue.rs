@@ -1,7 +1,6 @@
 //! The run queue ([`crate::queue`]) in the SQLite file: tables `castlog_queue` and
-//! `castlog_slots` (DDL in `queue.sql`, created with `IF NOT EXISTS` by the first
-//! command that changes the queue, so a file nobody queues in never gets them and its schema
-//! version says nothing about them).
+//! `castlog_slots`, part of the schema since version 9 (`schema/v9.sql`; a read-only older
+//! file without them reads as an empty queue).
 //!
 //! Queue changes run on a connection of their own (not the writer's), each in one
 //! `BEGIN IMMEDIATE` transaction: SQLite's write lock serializes them with every other writer
@@ -20,8 +19,6 @@ use crate::log::LogError;
 use crate::queue::memory::holds;
 use crate::queue::{Lease, QueueEntry, QueueState, RunQueue, Slot, WorkerId};
 use crate::record::{Pending, Recorded};
-
-const DDL: &str = include_str!("queue.sql");
 
 /// The queue's connection, opened when first used.
 #[derive(Debug, Default)]
@@ -91,7 +88,6 @@ impl SqliteLog {
                 .and_then(|conn| {
                     conn.busy_timeout(BUSY_TIMEOUT)?;
                     conn.execute_batch("PRAGMA synchronous = FULL;")?;
-                    conn.execute_batch(DDL)?;
                     Ok(conn)
                 })
                 .map_err(|e| map_err("opening the run queue", e))?;
@@ -193,7 +189,7 @@ impl RunQueue for SqliteLog {
 
     fn wake(&self, cast: &CastId, _now_ms: u64) -> Result<bool, LogError> {
         if self.entries()?.iter().all(|e| e.cast != *cast) {
-            // Nothing to wake: no queue tables are created for a cast that was never queued.
+            // Nothing to wake: a cast that was never queued.
             return Ok(false);
         }
         self.queue_write("waking a paused cast", |tx| {

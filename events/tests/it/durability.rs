@@ -36,6 +36,8 @@ fn preparing_for_steps_grows_the_wal_and_writes_nothing() {
             "blob_index",
             "blob_index_upto",
             "blobs",
+            "castlog_queue",
+            "castlog_slots",
             "casts",
             "checkpoints",
             "chunks",

@@ -195,6 +195,60 @@ fn the_schema_version_is_recorded_and_a_newer_one_is_refused() {
     }
 }
 
+/// A version-1 schema (the queue's tables absent, or created the way commands created them
+/// before version 2) is upgraded by the next open: the queue's tables are there, the casts'
+/// heads are as they were and verify clean.
+#[rstest]
+#[case::without_the_queue(true)]
+#[case::with_the_queue_made_by_a_command(false)]
+fn a_version_1_schema_is_upgraded_to_hold_the_queue(#[case] without_queue: bool) {
+    let schema = closed_log();
+    let before: Vec<_> = PostgresLog::open_existing(&schema.url())
+        .unwrap()
+        .casts()
+        .unwrap();
+    if without_queue {
+        damage(
+            &schema,
+            "DROP TABLE castlog_queue; DROP TABLE castlog_slots;
+             DROP TRIGGER events_announce ON events; DROP FUNCTION castlog_announce_append();
+             DROP INDEX events_claims;",
+        );
+    }
+    damage(&schema, "UPDATE castlog_meta SET schema_version = 1");
+    let log = PostgresLog::open_existing(&schema.url()).unwrap();
+    let version: i32 = schema
+        .client()
+        .query_one("SELECT schema_version FROM castlog_meta", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    let queue: i64 = schema
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()
+             AND tablename IN ('castlog_queue', 'castlog_slots')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(queue, 2);
+    let index: i64 = schema
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_indexes WHERE schemaname = current_schema()
+             AND indexname = 'events_claims'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(index, 1);
+    assert!(log.listen_appends().unwrap().is_some());
+    assert_eq!(log.casts().unwrap(), before);
+    drop(log);
+    assert_eq!(problems(&schema), vec![]);
+}
+
 #[test]
 fn a_schema_without_castlog_tables_is_no_database_and_is_left_empty() {
     let schema = scratch_schema();

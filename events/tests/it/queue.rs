@@ -126,26 +126,22 @@ fn the_postgres_queue_keeps_the_contract() {
 }
 
 #[test]
-fn a_sqlite_file_nobody_queued_in_gets_no_queue_tables() {
+fn a_new_sqlite_file_has_the_queue_tables_and_an_empty_queue() {
     let (_dir, path) = scratch();
     let log = open_sqlite(&path);
     assert_eq!(log.entries().unwrap(), []);
     assert!(!log.wake(&CastId::new("c"), 0).unwrap());
     let tables = super::backend::count(
         &path,
-        "SELECT count(*) FROM sqlite_master WHERE name LIKE 'castlog_%'",
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'castlog_%'",
     );
-    assert_eq!(tables, 0);
+    assert_eq!(tables, 2);
 }
 
 #[test]
 fn a_postgres_append_from_another_log_wakes_a_listener() {
     let schema = scratch_schema();
     let log = PostgresLog::open(&schema.url()).unwrap();
-    assert!(
-        log.listen_appends().unwrap().is_none(),
-        "no queue, no announcements"
-    );
     let cast = CastId::new("followed");
     log.append(&cast, Seq(1), &[event()]).unwrap();
     log.submit(&cast, "cmd:true", 0).unwrap();

@@ -429,6 +429,50 @@ fn upgrading_damaged_events_keeps_every_row_and_lists_the_misplaced() {
     assert_eq!(count(&path, "SELECT count(*) FROM events"), 6);
 }
 
+/// A file written at schema version 8 (before the run queue's tables were in the schema)
+/// opens, gets the tables, and reads and verifies as it did; one whose queue a command had
+/// made already keeps its rows.
+#[rstest]
+#[case::without_the_queue(true)]
+#[case::with_the_queue_made_by_a_command(false)]
+fn a_version_8_file_gets_the_queue_tables(#[case] without_queue: bool) {
+    use castlog_events::queue::RunQueue;
+
+    let (_dir, path) = scratch();
+    let cast = sample::cast("c");
+    let records = {
+        let log = open_sqlite(&path);
+        log.submit(&cast, "cmd:true", 7).unwrap();
+        sample::seed(&log, &cast, 4)
+    };
+    let downgrade = if without_queue {
+        "DROP TABLE castlog_queue; DROP TABLE castlog_slots; PRAGMA user_version = 8;"
+    } else {
+        "PRAGMA user_version = 8;"
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(downgrade)
+        .unwrap();
+
+    let log = open_sqlite(&path);
+    assert_eq!(count(&path, "PRAGMA user_version"), SCHEMA_VERSION);
+    let tables = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('castlog_queue', 'castlog_slots')";
+    assert_eq!(count(&path, tables), 2);
+    let queued: Vec<_> = log.entries().unwrap().into_iter().map(|e| e.cast).collect();
+    assert_eq!(
+        queued,
+        if without_queue {
+            vec![]
+        } else {
+            vec![cast.clone()]
+        }
+    );
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), records);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!(verify_cast(&log, &head).unwrap().problems, vec![]);
+}
+
 /// A file written at schema version 6 (before the index of claim events) opens, gets the
 /// index, and reads and verifies as it did; its claim events are all in the index.
 #[test]

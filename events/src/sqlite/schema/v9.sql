@@ -1,6 +1,9 @@
--- The run queue's tables (see events/src/queue.rs and sqlite/queue.rs), created with
--- IF NOT EXISTS by the first command that changes the queue; not part of the log's
--- versioned schema (no event, head or hash refers to them).
+-- castlog SQLite schema, version 9 (PRAGMA user_version = 9).
+--
+-- The run queue's tables (see events/src/queue.rs and sqlite/queue.rs). Before this version
+-- the first command that changed the queue created them, with these same statements; IF NOT
+-- EXISTS lets a file whose queue a command made already upgrade unchanged. No event, head or
+-- hash refers to them, and a read-only older file without them reads as an empty queue.
 --
 -- castlog_queue: one row per submitted cast. state: queued | running | paused | done.
 --   holder and lease_until_ms name the worker holding a running cast and when its lease

@@ -1,6 +1,8 @@
--- The run queue's tables (see events/src/queue.rs and postgres/queue.rs), the same as the
--- SQLite file's (events/src/sqlite/queue.sql), created with IF NOT EXISTS under an advisory
--- lock by the first command that changes the queue; not part of the log's versioned schema.
+-- Version 2: the run queue's tables (see events/src/queue.rs and postgres/queue.rs), the same
+-- as the SQLite file's (events/src/sqlite/schema/v9.sql). Before this version the first
+-- command that changed the queue created them, with the same statements; IF NOT EXISTS (and
+-- the trigger looked for first) lets a schema that has them already upgrade unchanged. No
+-- event, head or hash refers to them.
 
 CREATE TABLE IF NOT EXISTS castlog_queue (
     cast_id        text    PRIMARY KEY,
@@ -41,3 +43,10 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- The claim events (castlog_core::claims::EVENT_KINDS) across casts, for scan_kinds
+-- (postgres/rows.rs, which repeats this condition so the planner can use the index; a test
+-- pins the two to the same list): the cost of listing them follows their number, not the
+-- log's size. Only those rows are indexed, so other appends pay nothing for it.
+CREATE INDEX IF NOT EXISTS events_claims ON events (cast_key, seq)
+    WHERE kind IN ('post_claimed', 'post_staged', 'post_refused', 'post_outcome_unknown', 'post_resolved', 'post_response_recorded');

@@ -566,6 +566,10 @@ pub struct RecastArgs {
     /// The new cast's id [default: <parent>-recast-N].
     #[arg(long = "cast")]
     pub child: Option<String>,
+    /// Write the files of the last workspace checkpoint at or before the fork point into
+    /// this new (or empty) directory, and run the new cast's tools there.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
     /// Posting: dry run unless --post (claims the parent made are never posted again).
     #[command(flatten)]
     pub posting: PostArgs,
@@ -582,8 +586,13 @@ pub struct RecastArgs {
 pub struct DiffArgs {
     /// The first cast.
     pub a: String,
-    /// The second cast.
-    pub b: String,
+    /// The second cast (optional with --files).
+    #[arg(required_unless_present = "files")]
+    pub b: Option<String>,
+    /// Compare the files instead: the changes between consecutive workspace checkpoints of
+    /// each cast, step by step.
+    #[arg(long)]
+    pub files: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

@@ -526,6 +526,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         loadout: None,
         tools: None,
         keep: Vec::new(),
+        workdir: None,
     };
     let mut fork_agent = SynthAgent::new(args);
     let timer = Instant::now();
@@ -627,6 +628,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         loadout: None,
         tools: None,
         keep: Vec::new(),
+        workdir: None,
     };
     let mut fork_agent = SynthAgent::new(args);
     let mut forked = recast(&log, &clock, &plan, &cwd)?;

@@ -9,6 +9,7 @@ mod browser;
 mod casts;
 mod casts_errors;
 mod casts_pauses;
+mod checkpoints;
 mod claims;
 mod conformance;
 mod crash;

@@ -107,7 +107,7 @@ pub fn recast(
         workdir: workdir.as_ref().map(|d| d.display().to_string()),
     };
     globals.launcher.record_under(db, &child);
-    let cwd = workdir.clone().unwrap_or_else(super::cast::cwd);
+    let cwd = workdir.unwrap_or_else(super::cast::cwd);
     let mut driver: Driver<'_, Database> = fork(&log, &clock, &plan, &cwd)?;
     driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {

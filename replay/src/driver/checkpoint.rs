@@ -2,8 +2,9 @@
 //! the working directory's files as a git tree (`workspace_checkpointed`, see
 //! [`crate::workspace`]). A cast has a workspace when it names a working directory (`run
 //! --workdir`) or its materia are offered tools; a cast with neither touches no files of its
-//! own and is not checkpointed. Outside a git repository nothing is recorded and the driver says
-//! so once on stderr; a checkpoint git cannot make is only logged.
+//! own and is not checkpointed. Outside a git repository nothing is recorded; for a working
+//! directory the cast names, the driver says so once on stderr. A checkpoint git cannot make
+//! is only logged.
 
 use castlog_core::event::Event;
 use castlog_core::input::Input;
@@ -74,6 +75,9 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                 .map_or_else(|| self.cwd.clone(), std::path::PathBuf::from);
             self.checkpoints = match Workspace::find(&dir) {
                 Some(ws) => Checkpoints::Git(ws),
+                // Said only for a working directory the cast names (`--workdir`): a cast in the
+                // current directory outside git is not checkpointed, quietly.
+                None if self.state.workdir.is_none() => Checkpoints::Off,
                 None => {
                     eprintln!(
                         "castlog: {} is not in a git repository: cannot checkpoint its files (recast --workdir and diff --files need checkpoints)",

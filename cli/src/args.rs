@@ -575,6 +575,10 @@ pub struct RecastArgs {
     /// The new cast's id [default: <parent>-recast-N].
     #[arg(long = "cast")]
     pub child: Option<String>,
+    /// Write the files of the last workspace checkpoint at or before the fork point into
+    /// this new (or empty) directory, and run the new cast's tools there.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
     /// Posting: dry run unless --post (claims the parent made are never posted again).
     #[command(flatten)]
     pub posting: PostArgs,
@@ -591,8 +595,13 @@ pub struct RecastArgs {
 pub struct DiffArgs {
     /// Cast id of the first (left) side.
     pub a: String,
-    /// Cast id of the second (right) side.
-    pub b: String,
+    /// Cast id of the second (right) side (optional with --files).
+    #[arg(required_unless_present = "files")]
+    pub b: Option<String>,
+    /// Compare the files instead: the changes between consecutive workspace checkpoints of
+    /// each cast, step by step.
+    #[arg(long)]
+    pub files: bool,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

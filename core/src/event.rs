@@ -145,6 +145,8 @@ events! {
     ToolFinished(ToolFinished) = "tool_finished", v 1;
     /// A tool call with an effect was cut off; its outcome is unknown and it is not run again.
     ToolInterrupted(ToolInterrupted) = "tool_interrupted", v 1;
+    /// The working directory's files were recorded as a git tree after a socket completed.
+    WorkspaceCheckpointed(WorkspaceCheckpointed) = "workspace_checkpointed", v 1;
     /// A socket's output reported an event of its own (pi-materia's `event` side-channel).
     MateriaEvent(MateriaEvent) = "materia_event", v 1;
     // ----- routing and data -----
@@ -199,6 +201,7 @@ mod materia;
 mod posting;
 mod tools;
 mod vocabulary;
+mod workspace;
 
 pub use budget::{BudgetRaised, BudgetWarning};
 pub use cause::PayloadCause;
@@ -211,6 +214,7 @@ pub use tools::{
     READ_ONLY_TOOLS, ToolCalled, ToolFinished, ToolInterrupted, ToolRequest, is_read_only,
 };
 pub use vocabulary::{Contexts, Vocabulary};
+pub use workspace::WorkspaceCheckpointed;
 
 impl Event {
     /// The blobs this event refers to (prompt texts, entry bodies, post bodies), so an export
@@ -340,6 +344,10 @@ pub struct CastForked {
     /// The frozen loadout the child runs with, when it differs from the parent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loadout: Option<Value>,
+    /// The directory the child's tools act in, when it is not the parent's (`recast
+    /// --workdir`, filled from the checkpoint at the fork point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
 }
 
 /// The cast reached `end` in its graph: the success counterpart of `CastFailed`.

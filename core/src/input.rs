@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::claims::ClaimStatus;
 use crate::event::{FailureClass, Resolution, Response, ToolRequest, Usage};
-use crate::id::{ClaimId, DispatchKey};
+use crate::id::{ClaimId, DispatchKey, SocketId, Visit};
 
 /// One input to a cast.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +52,19 @@ pub enum Input {
         truncated: bool,
         /// How long it took, in milliseconds.
         duration_ms: u64,
+    },
+    /// The driver recorded the working directory as a git tree after a socket completed (an
+    /// effect of the driver's, like a tool's: re-decide takes it from the log).
+    CheckpointWorkspace {
+        /// The socket that completed.
+        socket: SocketId,
+        /// Its visit.
+        visit: Visit,
+        /// The files before any socket ran (the cast's start).
+        #[serde(default)]
+        start: bool,
+        /// The git tree object's id.
+        tree: String,
     },
     /// The agent could not answer the prompt in flight.
     AgentFailed {

@@ -194,6 +194,13 @@ pub fn describe(event: &Event) -> String {
             "{} ({}) interrupted: outcome unknown, not run again",
             e.call, e.tool
         ),
+        Event::WorkspaceCheckpointed(e) => format!(
+            "{}:{} files {}checkpointed as tree {}",
+            e.socket,
+            e.visit,
+            if e.start { "at the start " } else { "" },
+            e.tree.chars().take(12).collect::<String>()
+        ),
         Event::AgentFailed(e) => format!(
             "{}:{} {} failure: {}",
             e.socket,

@@ -32,6 +32,7 @@ use castlog_events::{EventLog, LogError, Recorded};
 
 use crate::agent::Agent;
 
+mod checkpoint;
 mod effects;
 mod fold;
 mod pipeline;
@@ -214,6 +215,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     /// The tool calls this driver recorded (and so may run): a call recorded by an earlier
     /// process and left without an outcome is `resume`'s to decide.
     calls_recorded: std::collections::HashSet<String>,
+    /// Whether socket completions are checkpointed (a git working directory).
+    checkpoints: checkpoint::Checkpoints,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -277,6 +280,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         // The start is recorded before anyone can watch: it is traced like every later step.
         let _cast = tracing::info_span!("cast", cast = %cast).entered();
         driver.recorded(&decision.events, &records);
+        driver.checkpoint_start()?;
         Ok(driver)
     }
 
@@ -310,6 +314,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             steps_in_flight: STEPS_IN_FLIGHT,
             launcher: crate::process::Launcher::default(),
             calls_recorded: Default::default(),
+            checkpoints: Default::default(),
         }
     }
 

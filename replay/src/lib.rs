@@ -83,3 +83,4 @@ pub mod secrets;
 pub mod sender;
 pub mod tools;
 pub mod utility;
+pub mod workspace;

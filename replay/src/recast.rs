@@ -333,6 +333,9 @@ pub struct Recast {
     pub tools: Option<std::collections::BTreeMap<castlog_core::id::MateriaName, Value>>,
     /// Parent seqs of human inputs (refinements, continue, steering) to re-apply.
     pub keep: Vec<Seq>,
+    /// The child's own working directory (`--workdir`), already holding the files of the
+    /// checkpoint at the fork point; absent: the parent's.
+    pub workdir: Option<String>,
 }
 
 /// Forks `plan.parent` at `plan.at` into `plan.child` and returns a driver ready to drive it.
@@ -360,6 +363,7 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         loadout_hash,
         tools: plan.tools.clone(),
         loadout: plan.loadout.clone(),
+        workdir: plan.workdir.clone(),
     };
     let state = CastState::forked(&parent_state, &forked).map_err(|err| DriveError::Fold {
         cast: plan.child.clone(),

@@ -528,6 +528,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         loadout: None,
         tools: None,
         keep: Vec::new(),
+        workdir: None,
     };
     let mut fork_agent = SynthAgent::new(args);
     let timer = Instant::now();
@@ -630,6 +631,7 @@ pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> 
         loadout: None,
         tools: None,
         keep: Vec::new(),
+        workdir: None,
     };
     let mut fork_agent = SynthAgent::new(args);
     let mut forked = recast(&log, &clock, &plan, &cwd)?;

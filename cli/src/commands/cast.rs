@@ -37,22 +37,29 @@ pub(crate) fn cwd() -> PathBuf {
 }
 
 /// The directory a cast's utilities run in: the working directory its `cast_started` records
-/// (`run --workdir`, the root's for a recast), else the current directory. The built-in
-/// Ignore-Artifacts edits the ignore file there and nowhere else.
+/// (`run --workdir`), or the nearest recast's own (`recast --workdir`), else the current
+/// directory. The built-in Ignore-Artifacts edits the ignore file there and nowhere else.
 pub(crate) fn cast_cwd(log: &(impl EventLog + ?Sized), cast: &CastId) -> PathBuf {
-    let root = castlog_events::log::ancestors(log, cast)
-        .ok()
-        .and_then(|mut a| a.pop())
-        .unwrap_or_else(|| cast.clone());
-    let recorded = log
-        .read(&root, Seq::FIRST, Some(Seq::FIRST))
-        .ok()
-        .and_then(|first| first.first().and_then(|r| r.event().ok()))
-        .and_then(|event| match event {
-            castlog_core::event::Event::CastStarted(started) => started.workdir,
-            _ => None,
-        });
-    recorded.map_or_else(cwd, PathBuf::from)
+    let mut chain = vec![cast.clone()];
+    chain.extend(castlog_events::log::ancestors(log, cast).unwrap_or_default());
+    for link in &chain {
+        let first = log
+            .read(link, Seq::FIRST, Some(Seq::FIRST))
+            .ok()
+            .and_then(|first| first.first().and_then(|r| r.event().ok()));
+        match first {
+            Some(castlog_core::event::Event::CastForked(forked)) => {
+                if let Some(dir) = forked.workdir {
+                    return PathBuf::from(dir);
+                }
+            }
+            Some(castlog_core::event::Event::CastStarted(started)) => {
+                return started.workdir.map_or_else(cwd, PathBuf::from);
+            }
+            _ => break,
+        }
+    }
+    cwd()
 }
 
 /// Builds the agent a SPEC names; `used` answers of a script are skipped. `log` holds the

@@ -11,10 +11,24 @@ use crate::args::DiffArgs;
 use crate::error::CliError;
 use crate::output;
 
-/// `castlog diff A B`.
+/// `castlog diff A B`, and `castlog diff A [B] --files`.
 pub fn diff(db: &Path, args: &DiffArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
-    let report = compute(&log, &args.a, &args.b)?;
+    if args.files {
+        let mut casts = vec![super::diff_files::cast_files(&log, &args.a)?];
+        if let Some(b) = &args.b {
+            casts.push(super::diff_files::cast_files(&log, b)?);
+        }
+        if args.json {
+            return output::json(&serde_json::json!({ "casts": casts }));
+        }
+        casts.iter().for_each(super::diff_files::print);
+        return Ok(());
+    }
+    let Some(b) = &args.b else {
+        return Err(CliError::user("diff needs two casts (or one with --files)"));
+    };
+    let report = compute(&log, &args.a, b)?;
     if args.json {
         return output::json(&report);
     }

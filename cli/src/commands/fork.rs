@@ -1,6 +1,6 @@
 //! `recast` and `mark`: forking a cast, and naming points of it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use castlog_core::id::{CastId, Seq};
@@ -10,6 +10,7 @@ use castlog_events::{Database, EventLog};
 use castlog_replay::clock::SystemClock;
 use castlog_replay::driver::{Driver, Stop};
 use castlog_replay::recast::{Recast, recast as fork, resolve_boundary};
+use castlog_replay::workspace::Workspace;
 use serde_json::json;
 
 use crate::args::{MarkArgs, RecastArgs};
@@ -85,6 +86,10 @@ pub fn recast(
             }
         }
     }
+    let workdir = match &args.workdir {
+        Some(dir) => Some(materialize(&log, &parent, at, dir)?),
+        None => None,
+    };
     let sender = super::cast::sender(&args.posting, globals)?;
     // Check the agent before anything is recorded; it is built again for the child below.
     let agent = match &args.agent {
@@ -99,9 +104,11 @@ pub fn recast(
         loadout,
         tools,
         keep: args.keep_inputs.iter().map(|s| Seq(*s)).collect(),
+        workdir: workdir.as_ref().map(|d| d.display().to_string()),
     };
     globals.launcher.record_under(db, &child);
-    let mut driver: Driver<'_, Database> = fork(&log, &clock, &plan, &super::cast::cwd())?;
+    let cwd = workdir.unwrap_or_else(super::cast::cwd);
+    let mut driver: Driver<'_, Database> = fork(&log, &clock, &plan, &cwd)?;
     driver.launch_with(globals.launcher.clone());
     if let Some(sender) = sender {
         driver.post_with(sender);
@@ -138,6 +145,65 @@ pub fn recast(
         }
     };
     super::cast::report(&log, &tail, &child, &stop, args.json, globals)
+}
+
+/// The kinds that record something having run that may have changed files.
+const CHANGES_FILES: [&str; 6] = [
+    "agent_replied",
+    "agent_failed",
+    "tool_called",
+    "tool_finished",
+    "utility_finished",
+    "cast_resumed",
+];
+
+/// The tree of the files as they were at `at` of `parent`'s history: the last workspace
+/// checkpoint at or before it, or the next one when nothing that may change files ran between
+/// `at` and it (the driver checkpoints just after the step that completed a socket, so a fork
+/// at `SOCKET:VISIT` of the next socket sees the files the completed one left).
+fn checkpoint_at(log: &Database, parent: &CastId, at: Seq) -> Result<Option<String>, CliError> {
+    let mut tree = None;
+    castlog_replay::recast::with_history(log, parent, &mut |records| {
+        for record in records {
+            let after = record.cast == *parent && record.seq > at;
+            let checkpoint = match record.event() {
+                Ok(castlog_core::event::Event::WorkspaceCheckpointed(c)) => Some(c.tree),
+                _ => None,
+            };
+            match (after, checkpoint) {
+                (false, Some(t)) => tree = Some(t),
+                (true, Some(t)) => {
+                    tree = Some(t);
+                    break;
+                }
+                // Files change only through what an agent, a tool or a utility did.
+                (true, None) if CHANGES_FILES.contains(&record.kind.as_str()) => break,
+                (_, None) => {}
+            }
+        }
+    })?;
+    Ok(tree)
+}
+
+/// Writes the files of the checkpoint at `at` into `dir` (new or empty) and returns it,
+/// absolute.
+fn materialize(log: &Database, parent: &CastId, at: Seq, dir: &Path) -> Result<PathBuf, CliError> {
+    let Some(tree) = checkpoint_at(log, parent, at)? else {
+        return Err(CliError::user(format!(
+            "--workdir: cast {parent} has no workspace checkpoint at or before seq {at} (checkpoints are recorded when a cast in a git working directory starts and at each socket completion)"
+        )));
+    };
+    let from = super::cast::cast_cwd(log, parent);
+    let Some(ws) = Workspace::find(&from) else {
+        return Err(CliError::user(format!(
+            "--workdir: {} (cast {parent}'s working directory) is no longer in a git repository, which holds its checkpoints",
+            from.display()
+        )));
+    };
+    ws.materialize(&tree, dir)
+        .map_err(|e| CliError::user(format!("--workdir: {e}")))?;
+    dir.canonicalize()
+        .map_err(|e| CliError::user(format!("--workdir {}: {e}", dir.display())))
 }
 
 /// `castlog mark`.

@@ -15,6 +15,7 @@ pub mod cast;
 pub mod claims;
 pub mod copy;
 pub mod diff;
+pub mod diff_files;
 pub mod engage;
 mod fleet;
 mod follow;

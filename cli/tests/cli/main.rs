@@ -10,6 +10,7 @@ mod budget;
 mod casts;
 mod casts_errors;
 mod casts_pauses;
+mod checkpoints;
 mod claims;
 mod conformance;
 mod crash;

@@ -669,6 +669,19 @@ impl CastState {
                 }
                 d.tool_finished(call, output, *exit, *error, *truncated, *duration_ms)?;
             }
+            Input::CheckpointWorkspace {
+                socket,
+                visit,
+                start,
+                tree,
+            } => {
+                d.emit(crate::event::WorkspaceCheckpointed {
+                    socket: socket.clone(),
+                    visit: *visit,
+                    start: *start,
+                    tree: tree.clone(),
+                });
+            }
             Input::AgentFailed { class, message } => {
                 let current = waiting_in(
                     d.state,

@@ -124,6 +124,9 @@ impl CastState {
         if let Some(tools) = &event.tools {
             state.tool_scopes = tools.clone();
         }
+        if let Some(workdir) = &event.workdir {
+            state.workdir = Some(workdir.clone());
+        }
         state.head = Seq(1);
         // A recast of a stopped cast resumes work that was cut off: its next prompt carries
         // the recovery note. A fork from a healthy point renders exactly what the parent
@@ -261,7 +264,8 @@ impl CastState {
     pub fn evolve(&mut self, event: &Event) {
         self.head = self.head.next();
         match event {
-            Event::CastStarted(_) | Event::CastForked(_) => {}
+            // A checkpoint is a record of the files; nothing routes on it.
+            Event::CastStarted(_) | Event::CastForked(_) | Event::WorkspaceCheckpointed(_) => {}
             Event::CastCompleted(_) => {
                 self.status = Status::Completed;
                 if let Some(c) = &mut self.current {

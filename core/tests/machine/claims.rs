@@ -345,6 +345,7 @@ fn fork(parent: &CastState) -> CastState {
             parent_hash: Digest::ZERO,
             loadout_hash: None,
             loadout: None,
+            workdir: None,
             tools: None,
         },
     )

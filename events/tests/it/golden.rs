@@ -144,6 +144,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         parent_hash: point.hash,
         loadout_hash: Some(blob_hash(b"loadout, edited")),
         loadout: None,
+        workdir: None,
         tools: None,
     });
     let aborted = Event::from(CastAborted {

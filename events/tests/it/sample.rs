@@ -156,6 +156,7 @@ pub fn populate(log: &dyn EventLog) -> Populated {
         parent_hash: point.hash,
         loadout_hash: None,
         loadout: None,
+        workdir: None,
         tools: None,
     });
     log.fork(

@@ -115,11 +115,18 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         if snapshot_due && let Some((seq, hash)) = recorded {
             self.keep_snapshot(seq, hash, begun.is_some());
         }
+        let completes = events
+            .iter()
+            .any(|e| matches!(e, Event::SocketCompleted(_)));
+        let checkpointed = completes.then(|| events.clone());
         match begun {
             Some(appending) => self.in_flight.push_back(InFlight { appending, events }),
             None => self.recorded(&events, &durable),
         }
-        Ok(())
+        match checkpointed {
+            Some(events) => self.checkpoint_after(&events, begin),
+            None => Ok(()),
+        }
     }
 
     /// Keeps a snapshot of the state just appended (`begun`: with its step, which may not be

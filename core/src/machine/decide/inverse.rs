@@ -36,6 +36,12 @@ pub fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             truncated: e.truncated,
             duration_ms: e.duration_ms,
         },
+        Event::WorkspaceCheckpointed(e) => Input::CheckpointWorkspace {
+            socket: e.socket.clone(),
+            visit: e.visit,
+            start: e.start,
+            tree: e.tree.clone(),
+        },
         Event::AgentReplied(e) => Input::AgentReplied {
             text: e.text.clone(),
             usage: e.usage,

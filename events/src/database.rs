@@ -14,7 +14,7 @@ use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, S
 use crate::postgres::{PostgresLog, is_postgres_url};
 use crate::queue::{Lease, QueueEntry, QueueState, RunQueue, Slot, WorkerId};
 use crate::record::{Pending, Recorded};
-use crate::sqlite::{CastsAudit, Durability, MisplacedEvent, SqliteLog};
+use crate::sqlite::{CastsAudit, Durability, MisplacedEvent, PinnedReads, SqliteLog};
 
 /// A castlog log on one of the durable backends.
 // A command opens one log and keeps it to the end: the SQLite variant's size costs nothing,
@@ -63,6 +63,15 @@ impl Database {
         match self {
             Self::Sqlite(_) => Ok(None),
             Self::Postgres(log) => log.listen_appends(),
+        }
+    }
+
+    /// Pins blob reads to one read transaction until the result is dropped (SQLite; see
+    /// [`SqliteLog::pin_blob_reads`]). `None` where each read costs no lock of its own.
+    pub fn pin_blob_reads(&self) -> Result<Option<PinnedReads<'_>>, LogError> {
+        match self {
+            Self::Sqlite(log) => log.pin_blob_reads().map(Some),
+            Self::Postgres(_) => Ok(None),
         }
     }
 

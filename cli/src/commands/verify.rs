@@ -350,6 +350,9 @@ fn check_blobs(log: &Database, head: &CastHead) -> Result<Vec<Problem>, LogError
         }
         ControlFlow::Continue(())
     })?;
+    // Every blob read below shares one read transaction, taken after the events that name
+    // them were read (blobs are only added, so none of theirs is missing from it).
+    let _pinned = log.pin_blob_reads()?;
     let mut problems = Vec::new();
     let mut problem = |seq: Seq, message: String| {
         problems.push(Problem {

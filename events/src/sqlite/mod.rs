@@ -46,6 +46,7 @@ mod blobs;
 mod held;
 mod kinds;
 mod open;
+mod pinned;
 mod queue;
 mod rows;
 mod syncer;
@@ -56,6 +57,7 @@ mod writes;
 
 use address::event_row_id;
 pub use address::{MAX_SEQ, MisplacedEvent, Place};
+pub use pinned::PinnedReads;
 pub use rows::{CastsAudit, DamagedCast};
 use rows::{HEAD_COLUMNS, head_from_row, head_row, list_casts};
 
@@ -121,6 +123,8 @@ pub struct SqliteLog {
     kind_sql: &'static str,
     /// The run queue's own connection, opened when first used (see [`queue`]).
     queue: queue::QueueConn,
+    /// The connection blob reads are pinned to, while they are (see [`pinned`]).
+    pin: pinned::Pin,
 }
 
 impl SqliteLog {
@@ -205,6 +209,7 @@ impl SqliteLog {
             immutable: false,
             kind_sql: open::kind_column(SCHEMA_VERSION),
             queue: Default::default(),
+            pin: Default::default(),
         })
     }
 
@@ -261,6 +266,7 @@ impl SqliteLog {
             immutable,
             kind_sql: open::kind_column(version),
             queue: Default::default(),
+            pin: Default::default(),
         })
     }
 
@@ -404,6 +410,7 @@ impl Drop for SqliteLog {
         // Every acknowledged write is committed already; what begun appends asked the syncer
         // for is synced before it stops (unless a sync failed: their waiters were told). The
         // writer's connection closes when the fields are dropped, after this.
+        self.pin.lock().take();
         self.pool().clear();
         self.queue.close();
         self.writer.close();
@@ -635,6 +642,9 @@ impl EventLog for SqliteLog {
     }
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
+        if let Some(conn) = self.pin.lock().as_ref() {
+            return blobs::read_blob(conn, hash);
+        }
         self.read_with(|conn| blobs::read_blob(conn, hash))
     }
 

@@ -8,14 +8,18 @@ mod bench;
 mod budget;
 mod copy;
 mod drive;
+mod engage;
 mod placement;
+mod posting;
 mod queue;
 
 pub use bench::*;
 pub use budget::BudgetArgs;
 pub use copy::CopyArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
+pub use engage::{EngageArgs, ScheduleArgs, ScorecardArgs};
 pub use placement::*;
+pub use posting::{ClaimsAction, ClaimsArgs, PostArgs, ResolveArgs};
 pub use queue::{SubmitArgs, WorkerArgs};
 
 /// castlog: an event-sourced runtime for LLM agent workflows.
@@ -652,161 +656,6 @@ pub struct AuditArgs {
     /// duplicated-reason, dropped-entry.
     #[arg(long)]
     pub lint: bool,
-    /// Print one JSON document on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Posting flags: without `--post` every post is a dry run and no sender is called.
-#[derive(Debug, Clone, Default, Args)]
-pub struct PostArgs {
-    /// Send posts through --sender (claimed first; never retried). Without it: dry run.
-    #[arg(long)]
-    pub post: bool,
-    /// Where posts go: cmd:PROGRAM ARGS... (body on stdin, id on stdout, the envelope in
-    /// CASTLOG_ENVELOPE), file:DIR (DIR/<claim> and its envelope DIR/<claim>.json) or
-    /// webhook:URL (the envelope as the JSON body; the id from the answer's `id`).
-    #[arg(long)]
-    pub sender: Option<String>,
-}
-
-/// `claims`.
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct ClaimsArgs {
-    /// Resolve a claim instead of listing.
-    #[command(subcommand)]
-    pub action: Option<ClaimsAction>,
-    /// Only pending claims (the send outcome is unknown: a person must resolve them).
-    #[arg(long)]
-    pub pending: bool,
-    /// Print one JSON document on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `claims` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum ClaimsAction {
-    /// Record a person's resolution of a claim (an event on the claim's cast).
-    ///
-    /// A resolution moves the claim on: pending -> staged | abandoned, staged -> approved |
-    /// declined, approved -> posted | declined. --answered / --ignored record instead how a
-    /// post that went out (staged, approved or posted) was received; the status stays, and
-    /// `engage` then names a reuse of an ignored thread `thread_previously_ignored`.
-    ///
-    /// Examples: castlog claims resolve clm-3f2a --staged 1234567890;
-    ///   castlog claims resolve clm-3f2a --ignored
-    Resolve(ResolveArgs),
-}
-
-/// `claims resolve`.
-#[derive(Debug, Args)]
-#[command(group(
-    clap::ArgGroup::new("resolution")
-        .required(true)
-        .args(["staged", "abandoned", "approved", "posted", "declined", "answered", "ignored"])
-))]
-pub struct ResolveArgs {
-    /// The claim id (or a unique prefix of it).
-    pub claim: String,
-    /// It was sent after all: the message id the destination shows.
-    #[arg(long, value_name = "MSG_ID")]
-    pub staged: Option<String>,
-    /// It was not sent and will not be (releases the day).
-    #[arg(long)]
-    pub abandoned: bool,
-    /// A staged post is approved for publishing.
-    #[arg(long)]
-    pub approved: bool,
-    /// An approved post went out.
-    #[arg(long)]
-    pub posted: bool,
-    /// A staged or approved post is declined (releases the day).
-    #[arg(long)]
-    pub declined: bool,
-    /// The member answered the post (it went out: staged, approved or posted).
-    #[arg(long)]
-    pub answered: bool,
-    /// The member ignored the post (it went out: staged, approved or posted).
-    #[arg(long)]
-    pub ignored: bool,
-    /// Print one JSON document on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `engage-scorecard`.
-#[derive(Debug, Args)]
-pub struct ScorecardArgs {
-    /// The judge to score (agent SPEC: scripted:FILE, cmd:PROGRAM ARGS... or
-    /// openai:BASE_URL#MODEL); it answers {"asserts", "presupposes", "reason"}.
-    #[arg(long)]
-    pub judge: String,
-    /// A fixture file: a JSON array of {"name", "quote", "draft", "expected_faithful"}
-    /// [default: the built-in 40, fixtures/engage/fidelity.json].
-    #[arg(long)]
-    pub fixtures: Option<PathBuf>,
-    /// Print one JSON document (the card) on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// How the judge runs.
-    #[command(flatten)]
-    pub agents: AgentOptions,
-}
-
-/// `engage`.
-#[derive(Debug, Args)]
-pub struct EngageArgs {
-    /// The input: results, sources, senders, allowlist and settings (see fixtures/engage/).
-    pub input: PathBuf,
-    /// Posting: dry run unless --post.
-    #[command(flatten)]
-    pub posting: PostArgs,
-    /// The hook detector (agent SPEC): answers {"kind", "evidence", "reason"}.
-    #[arg(long)]
-    pub qualifier: Option<String>,
-    /// The drafter (agent SPEC): answers {"question", "delivery_body"?} or {"error"}.
-    #[arg(long)]
-    pub drafter: Option<String>,
-    /// The fidelity judge (agent SPEC): answers {"asserts", "presupposes", "reason"}.
-    #[arg(long)]
-    pub judge: Option<String>,
-    /// The live source fetcher: cmd:PROGRAM ARGS... or file:DIR.
-    #[arg(long)]
-    pub fetcher: Option<String>,
-    /// The engage cast id [default: engage-<time>].
-    #[arg(long)]
-    pub cast: Option<String>,
-    /// Run only on schedule: at or after this seed's slot of the day (08:00-18:00 New York,
-    /// see `engage-schedule`) and not after an engagement post that day, judged at the run's
-    /// time (INPUT.json's `now`, else the clock); otherwise record a named skip (before_slot,
-    /// outside_window, already_posted_today) and ask no agent.
-    #[arg(long, value_name = "SEED")]
-    pub schedule: Option<String>,
-    /// Print one JSON document (the report) on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// How the roles' agents run.
-    #[command(flatten)]
-    pub agents: AgentOptions,
-    /// Traces of the engage cast.
-    #[command(flatten)]
-    pub trace: TraceOptions,
-}
-
-/// `engage-schedule`.
-#[derive(Debug, Args)]
-pub struct ScheduleArgs {
-    /// The seed of the schedule (the same seed gives the same slots).
-    #[arg(long)]
-    pub seed: String,
-    /// The first day, YYYY-MM-DD [default: today in New York].
-    #[arg(long)]
-    pub start: Option<String>,
-    /// How many days.
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=3660))]
-    pub days: u32,
     /// Print one JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,

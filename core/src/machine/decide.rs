@@ -407,6 +407,21 @@ fn waiting_in(
         .ok_or_else(|| not_now(state, input, reason))
 }
 
+/// Refuses an agent's reply (text or tool calls) unless a prompt is waiting for one.
+fn awaiting_reply(state: &CastState) -> Result<(), Rejection> {
+    if let Some(r) = stopped(state) {
+        return Err(r);
+    }
+    if phase_of(state) != Some(Phase::AwaitingReply) {
+        return Err(not_now(
+            state,
+            "an agent reply",
+            "no prompt is waiting for one",
+        ));
+    }
+    Ok(())
+}
+
 fn phase_of(state: &CastState) -> Option<Phase> {
     state.current.as_ref().map(|c| c.phase)
 }
@@ -627,29 +642,11 @@ impl CastState {
                 }
             }
             Input::AgentReplied { text, usage } => {
-                if let Some(r) = stopped(d.state) {
-                    return Err(r);
-                }
-                if phase_of(d.state) != Some(Phase::AwaitingReply) {
-                    return Err(not_now(
-                        d.state,
-                        "an agent reply",
-                        "no prompt is waiting for one",
-                    ));
-                }
+                awaiting_reply(d.state)?;
                 d.on_reply(text.clone(), *usage);
             }
             Input::AgentCalledTools { text, usage, calls } => {
-                if let Some(r) = stopped(d.state) {
-                    return Err(r);
-                }
-                if phase_of(d.state) != Some(Phase::AwaitingReply) {
-                    return Err(not_now(
-                        d.state,
-                        "an agent reply",
-                        "no prompt is waiting for one",
-                    ));
-                }
+                awaiting_reply(d.state)?;
                 if calls.is_empty() {
                     d.on_reply(text.clone(), *usage);
                 } else {

@@ -11,11 +11,9 @@ use std::time::Duration;
 
 use castlog_core::id::{CastId, Seq};
 use castlog_events::{Database, EventLog, Recorded};
-use castlog_projections::timeline::TimelineLine;
 use serde_json::Value;
 
 use crate::error::CliError;
-use crate::output;
 
 /// How often the log is read for new events.
 const POLL: Duration = Duration::from_millis(200);
@@ -46,14 +44,7 @@ pub(crate) fn follow(
                 let line = serde_json::to_string(&as_json(&record)).unwrap_or_default();
                 crate::say!("{line}");
             } else {
-                let line = TimelineLine::of(&record, super::CONTEXTS);
-                crate::say!(
-                    "{:>6}  {}  {:<26} {}",
-                    line.seq,
-                    output::timestamp(line.at_ms),
-                    line.kind,
-                    line.summary
-                );
+                super::inspect::say_event(&record);
             }
             next = record.seq.next();
             ended = TERMINAL.contains(&record.kind.as_str());

@@ -156,6 +156,18 @@ fn show_event(record: &Recorded) -> Value {
     .unwrap_or(Value::Null)
 }
 
+/// One event as `show` prints it: seq, time, kind and summary.
+pub(crate) fn say_event(record: &Recorded) {
+    let line = TimelineLine::of(record, super::CONTEXTS);
+    crate::say!(
+        "{:>6}  {}  {:<26} {}",
+        line.seq,
+        output::timestamp(line.at_ms),
+        line.kind,
+        line.summary
+    );
+}
+
 /// `castlog show CAST`. The events are printed as they are read (one in memory at a time).
 pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
     let log = super::open(db)?;
@@ -189,14 +201,7 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
         crate::say!("cast {}", head.cast);
     }
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        let line = TimelineLine::of(&record, super::CONTEXTS);
-        crate::say!(
-            "{:>6}  {}  {:<26} {}",
-            line.seq,
-            output::timestamp(line.at_ms),
-            line.kind,
-            line.summary
-        );
+        say_event(&record);
         ControlFlow::Continue(())
     })?;
     crate::say!("head {} {}", head.seq, head.hash.short());

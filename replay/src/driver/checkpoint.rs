@@ -79,8 +79,8 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                 // current directory outside git is not checkpointed, quietly.
                 None if self.state.workdir.is_none() => Checkpoints::Off,
                 None => {
-                    eprintln!(
-                        "castlog: {} is not in a git repository: cannot checkpoint its files (recast --workdir and diff --files need checkpoints)",
+                    tracing::warn!(
+                        "{} is not in a git repository: cannot checkpoint its files (recast --workdir and diff --files need checkpoints)",
                         dir.display()
                     );
                     Checkpoints::Off

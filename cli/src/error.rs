@@ -221,6 +221,12 @@ impl From<castlog_replay::agent::AgentError> for CliError {
     }
 }
 
+impl From<castlog_replay::utility::MissingProgram> for CliError {
+    fn from(err: castlog_replay::utility::MissingProgram) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
 impl From<castlog_replay::openai::OpenAiError> for CliError {
     fn from(err: castlog_replay::openai::OpenAiError) -> Self {
         CliError::user(err.to_string())

@@ -149,6 +149,8 @@ events! {
     WorkspaceCheckpointed(WorkspaceCheckpointed) = "workspace_checkpointed", v 1;
     /// A socket's output reported an event of its own (pi-materia's `event` side-channel).
     MateriaEvent(MateriaEvent) = "materia_event", v 1;
+    /// A utility's `scopeTransition` changed the directory the cast's later sockets act in.
+    ScopeActivated(ScopeActivated) = "scope_activated", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
     DataAssigned(DataAssigned) = "data_assigned", v 1;
@@ -200,6 +202,7 @@ mod cause;
 mod dispatch;
 mod materia;
 mod posting;
+mod scope;
 mod tools;
 mod vocabulary;
 mod workspace;
@@ -214,6 +217,7 @@ pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
 };
+pub use scope::{ExecutionScope, ScopeActivated};
 pub use tools::{
     READ_ONLY_TOOLS, ToolCalled, ToolFinished, ToolInterrupted, ToolRequest, is_read_only,
 };

@@ -19,7 +19,11 @@
 use serde_json::Value;
 
 use crate::event::When;
+
+mod scope;
+
 use crate::loadout::Socket;
+pub use scope::{ScopeTransition, take_scope};
 
 /// The keys an agent may always emit.
 pub const CANONICAL_KEYS: [&str; 4] = ["workItems", "satisfied", "context", "text"];

@@ -215,6 +215,18 @@ pub fn describe(event: &Event) -> String {
             e.code.map_or_else(|| "none".into(), |c| c.to_string()),
             if e.timed_out { " (timed out)" } else { "" }
         ),
+        Event::ScopeActivated(e) => format!(
+            "{}:{} scope {}{}",
+            e.socket,
+            e.visit,
+            e.scope
+                .as_ref()
+                .map_or_else(|| "base".to_owned(), |s| format!("{} at {}", s.id, s.cwd)),
+            e.previous
+                .as_ref()
+                .map(|p| format!(" (was {p})"))
+                .unwrap_or_default()
+        ),
         Event::MateriaEvent(e) => format!(
             "{}:{} {} {}{}",
             e.socket,

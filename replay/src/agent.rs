@@ -37,6 +37,9 @@ pub struct TurnRequest<'a> {
     pub thinking: Option<&'a str>,
     /// The tools the materia's scope offers (empty: none; the agent answers in text).
     pub tools: &'a [&'static str],
+    /// The directory of the cast's execution scope, when a utility activated one: a `cmd:`
+    /// agent's program runs there (`None`: where the agent was set up to run).
+    pub cwd: Option<&'a std::path::Path>,
 }
 
 /// What an agent answered.
@@ -149,6 +152,7 @@ pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, AskError> {
         model: None,
         thinking: None,
         tools: &[],
+        cwd: None,
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
         AgentTurn::ToolCalls { .. } => Err(AskError::ToolCalls),
@@ -529,10 +533,27 @@ impl Agent for CommandAgent {
         } else {
             flatten(request.messages)
         };
+        // In an execution scope the program runs in the scope's directory; a relative program
+        // path still names the program it named where the agent was set up.
+        let scoped;
+        let (argv, cwd) = match request.cwd {
+            Some(dir) if dir != self.cwd => {
+                let mut argv = self.argv.clone();
+                if let Some(program) = argv.first_mut()
+                    && program.contains('/')
+                    && std::path::Path::new(program.as_str()).is_relative()
+                {
+                    *program = self.cwd.join(&*program).display().to_string();
+                }
+                scoped = argv;
+                (scoped.as_slice(), dir)
+            }
+            _ => (self.argv.as_slice(), self.cwd.as_path()),
+        };
         match process::run_cancellable(
             &self.launcher,
-            &self.argv,
-            &self.cwd,
+            argv,
+            cwd,
             input.as_bytes(),
             self.timeout,
             self.cancel.as_deref(),
@@ -624,6 +645,7 @@ mod tests {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         };
         let paused = agent.turn(&ask(true));
         assert!(
@@ -655,6 +677,7 @@ mod tests {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         });
         assert!(
             matches!(&turn, AgentTurn::Reply { text, .. } if text == "hello\n"),
@@ -682,6 +705,7 @@ mod tests {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         });
         let AgentTurn::Failed { class, message } = turn else {
             panic!("an over-long reply is a failure: {turn:?}");
@@ -710,6 +734,7 @@ mod tests {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         };
         let started = std::time::Instant::now();
         let turn = agent.turn(&request);

@@ -335,9 +335,27 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         self.observer = Some(observer);
     }
 
-    /// The directory the cast's utilities run in.
+    /// The directory the cast's utilities run in outside an execution scope.
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// The cast's own working directory (its base scope): the `workdir` its `cast_started` or
+    /// recast records, else the directory it is driven from.
+    pub fn base_dir(&self) -> PathBuf {
+        self.state
+            .workdir
+            .as_deref()
+            .map_or_else(|| self.cwd.clone(), PathBuf::from)
+    }
+
+    /// The directory of the execution scope in force (`scope_activated`; a relative `cwd` in
+    /// [`base_dir`](Self::base_dir)), or `None` in the base scope.
+    pub fn scope_dir(&self) -> Option<PathBuf> {
+        self.state
+            .scope
+            .as_ref()
+            .map(|scope| self.base_dir().join(&scope.cwd))
     }
 
     /// Aborts the cast (recording `cast_aborted`) at the next step after `flag` is set.

@@ -1,24 +1,99 @@
 //! Running utility sockets: a command (no shell), a fixed output, or a built-in: an equivalent
 //! of pi-materia's shipped scripts (`ensure-ignored`, `detect-vcs`, also named by the aliases
-//! `project.ensureIgnored` and `vcs.detect`) or its aliases `echo` (prints the socket's
-//! `params` as JSON) and `noop` (prints `{}`). The result becomes a
-//! `utility_finished` event, so replay never runs a utility again.
+//! `project.ensureIgnored` and `vcs.detect`), its aliases `echo` (prints the socket's
+//! `params` as JSON) and `noop` (prints `{}`), or one of the scope utilities (`vcs.*` git
+//! worktrees and jj workspaces, in `vcs`). The result becomes a `utility_finished` event, so
+//! replay never runs a utility again.
 
 use std::path::Path;
 use std::time::Duration;
 
-use castlog_core::loadout::{Exec, UtilitySpec};
+use castlog_core::id::SocketId;
+use castlog_core::loadout::{Exec, Loadout, SocketKind, UtilitySpec};
 use castlog_core::machine::CastState;
 use serde_json::{Value, json};
 
 use crate::process::{self, Finished, Launcher};
 
-/// The JSON line a utility reads on stdin (the reference's field set).
-pub fn input(state: &CastState, cwd: &Path) -> Value {
+mod vcs;
+
+/// The built-in utilities that run a program, by built-in name: the alias a loadout names it
+/// by and the program it needs on PATH.
+const NEEDS: &[(&str, &str, &str)] = &[
+    ("spawn-git-worktree", "vcs.spawnGitWorktree", "git"),
+    (
+        "integrate-git-worktrees",
+        "vcs.integrateGitWorktrees",
+        "git",
+    ),
+    ("spawn-jj-workspace", "vcs.spawnJjWorkspace", "jj"),
+    ("integrate-jj-workspaces", "vcs.integrateJjWorkspaces", "jj"),
+    ("finalize-jj-workspace", "vcs.finalizeJjWorkspace", "jj"),
+];
+
+/// A built-in utility of a loadout needs a program that is not on PATH.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "loadout {loadout:?}: socket {socket} runs {utility}, which needs the program `{program}`, and {program} is not found on PATH: install {program}, or give the materia a `command` instead"
+)]
+pub struct MissingProgram {
+    /// The loadout's name.
+    pub loadout: String,
+    /// The socket whose utility needs it.
+    pub socket: SocketId,
+    /// The utility as the loadout names it (`vcs.spawnJjWorkspace`).
+    pub utility: &'static str,
+    /// The program (`jj`).
+    pub program: &'static str,
+}
+
+/// Checks, before a cast of `loadout` starts, that every program its built-in utilities run
+/// (`git` for the worktree utilities, `jj` for pi-materia's jj workspaces) is on PATH; the
+/// first socket whose program is missing is named.
+pub fn check_programs(loadout: &Loadout) -> Result<(), MissingProgram> {
+    for (id, socket) in &loadout.sockets {
+        let SocketKind::Utility(spec) = &socket.kind else {
+            continue;
+        };
+        let Exec::Builtin { name } = &spec.exec else {
+            continue;
+        };
+        if let Some((_, utility, program)) = NEEDS.iter().find(|(n, _, _)| n == name)
+            && process::locate(program, Path::new("/")).is_err()
+        {
+            return Err(MissingProgram {
+                loadout: loadout.name.clone(),
+                socket: id.clone(),
+                utility,
+                program,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The JSON line a utility reads on stdin (the reference's field set): `cwd` is where it runs
+/// (the execution scope's directory, else the cast's), `baseScope` the cast's own directory
+/// (`base`).
+pub fn input(state: &CastState, cwd: &Path, base: &Path) -> Value {
     let current = state.current.as_ref();
     let socket = state.current_socket();
     let cwd = cwd.display().to_string();
-    let scope = json!({ "id": format!("cast:{}:base", state.cast), "cwd": cwd });
+    let base_scope =
+        json!({ "id": format!("cast:{}:base", state.cast), "cwd": base.display().to_string() });
+    let scope = match &state.scope {
+        Some(active) => {
+            let mut scope = json!({ "id": active.id, "cwd": cwd });
+            if let Some(s) = &active.state {
+                scope["state"] = s.clone();
+            }
+            if let Some(e) = &active.exports {
+                scope["exports"] = e.clone();
+            }
+            scope
+        }
+        None => json!({ "id": format!("cast:{}:base", state.cast), "cwd": cwd }),
+    };
     let cursor = current
         .and_then(|c| state.loadout.socket(&c.socket).map(|_| &c.socket))
         .and_then(|s| {
@@ -33,7 +108,7 @@ pub fn input(state: &CastState, cwd: &Path) -> Value {
     json!({
         "cwd": cwd,
         "executionScope": scope,
-        "baseScope": scope,
+        "baseScope": base_scope,
         "runDir": Value::Null,
         "request": state.request,
         "castId": state.cast,
@@ -51,6 +126,10 @@ pub fn input(state: &CastState, cwd: &Path) -> Value {
         "cursor": cursor.unwrap_or(Value::Null),
         "cursors": state.cursors,
     })
+}
+
+fn timeout(spec: &UtilitySpec) -> Duration {
+    Duration::from_millis(spec.timeout_ms)
 }
 
 fn ok(stdout: String) -> Finished {
@@ -109,6 +188,15 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
                 _ => "{}".to_owned(),
             }),
             "noop" => ok("{}".to_owned()),
+            "spawn-git-worktree" => vcs::spawn_git_worktree(input, cwd, launcher, timeout(spec)),
+            "integrate-git-worktrees" => {
+                vcs::integrate_git_worktrees(input, launcher, timeout(spec))
+            }
+            "spawn-jj-workspace" => vcs::spawn_jj_workspace(input, cwd, launcher, timeout(spec)),
+            "integrate-jj-workspaces" => {
+                vcs::integrate_jj_workspaces(input, launcher, timeout(spec))
+            }
+            "finalize-jj-workspace" => vcs::finalize_jj_workspace(input, launcher, timeout(spec)),
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
     }

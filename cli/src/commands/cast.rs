@@ -235,6 +235,9 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     let loadout = config
         .resolve(args.loadout.as_deref())
         .map_err(|e| CliError::from(e).context(args.config.display()))?;
+    // A built-in utility's program (jj, git) must be at hand before anything is recorded.
+    castlog_replay::utility::check_programs(&loadout)
+        .map_err(|e| CliError::from(e).context(args.config.display()))?;
     let sender = sender(&args.posting, globals)?;
     // A policy file is read and checked before anything is recorded.
     let (policy, policy_document) = match &args.policy {

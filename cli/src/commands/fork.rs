@@ -51,6 +51,8 @@ pub fn recast(
                     current.socket
                 )));
             }
+            castlog_replay::utility::check_programs(&resolved)
+                .map_err(|e| CliError::from(e).context(path.display()))?;
             Some(resolved)
         }
     };

@@ -102,6 +102,8 @@ fn loadout_of(
     let loadout = config
         .resolve(loadout)
         .map_err(|e| CliError::from(e).context(config_path.display()))?;
+    castlog_replay::utility::check_programs(&loadout)
+        .map_err(|e| CliError::from(e).context(config_path.display()))?;
     let policy = config
         .placement_policy
         .unwrap_or_else(|| "recommended".into());

@@ -129,7 +129,9 @@ pub enum Exec {
     },
     /// One of castlog's built-in equivalents of pi-materia's shipped scripts.
     Builtin {
-        /// `ensure-ignored` or `detect-vcs`.
+        /// `ensure-ignored`, `detect-vcs`, `echo`, `noop`, or a scope utility
+        /// (`spawn-git-worktree`, `integrate-git-worktrees`, `spawn-jj-workspace`,
+        /// `integrate-jj-workspaces`, `finalize-jj-workspace`).
         name: String,
     },
 }

@@ -8,7 +8,7 @@ use super::{Phase, Status};
 use crate::event::{
     Allowance, AllowanceExhausted, AllowanceExtended, CastRevived, CursorAdvanced, DataAssigned,
     EdgeTaken, MateriaEvent, OutputRejected, RefinementRecorded, ReworkCleared, ReworkRouted,
-    SocketCompleted, Target, UtilityFinished, When,
+    ScopeActivated, SocketCompleted, Target, UtilityFinished, When,
 };
 use crate::handoff;
 use crate::id::{SocketId, Turn};
@@ -276,6 +276,25 @@ impl Decider<'_, '_> {
             }
         };
         let conformance = self.state.conformance;
+        let transition = if conformance >= 3 {
+            match handoff::take_scope(&mut parsed) {
+                Ok(transition) => transition,
+                Err(issues) => {
+                    self.fail(
+                        format!(
+                            "utility {} ({argv}) gave a bad scopeTransition: {}",
+                            current.socket,
+                            issues.join("; ")
+                        ),
+                        Some(current.socket),
+                        None,
+                    );
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         let (events, issues) = if conformance >= 1 {
             match handoff::take_events(&mut parsed) {
                 Ok(events) => (
@@ -299,7 +318,20 @@ impl Decider<'_, '_> {
             );
             return;
         }
-        let output = self.report_events(events, &parsed, stdout);
+        let mut output = self.report_events(events, &parsed, stdout);
+        if let Some(transition) = transition {
+            self.emit(ScopeActivated {
+                socket: current.socket.clone(),
+                visit: current.visit,
+                item: current.item.clone(),
+                previous: self.state.scope.as_ref().map(|s| s.id.clone()),
+                scope: match transition {
+                    handoff::ScopeTransition::Replace(scope) => Some(scope),
+                    handoff::ScopeTransition::Base => None,
+                },
+            });
+            output = parsed.to_string();
+        }
         self.complete(&current.socket, &output, Some(parsed));
     }
 

@@ -76,6 +76,7 @@ impl CastState {
             handoff: event.handoff.unwrap_or(0),
             conformance: event.conformance.unwrap_or(0),
             workdir: event.workdir.clone(),
+            scope: None,
             tool_scopes: event.tools.clone().unwrap_or_default(),
             status: Status::Running,
             current: None,
@@ -518,6 +519,7 @@ impl CastState {
                 entry.revives += 1;
             }
             Event::BudgetWarning(_) => self.budget_warned = true,
+            Event::ScopeActivated(e) => self.scope = e.scope.clone(),
             Event::BudgetRaised(e) => {
                 let configured = self.loadout.budget.max_tokens;
                 let entry = self

@@ -243,6 +243,10 @@ pub struct CastState {
     /// command that drives the cast runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// The execution scope a utility activated (`scope_activated`), in force for every later
+    /// socket; absent: the cast's own working directory (its base scope). A recast inherits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::event::ExecutionScope>,
     /// The tool scopes of its materia (`cast_started`'s `tools`); a recast inherits them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_scopes: BTreeMap<crate::id::MateriaName, Value>,
@@ -350,7 +354,12 @@ impl SentBodies {
 /// Version 2:
 /// - the first reply that takes token use to `budget.warnAtPercent` of the budget appends one
 ///   `budget_warning` (again only after a raise brings the use back below the threshold).
-pub const CONFORMANCE: u32 = 2;
+///
+/// Version 3:
+/// - a JSON utility's `scopeTransition` is checked (a bad one fails the cast, naming the
+///   socket and the field), recorded as `scope_activated` and taken out of the output before
+///   validation and routing; later sockets act in the scope's directory.
+pub const CONFORMANCE: u32 = 3;
 
 /// How many recent dispatch keys a cast remembers.
 pub const DISPATCH_MEMORY: usize = 64;

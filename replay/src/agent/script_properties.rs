@@ -34,6 +34,7 @@ fn read_and_ask(bytes: &[u8]) -> Result<(), String> {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         };
         if let AgentTurn::Exhausted(message) = agent.turn(&request)
             && let Some(why) = rust_formatting(&message)

@@ -72,8 +72,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
     /// asked again, so its step is durable at once.
     pub(super) fn run_utility(&mut self, spec: &UtilitySpec) -> Result<(), DriveError> {
         self.wait_notice();
-        let input = utility::input(&self.state, &self.cwd);
-        let done = utility::run(spec, &input, &self.cwd, &self.launcher);
+        let base = self.base_dir();
+        let cwd = self.scope_dir().unwrap_or_else(|| self.cwd.clone());
+        let input = utility::input(&self.state, &cwd, &base);
+        let done = utility::run(spec, &input, &cwd, &self.launcher);
         self.record(
             &Input::UtilityFinished {
                 code: done.code,
@@ -101,12 +103,14 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             _ => None,
         };
         let tools = self.offered_tools();
+        let cwd = self.scope_dir();
         let turn = agent.turn(&TurnRequest {
             messages: &messages,
             refinement: false,
             model: spec.and_then(|a| a.model.as_deref()),
             thinking: spec.and_then(|a| a.thinking.as_deref()),
             tools: &tools,
+            cwd: cwd.as_deref(),
         });
         match turn {
             AgentTurn::Reply { text, usage } => {
@@ -150,6 +154,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             model: None,
             thinking: None,
             tools: &[],
+            cwd: None,
         });
         let origin = agent.origin();
         match turn {

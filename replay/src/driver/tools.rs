@@ -92,11 +92,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             Ok(scope) => scope,
             Err(err) => return refused(err.to_string()),
         };
-        let dir = self
-            .state
-            .workdir
-            .as_deref()
-            .map_or_else(|| self.cwd.clone(), std::path::PathBuf::from);
+        let dir = self.scope_dir().unwrap_or_else(|| self.base_dir());
         match Workdir::open(&dir) {
             Ok(workdir) => tools::run(&scope, &workdir, &self.launcher, tool, arguments),
             Err(err) => refused(err.to_string()),

@@ -430,6 +430,7 @@ fn a_cancelled_request_is_an_interruption() {
         model: None,
         thinking: None,
         tools: &[],
+        cwd: None,
     });
     setter.join().unwrap();
     assert_eq!(

@@ -195,6 +195,7 @@ fn ask(agent: &mut dyn Agent, messages: &[Message]) -> AgentTurn {
         model: None,
         thinking: None,
         tools: &[],
+        cwd: None,
     })
 }
 

@@ -421,13 +421,21 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
 /// `command`: a non-empty array of strings.
 /// The built-in utility a pi-materia `utility` alias names: `echo` (prints its `params`),
 /// `noop` (prints `{}`), `project.ensureIgnored` and `vcs.detect` (the shipped
-/// `ensure-ignored` and `detect-vcs` scripts' equivalents).
+/// `ensure-ignored` and `detect-vcs` scripts' equivalents), the git worktree scopes
+/// `vcs.spawnGitWorktree` and `vcs.integrateGitWorktrees`, and pi-materia's jj workspace
+/// scopes `vcs.spawnJjWorkspace`, `vcs.integrateJjWorkspaces` and `vcs.finalizeJjWorkspace`
+/// (which need `jj`: the runner refuses the loadout before a cast starts without it).
 fn builtin_alias(alias: &str) -> Option<&'static str> {
     match alias {
         "echo" => Some("echo"),
         "noop" => Some("noop"),
         "project.ensureIgnored" => Some("ensure-ignored"),
         "vcs.detect" => Some("detect-vcs"),
+        "vcs.spawnGitWorktree" => Some("spawn-git-worktree"),
+        "vcs.integrateGitWorktrees" => Some("integrate-git-worktrees"),
+        "vcs.spawnJjWorkspace" => Some("spawn-jj-workspace"),
+        "vcs.integrateJjWorkspaces" => Some("integrate-jj-workspaces"),
+        "vcs.finalizeJjWorkspace" => Some("finalize-jj-workspace"),
         _ => None,
     }
 }

@@ -406,10 +406,10 @@ fn unsupported_shipped_utility_fails_only_resolve_of_loadouts_using_it() {
 
     let alias = BASE.replace(
         r#""command": ["node", "./scan.mjs"], "parse": "json", "params": { "depth": 2 }, "timeoutMs": 10000"#,
-        r#""utility": "vcs.spawnJjWorkspace""#,
+        r#""utility": "vcs.publishEverything""#,
     );
     let e = load_config(&alias).unwrap().resolve(None).unwrap_err();
-    assert!(e.reason.contains("'vcs.spawnJjWorkspace'"), "{e}");
+    assert!(e.reason.contains("'vcs.publishEverything'"), "{e}");
 }
 
 #[test]

@@ -558,6 +558,7 @@ pub fn state_json(state: &CastState) -> serde_json::Value {
         "usage": state.usage,
         "failure": state.failure,
         "claims": state.claims.values().collect::<Vec<_>>(),
+        "scope": state.scope,
         "head": state.head,
     })
 }
@@ -598,6 +599,9 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     }
     if let Some(f) = &state.failure {
         crate::say!("failed: {}", f.reason);
+    }
+    if let Some(scope) = &state.scope {
+        crate::say!("scope {} at {}", scope.id, scope.cwd);
     }
     crate::say!(
         "cursors {}",

@@ -244,18 +244,76 @@ fn revive_after_a_utility_failure_runs_the_utility_again() {
 }
 
 #[test]
-fn a_scope_transition_is_accepted_and_kept_in_the_log_not_in_state() {
-    // Item 37 as it applies: core has no execution scopes; the transition is recorded in the
-    // completion for the host and never leaks into `state.data`.
+fn a_scope_transition_is_recorded_taken_out_and_held_in_state_until_base() {
+    // Item 37: the transition becomes `scope_activated` (pi-materia's
+    // `execution_scope_activated`), before the completion, and the state holds the scope the
+    // driver runs later sockets in; `state.data` never sees it.
+    let mut cast = given(&config(json!({
+        "entry": "Socket-1",
+        "sockets": {
+            "Socket-1": { "materia": "Probe", "edges": [{ "when": "always", "to": "Socket-2" }] },
+            "Socket-2": { "materia": "Probe", "edges": [{ "when": "always", "to": "Socket-3" }] },
+            "Socket-3": { "materia": "Build", "parse": "text" }
+        }
+    })));
+    let stdout = r#"{"satisfied": true, "scopeTransition": {"kind": "replace",
+                     "scope": {"id": "ws-1", "cwd": "/tmp/ws-1", "exports": {"branch": "b"}}}}"#;
+    let events = cast.utility(stdout);
+    assert_eq!(
+        &kinds(&events)[..3],
+        ["utility_finished", "scope_activated", "socket_completed"]
+    );
+    let activated = of!(events, ScopeActivated)[0].clone();
+    assert_eq!(activated.previous, None);
+    let scope = activated.scope.unwrap();
+    assert_eq!(
+        (scope.id.as_str(), scope.cwd.as_str()),
+        ("ws-1", "/tmp/ws-1")
+    );
+    assert_eq!(scope.exports, Some(json!({"branch": "b"})));
+    let parsed = of!(events, SocketCompleted)[0].parsed.clone().unwrap();
+    assert_eq!(parsed, json!({"satisfied": true}));
+    assert!(cast.data().get("scopeTransition").is_none());
+    assert_eq!(
+        cast.state.scope.as_ref().map(|s| s.id.as_str()),
+        Some("ws-1")
+    );
+    let events = cast.utility(r#"{"scopeTransition": {"kind": "base"}}"#);
+    let back = of!(events, ScopeActivated)[0].clone();
+    assert_eq!((back.previous.as_deref(), back.scope), (Some("ws-1"), None));
+    assert_eq!(cast.state.scope, None);
+    assert_eq!(cast.socket(), "Socket-3");
+}
+
+#[test]
+fn a_bad_scope_transition_fails_the_cast_naming_the_socket_and_the_field() {
     let mut cast = probe();
+    let events = cast.utility(r#"{"scopeTransition": {"kind": "replace", "scope": {"id": "a"}}}"#);
+    assert_eq!(kinds(&events), ["utility_finished", "cast_failed"]);
+    let reason = &of!(events, CastFailed)[0].reason;
+    assert!(reason.contains("utility Socket-1"), "{reason}");
+    assert!(
+        reason.contains("bad scopeTransition: $.scopeTransition.scope.cwd is required"),
+        "{reason}"
+    );
+    assert_eq!(cast.state.scope, None);
+}
+
+#[test]
+fn a_cast_recorded_before_scopes_keeps_the_transition_in_its_output() {
+    // Conformance 2 and older: no scope, the output as it came, so such casts re-decide as
+    // recorded.
+    let mut cast = probe();
+    cast.state.conformance = 2;
     let stdout = r#"{"satisfied": true, "scopeTransition": {"kind": "replace",
                      "scope": {"id": "ws-1", "cwd": "/tmp/ws-1"}}}"#;
     let events = cast.utility(stdout);
+    assert!(!kinds(&events).contains(&"scope_activated"));
     let parsed = of!(events, SocketCompleted)[0].parsed.clone().unwrap();
     assert_eq!(
         parsed["scopeTransition"]["scope"]["cwd"],
         json!("/tmp/ws-1")
     );
-    assert!(cast.data().get("scopeTransition").is_none());
+    assert_eq!(cast.state.scope, None);
     assert_eq!(cast.socket(), "Socket-3");
 }

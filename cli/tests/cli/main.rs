@@ -36,6 +36,7 @@ mod replay;
 mod report;
 mod retries;
 mod schedule;
+mod scopes;
 mod scorecard;
 mod secrets;
 mod serve;

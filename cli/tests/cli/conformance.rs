@@ -211,12 +211,12 @@ fn the_utility_aliases_run_as_built_ins() {
 
     let unknown = config(
         json!({ "Socket-1": { "materia": "Odd", "edges": end() } }),
-        json!({ "Odd": { "type": "utility", "utility": "vcs.spawnJjWorkspace" } }),
+        json!({ "Odd": { "type": "utility", "utility": "vcs.publishEverything" } }),
     );
     let refused = run(&sandbox, "odd", &unknown, &[], &[]);
     assert_eq!(refused.code, 1, "{}", refused.stderr);
     assert!(
-        refused.stderr.contains("'vcs.spawnJjWorkspace'"),
+        refused.stderr.contains("'vcs.publishEverything'"),
         "{}",
         refused.stderr
     );

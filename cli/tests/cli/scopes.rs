@@ -279,3 +279,49 @@ fn the_jj_utilities_run_against_jj_on_path() {
     );
     assert_eq!(state["data"]["jjFinalize"]["forgotten"][0], "jj", "{state}");
 }
+
+#[test]
+fn resume_after_sigkill_runs_the_agent_in_the_recorded_scope() {
+    let sandbox = Sandbox::new();
+    let lane = sandbox.path("scope-demo/lane");
+    // The first agent says where it runs, then hangs until castlog is killed.
+    let hang = sandbox.write(
+        "hang.sh",
+        "cat > /dev/null\npwd > agent-started.txt\nexec sleep 600\n",
+    );
+    let mut cmd = run_scoped(&sandbox, "Scoped", "killed", &format!("cmd:sh {hang}"));
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = lane.join("agent-started.txt");
+    let mut waited = 0;
+    while !started.exists() && waited < 3000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(started.exists(), "the agent never started");
+    let answer = sandbox.write(
+        "answer.sh",
+        "cat > /dev/null\npwd > agent-where.txt\necho done\n",
+    );
+    let resumed = sandbox.run(&[
+        "resume",
+        "killed",
+        "--agent",
+        &format!("cmd:sh {answer}"),
+        "--json",
+    ]);
+    completed(&resumed);
+    assert_eq!(read(&lane.join("agent-where.txt")).trim(), canonical(&lane));
+    assert_eq!(
+        read(&sandbox.path("where.txt")).trim(),
+        canonical(sandbox.dir.path()),
+        "after the resume, base brought Socket-5 back"
+    );
+    let verify = sandbox.run(&["verify", "killed", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+}

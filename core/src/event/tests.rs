@@ -107,3 +107,36 @@ fn tool_events_round_trip_and_leave_defaults_out() {
     assert_eq!(finished.blob_refs(), vec![Digest::ZERO]);
     assert_eq!(called.kind(), "tool_called");
 }
+
+#[test]
+fn scope_activated_round_trips_with_its_payload_pinned() {
+    let activated = Event::from(ScopeActivated {
+        socket: SocketId::new("Socket-1"),
+        visit: Visit(1),
+        item: None,
+        previous: None,
+        scope: Some(ExecutionScope {
+            id: "lane-a".into(),
+            cwd: "scope-demo/lane".into(),
+            state: None,
+            exports: Some(serde_json::json!({"branch": "castlog/c1"})),
+        }),
+    });
+    let bytes = activated.encode();
+    assert_eq!(
+        String::from_utf8(bytes.clone()).unwrap(),
+        r#"{"socket":"Socket-1","visit":1,"scope":{"id":"lane-a","cwd":"scope-demo/lane","exports":{"branch":"castlog/c1"}}}"#
+    );
+    assert_eq!(Event::decode("scope_activated", 1, &bytes), Ok(activated));
+    let base = Event::from(ScopeActivated {
+        socket: SocketId::new("Socket-4"),
+        visit: Visit(1),
+        item: None,
+        previous: Some("lane-a".into()),
+        scope: None,
+    });
+    assert_eq!(
+        String::from_utf8(base.encode()).unwrap(),
+        r#"{"socket":"Socket-4","visit":1,"previous":"lane-a"}"#
+    );
+}

@@ -160,6 +160,12 @@ fn failed(message: String) -> Finished {
 
 /// Runs one utility socket; a command is started by `launcher`.
 pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -> Finished {
+    if !matches!(spec.exec, Exec::Output { .. }) && !cwd.is_dir() {
+        return failed(format!(
+            "the directory it runs in, {}, does not exist (the cast's working directory, or the execution scope's in force)",
+            cwd.display()
+        ));
+    }
     match &spec.exec {
         Exec::Output { output } => ok(match output {
             Value::String(text) => text.clone(),

@@ -325,3 +325,22 @@ fn resume_after_sigkill_runs_the_agent_in_the_recorded_scope() {
     let verify = sandbox.run(&["verify", "killed", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
+
+#[test]
+fn a_scope_whose_directory_is_missing_fails_the_next_utility_naming_it() {
+    let sandbox = Sandbox::new();
+    let config = read(Path::new(&scopes())).replace("mkdir -p scope-demo/lane && ", "");
+    let config = sandbox.write("no-mkdir.json", &config);
+    let mut cmd = sandbox.command_on(&sandbox.db());
+    cmd.args(["run", &config, "--task", "greet", "--cast", "nowhere"])
+        .args(["--agent", &scripted("scopes.jsonl"), "--json"]);
+    let run = sandbox.finish(&mut cmd);
+    assert_eq!(run.json()["status"], "failed", "{}", run.stdout);
+    let state = sandbox.run(&["state", "nowhere", "--json"]).json();
+    let reason = state["failure"]["reason"].as_str().unwrap();
+    assert!(reason.contains("utility Socket-2"), "{reason}");
+    assert!(
+        reason.contains("scope-demo/lane, does not exist"),
+        "{reason}"
+    );
+}

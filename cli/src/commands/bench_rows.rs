@@ -18,7 +18,7 @@ use castlog_events::{
 #[derive(Debug)]
 struct Append {
     /// The seqs it stored (empty for blobs only).
-    seqs: std::ops::RangeInclusive<u64>,
+    seqs: std::ops::Range<u64>,
     blobs: Vec<Digest>,
     /// Whether it holds a socket completion, which ends a step.
     completes: bool,
@@ -77,8 +77,8 @@ impl<'a, L: EventLog + ?Sized> Written<'a, L> {
 
     fn note(&self, blobs: &[Vec<u8>], records: &[Recorded]) {
         let seqs = match (records.first(), records.last()) {
-            (Some(first), Some(last)) => first.seq.get()..=last.seq.get(),
-            _ => 1..=0,
+            (Some(first), Some(last)) => first.seq.get()..last.seq.get() + 1,
+            _ => 1..1,
         };
         self.appends().push(Append {
             seqs,

@@ -30,10 +30,14 @@ pub enum BenchCommand {
     /// small row on the same disk at the same durability, and the disk's ceiling measured after
     /// the run: the same bytes per step written by plain rusqlite, 16 steps to a commit and one
     /// commit per step, with the run's fraction of each. On PostgreSQL (`--db postgres://...`)
-    /// the ceiling is plain INSERTs of the same bytes through the same client
-    /// (synchronous_commit on) into a scratch schema dropped afterwards; the log appends one
-    /// transaction per step there, so `of_ceiling_per_step` is its append/raw-insert ratio.
-    /// Without --db the run uses a fresh temporary database that is removed afterwards.
+    /// the ceiling is raw inserts of the rows the run stored, each step's event and blob rows
+    /// byte for byte, through the same client (synchronous_commit on), one statement and one
+    /// transaction per step (or per 16), into tables of the same columns and keys in a scratch
+    /// schema dropped afterwards; the log appends one transaction per step there, so
+    /// `of_ceiling_per_step` is its append/raw-insert ratio. The casts run in an empty scratch
+    /// directory outside git (the synthetic agent touches no files, so no workspace is
+    /// checkpointed). Without --db the run uses a fresh temporary database that is removed
+    /// afterwards.
     ///
     /// Example: castlog bench synth --items 200 --rework 3 --output-bytes 2000 --json
     Synth(BenchSynthArgs),

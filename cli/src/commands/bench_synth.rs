@@ -10,7 +10,7 @@
 //! to the end.
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use castlog_core::id::{CastId, Seq};
@@ -32,7 +32,8 @@ use crate::error::CliError;
 use crate::output;
 
 use super::bench_ceiling::{Ceiling, ceilings, postgres_ceilings};
-use super::bench_measure::{database, db_bytes, durability, rate};
+use super::bench_measure::{Scratch, database, db_bytes, durability, rate};
+use super::bench_rows::Written;
 
 /// The figures, in the order the issue names them.
 #[derive(Debug, Serialize)]
@@ -56,7 +57,8 @@ struct SynthFigures {
     /// `--durability full`) fsynced; `--no-pipeline` turns it off.
     pipelined: bool,
     /// Write transactions the run committed (with `--no-pipeline` one per step, the commit
-    /// before each agent call; pipelined, up to 16 steps share one).
+    /// before each agent call; pipelined, up to 16 steps share one). On PostgreSQL, the
+    /// appends, each its own transaction.
     commits: u64,
     /// The median time of one fsync'd commit of a single small row in a scratch database
     /// beside the log, at the same durability: the disk's floor for one step.
@@ -394,8 +396,8 @@ pub(super) fn check(args: &BenchSynthArgs) -> Result<(), CliError> {
 
 /// Runs the synthetic workload to completion as a new cast of `log`; returns the cast, the
 /// agent (with its call times) and when the drive started and ended.
-pub(super) fn run_synth(
-    log: &Database,
+pub(super) fn run_synth<L: EventLog + ?Sized>(
+    log: &L,
     clock: &SystemClock,
     cwd: &Path,
     args: &BenchSynthArgs,
@@ -465,7 +467,10 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let durability = durability(args.durability);
     let expected = 1 + 2 * args.items * u64::from(args.rework);
 
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    // The synthetic agent touches no files: its casts run in an empty directory outside git,
+    // so no workspace is checkpointed (the peer's workload has none either).
+    let workdir = Scratch::new()?;
+    let cwd = workdir.dir().to_path_buf();
     let clock = SystemClock;
     // On PostgreSQL (`--db postgres://...`) every commit is flushed (`synchronous_commit =
     // on`); the SQLite file's commit floor and WAL checkpoint do not apply there.
@@ -477,15 +482,22 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     };
     let log = Database::open_with(&path, durability)?;
     log.prepare_for_steps();
-    let (cast, agent, t0, end) = run_synth(&log, &clock, &cwd, args)?;
+    // A database named with --db may hold other casts: only what this run adds is counted.
+    let bytes_before = match &log {
+        Database::Postgres(pg) => pg.stored_bytes()?,
+        Database::Sqlite(_) => 0,
+    };
+    let written = Written::new(&log);
+    let (cast, agent, t0, end) = run_synth(&written, &clock, &cwd, args)?;
     let wall_s = end.duration_since(t0).as_secs_f64();
-    let commits = log.sqlite().map_or(0, SqliteLog::commits);
+    let notes = written.into_notes();
+    let commits = log.sqlite().map_or(notes.writes(), SqliteLog::commits);
     // A call marks the end of the step before it; the last step ends with the drive.
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
     let (first_ms, last_ms) = decile_means_ms(t0, &stamps);
     let bytes = match &log {
-        Database::Postgres(pg) => pg.stored_bytes()?,
+        Database::Postgres(pg) => pg.stored_bytes()?.saturating_sub(bytes_before),
         Database::Sqlite(_) => {
             drop(log);
             checkpoint(&path)?;
@@ -548,13 +560,17 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         fork_steps += u64::from(record.kind == "socket_completed");
         ControlFlow::Continue(())
     })?;
-    drop(log);
+    // Measured before the baseline reads the run's rows back.
+    let peak_rss_mb = peak_rss_mb();
 
     let steps_per_s = rate(steps, wall_s);
     let (ceiling_batched, ceiling_per_step) = if postgres {
+        let rows = notes.steps(&log, &cast)?;
+        drop(log);
         let url = path.to_str().unwrap_or_default();
-        postgres_ceilings(url, steps, bytes.div_ceil(steps.max(1)))
+        postgres_ceilings(url, &rows)
     } else {
+        drop(log);
         ceilings(&path, durability, steps, bytes.div_ceil(steps.max(1)))
     };
     let of = |c: &Option<Ceiling>| {
@@ -575,7 +591,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         state_mid_s,
         fork_s: Some(fork_s),
         fork_steps: Some(fork_steps),
-        peak_rss_mb: peak_rss_mb(),
+        peak_rss_mb,
         durability: durability.as_str(),
         pipelined: !args.no_pipeline,
         commits,
@@ -591,7 +607,9 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     check(args)?;
     let (_scratch, path) = database(db)?;
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    // As for `bench synth`: no files, no workspace checkpoints.
+    let workdir = Scratch::new()?;
+    let cwd = workdir.dir().to_path_buf();
     let clock = SystemClock;
     let log = Database::Sqlite(SqliteLog::open_with(&path, durability(args.durability))?);
     log.prepare_for_steps();

@@ -7,6 +7,7 @@ mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_report;
+mod bench_rows;
 pub mod bench_synth;
 pub mod bench_tools;
 pub mod bench_workers;

@@ -377,6 +377,21 @@ fn bench_synth_runs_on_postgres_and_measures_its_tables() {
     }
     assert_eq!(figures["ceiling_per_step"]["commits"], 9, "{figures}");
     assert_eq!(figures["ceiling_batched"]["commits"], 1, "{figures}");
+    // The baseline writes the run's own rows: its events and the blobs they name, step by
+    // step, and the log wrote each step in a transaction of its own (one more creates the cast).
+    let rows = figures["ceiling_per_step"]["rows_per_step"]
+        .as_f64()
+        .unwrap();
+    let events = figures["events"].as_f64().unwrap();
+    assert!(rows * 9.0 > events, "{figures}");
+    assert!(
+        figures["ceiling_per_step"]["bytes_per_step"]
+            .as_u64()
+            .unwrap()
+            > 1000,
+        "{figures}"
+    );
+    assert_eq!(figures["commits"], 10, "{figures}");
     assert!(
         figures["of_ceiling_per_step"].as_f64().unwrap() > 0.0,
         "{figures}"

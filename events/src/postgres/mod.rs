@@ -7,6 +7,7 @@
 //! - `conn`: a connection with its prepared statements, and the pool of them.
 //! - `schema`: the DDL (`schema/v*.sql`) and its versioned upgrades.
 //! - `writes`: appends, forks, imports, blobs and checkpoints, one transaction each.
+//! - `heads`: the heads this process last committed, so an append can be one statement.
 //! - `rows`: reads of events, heads, blobs and checkpoints.
 //! - `error`: PostgreSQL errors as [`LogError`]s.
 //! - `queue`: the run queue's rows and leased appends ([`crate::queue`]).
@@ -16,13 +17,18 @@
 //! the session runs with `synchronous_commit = on`, so an acknowledged append is on the
 //! server's disk. Writers of one cast take turns on its head row (`SELECT ... FOR UPDATE`),
 //! so a stale writer finds the head moved and gets [`LogError::Conflict`], writing nothing;
-//! the primary key `(cast_key, seq)` backs that up. Triggers refuse UPDATE, DELETE and
+//! the primary key `(cast_key, seq)` backs that up. An append after a head this process
+//! committed (the usual case: a driver appending step after step) is one statement, its own
+//! transaction, that moves the head only from that seq and hash (an `UPDATE ... WHERE`, which
+//! takes the same row lock) and stores the blobs and events only if it did; one that finds the
+//! head elsewhere wrote nothing and is made again the long way, which names the conflict. Triggers refuse UPDATE, DELETE and
 //! TRUNCATE of events and DELETE of a cast (a role can be denied them too, see the README).
 
 pub mod locator;
 
 mod conn;
 mod error;
+mod heads;
 mod queue;
 mod rows;
 mod schema;
@@ -43,6 +49,7 @@ pub use schema::SCHEMA_VERSION;
 /// A hash-chained event log in a PostgreSQL database (or one schema of it).
 pub struct PostgresLog {
     pool: Pool,
+    heads: heads::Heads,
 }
 
 impl std::fmt::Debug for PostgresLog {
@@ -114,12 +121,54 @@ impl PostgresLog {
         }
         Ok(Self {
             pool: Pool::new(locator, conn),
+            heads: heads::Heads::default(),
         })
     }
 
     /// Where the log is, as shown in messages (without a password).
     pub fn shown(&self) -> &str {
         &self.pool.locator().shown
+    }
+
+    /// Appends `blobs` and `events` (non-empty) to `cast` at `expected`, under `lease` if
+    /// given: one statement when this process committed the head it follows (see the module
+    /// notes), else, or when that head moved meanwhile, in a transaction that reads the head
+    /// under its row lock (and the lease's queue row `FOR SHARE`) and says what is wrong.
+    fn append_events(
+        &self,
+        cast: &CastId,
+        expected: Seq,
+        blobs: &[Vec<u8>],
+        events: &[Pending],
+        lease: Option<&crate::queue::Lease>,
+    ) -> Result<Vec<Recorded>, LogError> {
+        if let Some(head) = self.heads.before(cast, expected) {
+            let fast = self
+                .pool
+                .with(|conn| writes::append_at(conn, cast, head, lease, blobs, events));
+            match fast {
+                Ok(Some(records)) => {
+                    self.heads.moved(cast, &records);
+                    return Ok(records);
+                }
+                Ok(None) => self.heads.forget(cast),
+                Err(err) => {
+                    self.heads.forget(cast);
+                    return Err(err);
+                }
+            }
+        }
+        let appended = self.write(|conn| {
+            if let Some(lease) = lease {
+                queue::check_lease(conn, lease)?;
+            }
+            writes::append(conn, cast, expected, blobs, events)
+        });
+        match &appended {
+            Ok(records) => self.heads.moved(cast, records),
+            Err(_) => self.heads.forget(cast),
+        }
+        appended
     }
 
     /// Runs `work` in one read-write transaction on a pooled connection.
@@ -189,7 +238,10 @@ impl EventLog for PostgresLog {
         expected: Seq,
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        self.write(|conn| writes::append(conn, cast, expected, &[], events))
+        if events.is_empty() {
+            return Err(LogError::EmptyAppend { cast: cast.clone() });
+        }
+        self.append_events(cast, expected, &[], events, None)
     }
 
     fn fork(
@@ -198,11 +250,15 @@ impl EventLog for PostgresLog {
         from: &ForkPoint,
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        self.write(|conn| writes::fork(conn, cast, from, events))
+        let records = self.write(|conn| writes::fork(conn, cast, from, events))?;
+        self.heads.moved(cast, &records);
+        Ok(records)
     }
 
     fn import(&self, head: &CastHead, events: &[Recorded]) -> Result<(), LogError> {
-        self.write(|conn| writes::import(conn, head, events))
+        self.write(|conn| writes::import(conn, head, events))?;
+        self.heads.moved(&head.cast, events);
+        Ok(())
     }
 
     fn scan(
@@ -264,7 +320,7 @@ impl EventLog for PostgresLog {
                 Ok(Vec::new())
             })
         } else {
-            self.write(|conn| writes::append(conn, cast, expected, blobs, events))
+            self.append_events(cast, expected, blobs, events, None)
         }
     }
 

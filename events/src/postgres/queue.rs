@@ -120,6 +120,27 @@ impl PostgresLog {
     }
 }
 
+/// Checks, in the caller's transaction, that `lease` is still its queue row's, locking the row
+/// `FOR SHARE` until the transaction ends (a take-over waits for it); else `LeaseLost`.
+pub(super) fn check_lease(conn: &mut Conn, lease: &Lease) -> Result<(), LogError> {
+    let row = conn
+        .client()
+        .query_opt(
+            "SELECT cast_id, agent, state, holder, epoch, lease_until_ms, submitted_ms
+             FROM castlog_queue WHERE cast_id = $1 FOR SHARE",
+            &[&lease.cast.as_str()],
+        )
+        .map_err(|e| map_err("checking a lease", e))?;
+    match row.as_ref().map(entry).transpose()? {
+        Some(row) if holds(&row, lease) => Ok(()),
+        other => Err(LogError::LeaseLost {
+            cast: lease.cast.clone(),
+            epoch: lease.epoch,
+            current: other.map_or(0, |r| r.epoch),
+        }),
+    }
+}
+
 impl RunQueue for PostgresLog {
     fn submit(&self, cast: &CastId, agent: &str, now_ms: u64) -> Result<(), LogError> {
         let inserted = self.queue_write(|conn| {
@@ -251,28 +272,13 @@ impl RunQueue for PostgresLog {
         blobs: &[Vec<u8>],
         events: &[Pending],
     ) -> Result<Vec<Recorded>, LogError> {
-        self.write(|conn| {
-            let row = conn
-                .client()
-                .query_opt(
-                    "SELECT cast_id, agent, state, holder, epoch, lease_until_ms, submitted_ms
-                     FROM castlog_queue WHERE cast_id = $1 FOR SHARE",
-                    &[&lease.cast.as_str()],
-                )
-                .map_err(|e| map_err("checking a lease", e))?;
-            let row = row.as_ref().map(entry).transpose()?;
-            match row {
-                Some(row) if holds(&row, lease) => {}
-                other => {
-                    return Err(LogError::LeaseLost {
-                        cast: lease.cast.clone(),
-                        epoch: lease.epoch,
-                        current: other.map_or(0, |r| r.epoch),
-                    });
-                }
-            }
-            super::writes::append(conn, &lease.cast, expected, blobs, events)
-        })
+        if events.is_empty() {
+            return self.write(|conn| {
+                check_lease(conn, lease)?;
+                super::writes::append(conn, &lease.cast, expected, blobs, events)
+            });
+        }
+        self.append_events(&lease.cast, expected, blobs, events, Some(lease))
     }
 
     fn take_slot(

@@ -12,8 +12,10 @@ use castlog_core::id::{CastId, Digest, Seq};
 
 use super::conn::Conn;
 use super::error::{is_unique_violation, map_err};
+use super::heads::KnownHead;
 use crate::chain::blob_hash;
 use crate::log::{CastHead, ForkPoint, LogError, Snapshot};
+use crate::queue::Lease;
 use crate::record::{Pending, Recorded, seal_batch};
 
 /// `(key, head seq, head hash)` of a cast, its row locked for the transaction.
@@ -34,6 +36,152 @@ fn locked_head(conn: &mut Conn, cast: &CastId) -> Result<Option<(i64, Seq, Diges
         seq,
         super::rows::digest(cast, seq, "head_hash", &hash)?,
     )))
+}
+
+/// One statement that appends to a cast whose head is known ($2 seq, $3 hash): it moves the
+/// head to $4, $5 only if the row still holds $2 and $3 (the update takes the row lock, and a
+/// writer that waited for it finds the moved head), and stores the blobs and the events only
+/// if it did. Run on its own, it is one transaction with one commit.
+const APPEND_AT: &str = "WITH moved AS (
+         UPDATE casts SET head_seq = $4, head_hash = $5
+         WHERE cast_id = $1 AND head_seq = $2 AND head_hash = $3
+         RETURNING id),
+     stored AS (
+         INSERT INTO blobs (hash, bytes)
+         SELECT b.hash, b.bytes FROM moved, unnest($6::bytea[], $7::bytea[]) AS b (hash, bytes)
+         ON CONFLICT (hash) DO NOTHING)
+     INSERT INTO events (cast_key, seq, at_ms, kind, v, payload, prev, hash)
+     SELECT moved.id, e.* FROM moved,
+         unnest($8::bigint[], $9::bigint[], $10::text[], $11::integer[],
+                $12::bytea[], $13::bytea[], $14::bytea[]) AS e";
+
+/// [`APPEND_AT`] for a leased append: the head moves only while the queue row is still the
+/// lease's ($15 epoch, $16 holder, running), locked `FOR SHARE` as the long way locks it, so a
+/// take-over waits for the append and an append after a take-over writes nothing.
+const APPEND_AT_LEASED: &str = "WITH lease AS (
+         SELECT 1 FROM castlog_queue
+         WHERE cast_id = $1 AND epoch = $15 AND holder = $16 AND state = 'running'
+         FOR SHARE),
+     moved AS (
+         UPDATE casts SET head_seq = $4, head_hash = $5
+         WHERE cast_id = $1 AND head_seq = $2 AND head_hash = $3 AND EXISTS (SELECT 1 FROM lease)
+         RETURNING id),
+     stored AS (
+         INSERT INTO blobs (hash, bytes)
+         SELECT b.hash, b.bytes FROM moved, unnest($6::bytea[], $7::bytea[]) AS b (hash, bytes)
+         ON CONFLICT (hash) DO NOTHING)
+     INSERT INTO events (cast_key, seq, at_ms, kind, v, payload, prev, hash)
+     SELECT moved.id, e.* FROM moved,
+         unnest($8::bigint[], $9::bigint[], $10::text[], $11::integer[],
+                $12::bytea[], $13::bytea[], $14::bytea[]) AS e";
+
+/// Appends `events` (non-empty) and `blobs` to `cast` after `head`, in one statement outside
+/// any transaction (see [`APPEND_AT`]), under `lease` if given. `None` when nothing was
+/// written: the head is not `head` any more (or the lease is not the queue row's), and the
+/// caller appends the long way, which says which.
+pub(crate) fn append_at(
+    conn: &mut Conn,
+    cast: &CastId,
+    head: KnownHead,
+    lease: Option<&Lease>,
+    blobs: &[Vec<u8>],
+    events: &[Pending],
+) -> Result<Option<Vec<Recorded>>, LogError> {
+    let sealed = seal_batch(cast, head.seq, head.hash, events);
+    let Some(last) = sealed.last() else {
+        return Err(LogError::EmptyAppend { cast: cast.clone() });
+    };
+    let stmt = conn.prepared(if lease.is_some() {
+        APPEND_AT_LEASED
+    } else {
+        APPEND_AT
+    })?;
+    let mut blob_hashes: Vec<Digest> = Vec::with_capacity(blobs.len());
+    let mut blob_bytes: Vec<&[u8]> = Vec::with_capacity(blobs.len());
+    for blob in blobs {
+        let hash = blob_hash(blob);
+        // The same bytes twice in one append are stored once.
+        if !blob_hashes.contains(&hash) {
+            blob_hashes.push(hash);
+            blob_bytes.push(blob);
+        }
+    }
+    let blob_hashes: Vec<&[u8]> = blob_hashes.iter().map(|h| h.0.as_slice()).collect();
+    let columns = Columns::of(&sealed);
+    let (from_seq, to_seq) = (seq_param(head.seq), seq_param(last.seq));
+    let epoch = lease.map(|l| i64::try_from(l.epoch).unwrap_or(i64::MAX));
+    let holder = lease.map(|l| l.holder.as_str());
+    let (name, from_hash, to_hash) = (
+        cast.as_str(),
+        head.hash.0.as_slice(),
+        last.hash.0.as_slice(),
+    );
+    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
+        &name,
+        &from_seq,
+        &from_hash,
+        &to_seq,
+        &to_hash,
+        &blob_hashes,
+        &blob_bytes,
+        &columns.seqs,
+        &columns.ats,
+        &columns.kinds,
+        &columns.vs,
+        &columns.payloads,
+        &columns.prevs,
+        &columns.hashes,
+    ];
+    if let (Some(epoch), Some(holder)) = (&epoch, &holder) {
+        params.push(epoch);
+        params.push(holder);
+    }
+    let written = conn
+        .client()
+        .execute(&stmt, &params)
+        .map_err(|e| events_err(e, &sealed, "appending events"))?;
+    Ok((written == sealed.len() as u64).then_some(sealed))
+}
+
+fn seq_param(seq: Seq) -> i64 {
+    i64::try_from(seq.get()).unwrap_or(i64::MAX)
+}
+
+/// The columns of `events` rows, one array each, for `unnest`.
+struct Columns<'a> {
+    seqs: Vec<i64>,
+    ats: Vec<i64>,
+    kinds: Vec<&'a str>,
+    vs: Vec<i32>,
+    payloads: Vec<&'a [u8]>,
+    prevs: Vec<&'a [u8]>,
+    hashes: Vec<&'a [u8]>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(records: &'a [Recorded]) -> Self {
+        Self {
+            seqs: records.iter().map(|r| seq_param(r.seq)).collect(),
+            ats: records.iter().map(|r| r.at_ms as i64).collect(),
+            kinds: records.iter().map(|r| r.kind.as_str()).collect(),
+            vs: records.iter().map(|r| i32::from(r.v)).collect(),
+            payloads: records.iter().map(|r| r.payload.as_slice()).collect(),
+            prevs: records.iter().map(|r| r.prev.0.as_slice()).collect(),
+            hashes: records.iter().map(|r| r.hash.0.as_slice()).collect(),
+        }
+    }
+}
+
+/// An error inserting `records`: a taken `(cast, seq)` is a `Conflict`.
+fn events_err(err: postgres::Error, records: &[Recorded], context: &str) -> LogError {
+    match (is_unique_violation(&err), records.first()) {
+        (true, Some(first)) => LogError::Conflict {
+            cast: first.cast.clone(),
+            expected: first.seq,
+            found: first.seq.next(),
+        },
+        _ => map_err(context, err),
+    }
 }
 
 /// Appends `events` to `cast` at `expected`, storing `blobs` first, in the caller's
@@ -185,26 +333,22 @@ fn insert_events(conn: &mut Conn, key: i64, records: &[Recorded]) -> Result<(), 
          SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::integer[],
                                   $6::bytea[], $7::bytea[], $8::bytea[])",
     )?;
-    let seqs: Vec<i64> = records.iter().map(|r| r.seq.get() as i64).collect();
-    let ats: Vec<i64> = records.iter().map(|r| r.at_ms as i64).collect();
-    let kinds: Vec<&str> = records.iter().map(|r| r.kind.as_str()).collect();
-    let vs: Vec<i32> = records.iter().map(|r| i32::from(r.v)).collect();
-    let payloads: Vec<&[u8]> = records.iter().map(|r| r.payload.as_slice()).collect();
-    let prevs: Vec<&[u8]> = records.iter().map(|r| r.prev.0.as_slice()).collect();
-    let hashes: Vec<&[u8]> = records.iter().map(|r| r.hash.0.as_slice()).collect();
+    let c = Columns::of(records);
     conn.client()
         .execute(
             &stmt,
-            &[&key, &seqs, &ats, &kinds, &vs, &payloads, &prevs, &hashes],
+            &[
+                &key,
+                &c.seqs,
+                &c.ats,
+                &c.kinds,
+                &c.vs,
+                &c.payloads,
+                &c.prevs,
+                &c.hashes,
+            ],
         )
-        .map_err(|e| match (is_unique_violation(&e), records.first()) {
-            (true, Some(first)) => LogError::Conflict {
-                cast: first.cast.clone(),
-                expected: first.seq,
-                found: first.seq.next(),
-            },
-            _ => map_err("appending events", e),
-        })?;
+        .map_err(|e| events_err(e, records, "appending events"))?;
     Ok(())
 }
 

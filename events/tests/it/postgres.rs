@@ -312,6 +312,104 @@ fn a_stale_writer_on_another_log_gets_a_conflict_and_writes_nothing() {
     assert!(verify_cast(&b, &head).unwrap().problems.is_empty());
 }
 
+/// An append after a head the log committed itself is one statement that moves the head only
+/// from that head: when another log moved it meanwhile, it writes nothing (not even its
+/// blobs) and the stale writer gets the same `Conflict` as one that read the head.
+#[test]
+fn a_writer_whose_own_last_head_moved_gets_a_conflict_and_writes_nothing() {
+    let schema = scratch_schema();
+    let (a, b) = (
+        PostgresLog::open(&schema.url()).unwrap(),
+        PostgresLog::open(&schema.url()).unwrap(),
+    );
+    let cast = sample::cast("shared");
+    sample::seed(&a, &cast, 3);
+    b.append(&cast, Seq(4), &sample::batch(3, 1)).unwrap();
+    // a last committed seq 3 and believes seq 4 is next.
+    let blob = b"a blob only the stale append names".to_vec();
+    let stale = a.append_with_blobs(
+        &cast,
+        Seq(4),
+        std::slice::from_ref(&blob),
+        &sample::batch(10, 2),
+    );
+    match stale.unwrap_err() {
+        LogError::Conflict {
+            cast: c,
+            expected,
+            found,
+        } => assert_eq!((c, expected, found), (cast.clone(), Seq(4), Seq(5))),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(
+        a.get_blob(&castlog_events::chain::blob_hash(&blob))
+            .unwrap(),
+        None
+    );
+    // b goes on from the head it committed; a, told where the head is, goes on after it.
+    b.append(&cast, Seq(5), &sample::batch(4, 1)).unwrap();
+    a.append(&cast, Seq(6), &sample::batch(5, 2)).unwrap();
+    a.append(&cast, Seq(8), &sample::batch(7, 1)).unwrap();
+    let head = b.head(&cast).unwrap().unwrap();
+    assert_eq!(head.seq, Seq(8));
+    assert!(verify_cast(&b, &head).unwrap().problems.is_empty());
+    let stored = b.read(&cast, Seq::FIRST, None).unwrap();
+    let expected: Vec<_> = (0..8).map(sample::event).collect();
+    let found: Vec<_> = stored.iter().map(|r| r.event().unwrap()).collect();
+    assert_eq!(found, expected);
+}
+
+/// Four logs appending to one cast as fast as they can, each from the head it last saw:
+/// every append lands exactly once, in one unbroken chain.
+#[test]
+fn writers_racing_on_one_cast_take_turns_and_leave_one_chain() {
+    let schema = scratch_schema();
+    let url = schema.url();
+    let cast = sample::cast("contended");
+    let logs: Vec<PostgresLog> = (0..4).map(|_| PostgresLog::open(&url).unwrap()).collect();
+    sample::seed(&logs[0], &cast, 1);
+    let barrier = Barrier::new(4);
+    let (writers, appends) = (4u64, 15u64);
+    let conflicts: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = logs
+            .iter()
+            .enumerate()
+            .map(|(i, log)| {
+                let (cast, barrier) = (&cast, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let (mut done, mut conflicts) = (0, 0);
+                    let mut next = log.head(cast).unwrap().unwrap().seq.next();
+                    while done < appends {
+                        let event = sample::batch(100 * i as u64 + done, 1);
+                        match log.append(cast, next, &event) {
+                            Ok(records) => {
+                                done += 1;
+                                next = records[0].seq.next();
+                            }
+                            Err(LogError::Conflict { found, .. }) => {
+                                conflicts += 1;
+                                next = found;
+                            }
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                    conflicts
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let log = PostgresLog::open_existing(&url).unwrap();
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!(
+        head.seq,
+        Seq(1 + writers * appends),
+        "{conflicts} conflicts"
+    );
+    assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
+}
+
 #[test]
 fn writers_racing_to_create_one_cast_leave_one_chain() {
     let schema = scratch_schema();

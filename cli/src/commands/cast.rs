@@ -8,7 +8,6 @@ use std::time::Duration;
 use castlog_core::env::Clock;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
-use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
@@ -227,24 +226,19 @@ fn printed(
 
 /// `castlog run`.
 pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&args.config).map_err(|e| {
-        CliError::user(format!("cannot read config {}: {e}", args.config.display()))
-    })?;
-    let config =
-        load_config(&text).map_err(|e| CliError::from(e).context(args.config.display()))?;
-    let loadout = config
-        .resolve(args.loadout.as_deref())
-        .map_err(|e| CliError::from(e).context(args.config.display()))?;
+    let here = cwd();
+    let project = args.workdir.as_deref().unwrap_or(&here);
+    let config = super::config::load(super::config::Source::of(
+        args.config.as_deref(),
+        args.layer.as_deref(),
+        project,
+    ))?;
+    let loadout = config.resolve(args.loadout.as_deref())?;
     let sender = sender(&args.posting, globals)?;
     // A policy file is read and checked before anything is recorded.
     let (policy, policy_document) = match &args.policy {
         Some(arg) => super::placement::recorded_policy(arg)?,
-        None => (
-            config
-                .placement_policy
-                .unwrap_or_else(|| "recommended".into()),
-            None,
-        ),
+        None => (config.policy(), None),
     };
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
@@ -269,7 +263,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         loadout_hash(&loadout.to_json()),
         args.task.clone(),
         policy,
-        Some(args.config.display().to_string()),
+        Some(config.recorded),
     );
     started.policy_document = policy_document;
     let mut utilities_in = cwd();

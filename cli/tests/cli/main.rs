@@ -12,6 +12,7 @@ mod casts_errors;
 mod casts_pauses;
 mod checkpoints;
 mod claims;
+mod config_layers;
 mod conformance;
 mod crash;
 mod cycles;

@@ -15,6 +15,7 @@
 mod cycles;
 mod draft;
 mod json;
+pub mod layers;
 mod loops;
 mod materia;
 mod sockets;

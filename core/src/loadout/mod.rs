@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
 
+pub use load::layers::{Layer, LayerError, LayerKind, Layered, load_layers};
 pub use load::{Config, LoadError, load_config};
 
 /// How a socket's output is parsed.

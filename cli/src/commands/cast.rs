@@ -529,6 +529,23 @@ pub fn steer(
 /// The JSON form of a cast's state.
 pub fn state_json(state: &CastState) -> serde_json::Value {
     let current = state.current.as_ref();
+    let mut value = state_fields(state, current);
+    // Only a cast with a price table has a cost (and only it shows one).
+    if !state.loadout.prices.is_empty() {
+        let usd = |micros: u64| micros as f64 / 1_000_000.0;
+        value["cost"] = json!({
+            "usd": usd(state.cost_micros),
+            "max_usd": state.cost_budget().map(usd),
+            "warned": state.cost_warned,
+        });
+    }
+    value
+}
+
+fn state_fields(
+    state: &CastState,
+    current: Option<&castlog_core::machine::Current>,
+) -> serde_json::Value {
     json!({
         "cast": state.cast,
         "status": state.status.as_str(),
@@ -589,6 +606,23 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     }
     if let Some(f) = &state.failure {
         crate::say!("failed: {}", f.reason);
+    }
+    crate::say!(
+        "tokens {} of {}{}",
+        state.usage.total(),
+        state.token_budget(),
+        if state.budget_warned { " (warned)" } else { "" }
+    );
+    if !state.loadout.prices.is_empty() {
+        crate::say!(
+            "cost {}{}{}",
+            castlog_core::event::dollars(state.cost_micros),
+            state
+                .cost_budget()
+                .map(|limit| format!(" of {}", castlog_core::event::dollars(limit)))
+                .unwrap_or_default(),
+            if state.cost_warned { " (warned)" } else { "" }
+        );
     }
     crate::say!(
         "cursors {}",

@@ -2,7 +2,12 @@
 //! of pi-materia's shipped scripts (`ensure-ignored`, `detect-vcs`, also named by the aliases
 //! `project.ensureIgnored` and `vcs.detect`) or its aliases `echo` (prints the socket's
 //! `params` as JSON) and `noop` (prints `{}`). The result becomes a
-//! `utility_finished` event, so replay never runs a utility again.
+//! `utility_finished` event, so replay never runs a utility again. Commit-Sigil
+//! (`commit-sigil`, [`sigil`]) and Mime-Bootstrap / Mime-Maintain (`mime-bootstrap`,
+//! `mime-maintain`, [`mime`]) have built-ins too.
+
+mod mime;
+mod sigil;
 
 use std::path::Path;
 use std::time::Duration;
@@ -109,6 +114,9 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
                 _ => "{}".to_owned(),
             }),
             "noop" => ok("{}".to_owned()),
+            "commit-sigil" => ok(sigil::run(input).to_string()),
+            "mime-bootstrap" => ok(mime::bootstrap(input, cwd).to_string()),
+            "mime-maintain" => ok(mime::maintain(input, cwd).to_string()),
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
     }

@@ -25,6 +25,7 @@ mod json_errors;
 mod lifetime;
 mod lint_clean;
 mod log_commands;
+mod mime;
 mod otlp;
 mod placement;
 mod postgres;

@@ -130,7 +130,8 @@ pub enum Exec {
     },
     /// One of castlog's built-in equivalents of pi-materia's shipped scripts.
     Builtin {
-        /// `ensure-ignored` or `detect-vcs`.
+        /// `ensure-ignored`, `detect-vcs`, `commit-sigil`, `mime-bootstrap`, `mime-maintain`,
+        /// `echo` or `noop`.
         name: String,
     },
 }

@@ -10,7 +10,11 @@
 //! Two kinds of problem only fail [`Config::resolve`] for the loadout concerned, so that the
 //! bundled config loads unchanged: parallel generator materia (castlog runs no parallel lanes)
 //! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
-//! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
+//! `ensure-ignored.mjs`, `detect-vcs.mjs`, `commit-sigil.mjs`, `mime-bootstrap.mjs` and
+//! `mime-maintain.mjs`, and the `vcs.*` built-in aliases).
+//!
+//! [`layers`] merges pi-materia's config layers (bundled default, user, project, explicit)
+//! into one config text before it is loaded here.
 
 mod cycles;
 mod draft;

@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bench;
 mod budget;
+mod config;
 mod copy;
 mod drive;
 mod engage;
@@ -15,6 +16,7 @@ mod queue;
 
 pub use bench::*;
 pub use budget::BudgetArgs;
+pub use config::{ConfigAction, ConfigArgs, ConfigShowArgs};
 pub use copy::CopyArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use engage::{EngageArgs, ScheduleArgs, ScorecardArgs};
@@ -147,6 +149,16 @@ pub enum Command {
     ///
     /// Example: castlog budget demo 2000000
     Budget(BudgetArgs),
+    /// Look at the layered config: the bundled default, the user's, the project's and
+    /// --config FILE, merged by pi-materia's rules.
+    ///
+    /// The user layer is materia.json in $PI_MATERIA_PROFILE_DIR, else
+    /// $XDG_CONFIG_HOME/pi/pi-materia, else ~/.config/pi/pi-materia; the project layer is
+    /// .pi/pi-materia.json in the working directory. `run` and `submit` use the layers when
+    /// no CONFIG is given.
+    ///
+    /// Example: castlog config show
+    Config(ConfigArgs),
     /// Print a cast's state (folded from its log).
     State(StateArgs),
     /// Print a recorded prompt: the rendered messages and where every entry went.
@@ -390,8 +402,13 @@ pub struct ImportArgs {
 /// `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The config file (pi-materia's JSON format).
-    pub config: PathBuf,
+    /// The config file (pi-materia's JSON format), the whole config: no layer is read
+    /// [default: the layers, see `castlog config --help`].
+    pub config: Option<PathBuf>,
+    /// The explicit config layer, over the bundled default, the user's and the project's
+    /// (instead of a CONFIG).
+    #[arg(long = "config", value_name = "FILE", conflicts_with = "config")]
+    pub layer: Option<PathBuf>,
     /// The loadout to run [default: the config's activeLoadout].
     #[arg(long)]
     pub loadout: Option<String>,

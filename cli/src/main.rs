@@ -202,6 +202,9 @@ fn dispatch(
         Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, globals),
         Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, globals),
         Command::Budget(args) => commands::budget::run(&existing_db(db)?, &args, globals),
+        Command::Config(args) => match &args.action {
+            args::ConfigAction::Show(show) => commands::config::show(show),
+        },
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
         Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, globals),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),

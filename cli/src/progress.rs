@@ -105,6 +105,10 @@ pub struct Progress {
     /// The budget warning recorded while watching (`budget_warning`: percent used, budget),
     /// until a raise.
     warned: Option<(u64, u64)>,
+    /// What the priced replies seen cost (millionths of a dollar), once one was priced.
+    cost: Option<u64>,
+    /// The cost warning recorded while watching: percent used, cost budget.
+    cost_warned: Option<(u64, u64)>,
 }
 
 impl Progress {
@@ -127,6 +131,8 @@ impl Progress {
             attempts,
             shown: None,
             warned: None,
+            cost: None,
+            cost_warned: None,
         }
     }
 
@@ -139,13 +145,22 @@ impl Progress {
     /// The line's text while an agent or utility works.
     fn line(&self, socket: &str, label: &str, item: Option<&str>, turn: u32) -> String {
         format!(
-            "{socket} {label}{} · attempt {}/{} turn {turn} · {} tokens{}",
+            "{socket} {label}{} · attempt {}/{} turn {turn} · {} tokens{}{}{}",
             item.map(|i| format!(" · {i}")).unwrap_or_default(),
             self.failures + 1,
             self.attempts,
             self.tokens,
             self.warned
                 .map(|(percent, limit)| format!(" · budget warning: {percent}% of {limit}"))
+                .unwrap_or_default(),
+            self.cost
+                .map(|c| format!(" · {}", castlog_core::event::dollars(c)))
+                .unwrap_or_default(),
+            self.cost_warned
+                .map(|(percent, limit)| format!(
+                    " · cost warning: {percent}% of {}",
+                    castlog_core::event::dollars(limit)
+                ))
                 .unwrap_or_default()
         )
     }
@@ -158,11 +173,17 @@ impl Progress {
                 if let Some(u) = e.usage {
                     self.tokens += u.total();
                 }
+                if let Some(c) = &e.cost {
+                    self.cost = Some(self.cost.unwrap_or(0) + c.micros);
+                }
             }
             Event::AgentFailed(e) if e.class == FailureClass::Transient => {
                 self.failures = e.attempt;
             }
             Event::PromptDispatched(_) => self.failures = 0,
+            Event::BudgetWarning(e) if e.cost.is_some() => {
+                self.cost_warned = e.cost.map(|c| (e.percent, c.limit_micros));
+            }
             Event::BudgetWarning(e) => self.warned = Some((e.percent, e.limit)),
             Event::BudgetRaised(_) => self.warned = None,
             _ => {}
@@ -393,6 +414,7 @@ mod tests {
                 output: 3,
             }),
             tool_calls: Vec::new(),
+            cost: None,
         }));
         assert!(
             p.line("s", "L", None, 2)
@@ -415,6 +437,7 @@ mod tests {
                 output: 1,
             }),
             tool_calls: Vec::new(),
+            cost: None,
         }));
         let line = p.current_line().unwrap();
         assert!(
@@ -432,6 +455,7 @@ mod tests {
             limit: 1000,
             percent: 80,
             threshold: 75.0,
+            cost: None,
         }));
         let line = p.line("s", "L", None, 1);
         assert!(

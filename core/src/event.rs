@@ -207,7 +207,7 @@ mod tools;
 mod vocabulary;
 mod workspace;
 
-pub use budget::{BudgetRaised, BudgetWarning};
+pub use budget::{BudgetRaised, BudgetWarning, CostUse, ReplyCost, dollars};
 pub use cause::PayloadCause;
 pub use dispatch::{
     AgentFailed, AgentReplied, Destination, FailureClass, Placement, PromptDispatched, PromptHeld,
@@ -388,6 +388,8 @@ pub enum Allowance {
     },
     /// The cast's token budget.
     Tokens,
+    /// The cast's cost budget (`budget.maxCostUsd`), in millionths of a US dollar.
+    Cost,
     /// Same-socket repair attempts of one visit.
     Repair {
         /// Socket whose repair turns ran out.

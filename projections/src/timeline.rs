@@ -1,6 +1,6 @@
 //! The timeline: one human line per recorded event.
 
-use castlog_core::event::{Allowance, Contexts, DecodeError, Event, Target};
+use castlog_core::event::{Allowance, BudgetWarning, Contexts, DecodeError, Event, Target};
 use castlog_core::syntax::json_name;
 use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,7 @@ fn allowance(a: &Allowance) -> String {
                 .unwrap_or_default()
         ),
         Allowance::Tokens => "token budget".into(),
+        Allowance::Cost => "cost budget".into(),
         Allowance::Repair { socket, item, .. } => format!(
             "repairs of {socket}{}",
             item.as_ref()
@@ -167,11 +168,19 @@ pub fn describe(event: &Event) -> String {
             }
         ),
         Event::AgentReplied(e) => format!(
-            "{}:{} turn {}: {}",
+            "{}:{} turn {}: {}{}",
             e.socket,
             e.visit,
             e.turn,
-            excerpt(&e.text, 60)
+            excerpt(&e.text, 60),
+            e.cost
+                .as_ref()
+                .map(|c| format!(
+                    " [{} at {}]",
+                    castlog_core::event::dollars(c.micros),
+                    c.model
+                ))
+                .unwrap_or_default()
         ),
         Event::ToolCalled(e) => format!(
             "{}:{} {} {} {}",
@@ -288,15 +297,34 @@ pub fn describe(event: &Event) -> String {
         Event::DispatchSkipped(e) => {
             format!("key {} skipped ({})", e.key, json_name(&e.reason))
         }
+        Event::AllowanceExhausted(e) if e.allowance == Allowance::Cost => format!(
+            "cost budget exhausted ({}/{})",
+            castlog_core::event::dollars(e.count),
+            castlog_core::event::dollars(e.limit)
+        ),
         Event::AllowanceExhausted(e) => format!(
             "{} exhausted ({}/{})",
             allowance(&e.allowance),
             e.count,
             e.limit
         ),
+        Event::AllowanceExtended(e) if e.allowance == Allowance::Cost => format!(
+            "cost budget extended to {}",
+            castlog_core::event::dollars(e.limit)
+        ),
         Event::AllowanceExtended(e) => {
             format!("{} extended to {}", allowance(&e.allowance), e.limit)
         }
+        Event::BudgetWarning(BudgetWarning {
+            cost: Some(cost),
+            percent,
+            threshold,
+            ..
+        }) => format!(
+            "budget warning: {} of {} cost used ({percent}%, warned at {threshold}%)",
+            castlog_core::event::dollars(cost.used_micros),
+            castlog_core::event::dollars(cost.limit_micros),
+        ),
         Event::BudgetWarning(e) => format!(
             "budget warning: {} of {} tokens used ({}%, warned at {}%)",
             e.used, e.limit, e.percent, e.threshold

@@ -3,7 +3,12 @@
 //! `project.ensureIgnored` and `vcs.detect`), its aliases `echo` (prints the socket's
 //! `params` as JSON) and `noop` (prints `{}`), or one of the scope utilities (`vcs.*` git
 //! worktrees and jj workspaces, in `vcs`). The result becomes a `utility_finished` event, so
-//! replay never runs a utility again.
+//! replay never runs a utility again. Commit-Sigil (`commit-sigil`, [`sigil`]) and
+//! Mime-Bootstrap / Mime-Maintain (`mime-bootstrap`, `mime-maintain`, [`mime`]) have
+//! built-ins too.
+
+mod mime;
+mod sigil;
 
 use std::path::Path;
 use std::time::Duration;
@@ -203,6 +208,9 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
                 vcs::integrate_jj_workspaces(input, launcher, timeout(spec))
             }
             "finalize-jj-workspace" => vcs::finalize_jj_workspace(input, launcher, timeout(spec)),
+            "commit-sigil" => ok(sigil::run(input).to_string()),
+            "mime-bootstrap" => ok(mime::bootstrap(input, cwd).to_string()),
+            "mime-maintain" => ok(mime::maintain(input, cwd).to_string()),
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
     }

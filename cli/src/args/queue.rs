@@ -10,8 +10,13 @@ use super::DriveOptions;
 /// `submit`.
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
-    /// The config file (pi-materia's JSON format).
-    pub config: PathBuf,
+    /// The config file (pi-materia's JSON format), the whole config: no layer is read
+    /// [default: the layers, see `castlog config --help`].
+    pub config: Option<PathBuf>,
+    /// The explicit config layer, over the bundled default, the user's and the project's
+    /// (instead of a CONFIG).
+    #[arg(long = "config", value_name = "FILE", conflicts_with = "config")]
+    pub layer: Option<PathBuf>,
     /// The loadout to run [default: the config's activeLoadout].
     #[arg(long)]
     pub loadout: Option<String>,

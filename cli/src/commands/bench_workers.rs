@@ -78,12 +78,13 @@ pub fn workers(db: Option<&Path>, args: &BenchWorkersArgs) -> Result<(), CliErro
     let exe = std::env::current_exe()
         .map_err(|e| CliError::internal(format!("cannot find the castlog binary: {e}")))?;
     let log = super::open_or_create(&path)?;
+    let loaded = super::config::load(super::config::Source::File(&config))?;
     let stamp = castlog_core::env::Clock::now_ms(&castlog_replay::clock::SystemClock);
     let mut rounds: Vec<Round> = Vec::new();
     for &count in &args.workers {
         for i in 0..args.casts {
             let cast = CastId::new(format!("bench-{stamp}-w{count}-{i}"));
-            super::submit::queue_cast(&log, &config, None, "bench", &agent, &cast)?;
+            super::submit::queue_cast(&log, &loaded, None, "bench", &agent, &cast)?;
         }
         let started = Instant::now();
         let children = (0..count)

@@ -8,7 +8,6 @@ use std::time::Duration;
 use castlog_core::env::Clock;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::input::Input;
-use castlog_core::loadout::load_config;
 use castlog_core::machine::CastState;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
@@ -227,27 +226,21 @@ fn printed(
 
 /// `castlog run`.
 pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&args.config).map_err(|e| {
-        CliError::user(format!("cannot read config {}: {e}", args.config.display()))
-    })?;
-    let config =
-        load_config(&text).map_err(|e| CliError::from(e).context(args.config.display()))?;
-    let loadout = config
-        .resolve(args.loadout.as_deref())
-        .map_err(|e| CliError::from(e).context(args.config.display()))?;
+    let here = cwd();
+    let project = args.workdir.as_deref().unwrap_or(&here);
+    let config = super::config::load(super::config::Source::of(
+        args.config.as_deref(),
+        args.layer.as_deref(),
+        project,
+    ))?;
+    let loadout = config.resolve(args.loadout.as_deref())?;
     // A built-in utility's program (jj, git) must be at hand before anything is recorded.
-    castlog_replay::utility::check_programs(&loadout)
-        .map_err(|e| CliError::from(e).context(args.config.display()))?;
+    castlog_replay::utility::check_programs(&loadout).map_err(CliError::from)?;
     let sender = sender(&args.posting, globals)?;
     // A policy file is read and checked before anything is recorded.
     let (policy, policy_document) = match &args.policy {
         Some(arg) => super::placement::recorded_policy(arg)?,
-        None => (
-            config
-                .placement_policy
-                .unwrap_or_else(|| "recommended".into()),
-            None,
-        ),
+        None => (config.policy(), None),
     };
     // Check the agent before anything is recorded; only `recorded:` reads the database.
     let early = if args.agent.starts_with("recorded:") {
@@ -272,7 +265,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         loadout_hash(&loadout.to_json()),
         args.task.clone(),
         policy,
-        Some(args.config.display().to_string()),
+        Some(config.recorded),
     );
     started.policy_document = policy_document;
     let mut utilities_in = cwd();
@@ -538,6 +531,23 @@ pub fn steer(
 /// The JSON form of a cast's state.
 pub fn state_json(state: &CastState) -> serde_json::Value {
     let current = state.current.as_ref();
+    let mut value = state_fields(state, current);
+    // Only a cast with a price table has a cost (and only it shows one).
+    if !state.loadout.prices.is_empty() {
+        let usd = |micros: u64| micros as f64 / 1_000_000.0;
+        value["cost"] = json!({
+            "usd": usd(state.cost_micros),
+            "max_usd": state.cost_budget().map(usd),
+            "warned": state.cost_warned,
+        });
+    }
+    value
+}
+
+fn state_fields(
+    state: &CastState,
+    current: Option<&castlog_core::machine::Current>,
+) -> serde_json::Value {
     json!({
         "cast": state.cast,
         "status": state.status.as_str(),
@@ -602,6 +612,23 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     }
     if let Some(scope) = &state.scope {
         crate::say!("scope {} at {}", scope.id, scope.cwd);
+    }
+    crate::say!(
+        "tokens {} of {}{}",
+        state.usage.total(),
+        state.token_budget(),
+        if state.budget_warned { " (warned)" } else { "" }
+    );
+    if !state.loadout.prices.is_empty() {
+        crate::say!(
+            "cost {}{}{}",
+            castlog_core::event::dollars(state.cost_micros),
+            state
+                .cost_budget()
+                .map(|limit| format!(" of {}", castlog_core::event::dollars(limit)))
+                .unwrap_or_default(),
+            if state.cost_warned { " (warned)" } else { "" }
+        );
     }
     crate::say!(
         "cursors {}",

@@ -14,6 +14,7 @@ pub mod bench_workers;
 pub mod budget;
 pub mod cast;
 pub mod claims;
+pub mod config;
 pub mod copy;
 pub mod diff;
 pub mod diff_files;

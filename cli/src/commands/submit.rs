@@ -5,7 +5,6 @@ use std::path::Path;
 
 use castlog_core::env::Clock;
 use castlog_core::id::CastId;
-use castlog_core::loadout::load_config;
 use castlog_core::machine::Status;
 use castlog_core::machine::decide::started_event;
 use castlog_events::chain::loadout_hash;
@@ -33,7 +32,14 @@ pub fn run(
     // A mistyped SPEC or a bad config is refused here, before the database is opened (a
     // worker checks the SPEC again on its own machine).
     super::cast::agent(&args.agent, 0, None, None, globals)?;
-    loadout_of(&args.config, args.loadout.as_deref())?;
+    let here = super::cast::cwd();
+    let config = super::config::load(super::config::Source::of(
+        args.config.as_deref(),
+        args.layer.as_deref(),
+        &here,
+    ))?;
+    let loadout = config.resolve(args.loadout.as_deref())?;
+    castlog_replay::utility::check_programs(&loadout)?;
     let log = super::open_or_create(db)?;
     let cast = match &args.cast {
         Some(id) => super::chosen_cast(&log, id)?,
@@ -41,7 +47,7 @@ pub fn run(
     };
     let status = queue_cast(
         &log,
-        &args.config,
+        &config,
         args.loadout.as_deref(),
         &args.task,
         &args.agent,
@@ -63,13 +69,13 @@ pub fn run(
 /// and queues it for `agent`; returns the cast's status.
 pub(crate) fn queue_cast(
     log: &Database,
-    config_path: &Path,
+    config: &super::config::Loaded,
     loadout: Option<&str>,
     task: &str,
     agent: &str,
     cast: &CastId,
 ) -> Result<Status, CliError> {
-    let (loadout, policy) = loadout_of(config_path, loadout)?;
+    let (loadout, policy) = (config.resolve(loadout)?, config.policy());
     let clock = SystemClock;
     let started = started_event(
         cast.clone(),
@@ -77,7 +83,7 @@ pub(crate) fn queue_cast(
         loadout_hash(&loadout.to_json()),
         task.to_owned(),
         policy,
-        Some(config_path.display().to_string()),
+        Some(config.recorded.clone()),
     );
     let status = {
         let mut driver = Driver::start(log, &clock, started, &super::cast::cwd())
@@ -87,27 +93,6 @@ pub(crate) fn queue_cast(
     };
     log.submit(cast, agent, clock.now_ms())?;
     Ok(status)
-}
-
-/// The loadout a config names (or its active one) and the config's placement policy.
-fn loadout_of(
-    config_path: &Path,
-    loadout: Option<&str>,
-) -> Result<(castlog_core::loadout::Loadout, String), CliError> {
-    let text = std::fs::read_to_string(config_path).map_err(|e| {
-        CliError::user(format!("cannot read config {}: {e}", config_path.display()))
-    })?;
-    let config =
-        load_config(&text).map_err(|e| CliError::from(e).context(config_path.display()))?;
-    let loadout = config
-        .resolve(loadout)
-        .map_err(|e| CliError::from(e).context(config_path.display()))?;
-    castlog_replay::utility::check_programs(&loadout)
-        .map_err(|e| CliError::from(e).context(config_path.display()))?;
-    let policy = config
-        .placement_policy
-        .unwrap_or_else(|| "recommended".into());
-    Ok((loadout, policy))
 }
 
 /// Queues `cast` again if it waits in the run queue as paused and its status is one a

@@ -118,3 +118,111 @@ fn an_unknown_cast_or_a_bad_number_is_a_clear_error() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("lots"), "{}", bad.stderr);
 }
+
+/// `fixtures/loadouts/cost.json`: the budget fixture with a price table (`prices`: the Plan
+/// materia's model `planner-large`, and `*` for the rest) and `budget.maxCostUsd` 0.40.
+fn costly_cast(sb: &Sandbox) -> String {
+    let loadout = fixture("loadouts/cost.json");
+    let agent = scripted("build-loop.jsonl");
+    let run = sb.run(&[
+        "run", &loadout, "--task", "greet", "--cast", "c", "--agent", &agent,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("cast c: failed"), "{}", run.stdout);
+    agent
+}
+
+#[test]
+fn priced_replies_warn_once_at_the_cost_threshold_and_stop_the_cast_over_max_cost_usd() {
+    let sb = Sandbox::new();
+    let agent = costly_cast(&sb);
+    let show = sb.run(&["show", "c"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    // Each reply is priced by its materia's model, else `*`.
+    assert!(
+        show.stdout.contains("[$0.132 at planner-large]"),
+        "{}",
+        show.stdout
+    );
+    assert!(show.stdout.contains("[$0.0279 at *]"), "{}", show.stdout);
+    let warnings = lines_of(&show.stdout, "budget_warning");
+    assert_eq!(warnings.len(), 1, "{}", show.stdout);
+    assert!(
+        warnings[0].contains("budget warning: $0.223 of $0.40 cost used (55%, warned at 50%)"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        show.stdout
+            .contains("cost budget reached: $0.4039 used of $0.40; revive to extend the budget"),
+        "{}",
+        show.stdout
+    );
+    let state = sb.run(&["state", "c", "--json"]);
+    let cost = &state.json()["cost"];
+    assert_eq!(cost["usd"], 0.4039, "{cost}");
+    assert_eq!(cost["max_usd"], 0.4, "{cost}");
+    assert_eq!(cost["warned"], true, "{cost}");
+    let text = sb.run(&["state", "c"]);
+    assert!(
+        text.stdout.contains("cost $0.4039 of $0.40 (warned)"),
+        "{}",
+        text.stdout
+    );
+    // Revive grows the cost budget by its configured size and the cast goes on to the end.
+    let revived = sb.run(&["revive", "c", "--agent", &agent]);
+    assert_eq!(revived.code, 0, "{}", revived.stderr);
+    assert!(
+        revived.stdout.contains("cost budget extended to $0.80"),
+        "{}",
+        revived.stdout
+    );
+    assert!(
+        revived.stdout.contains("cast c: completed"),
+        "{}",
+        revived.stdout
+    );
+    let verify = sb.run(&["verify", "c"]);
+    assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
+}
+
+#[test]
+fn max_cost_usd_without_a_price_table_is_dropped_and_a_bad_price_is_refused() {
+    let sb = Sandbox::new();
+    // The bundled default sets maxCostUsd 20 and has no prices: no cost is counted.
+    let loadout = fixture("pi-materia-default.json");
+    let agent = scripted("full-auto.jsonl");
+    let run = sb.run(&[
+        "run",
+        &loadout,
+        "--task",
+        "t",
+        "--cast",
+        "d",
+        "--agent",
+        &agent,
+        "--workdir",
+        ".",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let state = sb.run(&["state", "d", "--json"]);
+    assert!(state.json().get("cost").is_none(), "{}", state.stdout);
+    let bad = sb.write(
+        "bad.json",
+        &std::fs::read_to_string(fixture("loadouts/cost.json"))
+            .unwrap()
+            .replace(
+                "\"outputUsdPerMillion\": 800",
+                "\"outputUsdPerMilion\": 800",
+            ),
+    );
+    let refused = sb.run(&["run", &bad, "--task", "t", "--agent", &agent]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("prices.planner-large.outputUsdPerMilion"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -85,6 +85,9 @@ impl Sandbox {
         cmd.current_dir(self.dir.path())
             .env_remove("CASTLOG_DB")
             .env_remove("CASTLOG_ANCHOR")
+            .env_remove("XDG_CONFIG_HOME")
+            // The user config layer is the sandbox's own (empty unless a test writes it).
+            .env("PI_MATERIA_PROFILE_DIR", self.path("profile"))
             .env("NO_COLOR", "1")
             .arg("--db")
             .arg(db);

@@ -213,6 +213,8 @@ fn every_castlog_line_of_the_readme_runs_as_written() {
             .env_remove("CASTLOG_DB")
             .env_remove("CASTLOG_ANCHOR")
             .env_remove("RUST_LOG")
+            .env_remove("PI_MATERIA_PROFILE_DIR")
+            .env_remove("XDG_CONFIG_HOME")
             .envs(exported.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .unwrap();

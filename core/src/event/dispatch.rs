@@ -95,6 +95,10 @@ pub struct AgentReplied {
     /// output (absent when there are none, so replies recorded before tools read the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolRequest>,
+    /// What the reply cost, when the loadout has a price for it (absent otherwise, so replies
+    /// recorded before prices read the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<super::ReplyCost>,
 }
 
 /// How an agent failure is classified.

@@ -10,11 +10,16 @@
 //! Two kinds of problem only fail [`Config::resolve`] for the loadout concerned, so that the
 //! bundled config loads unchanged: parallel generator materia (castlog runs no parallel lanes)
 //! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
-//! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
+//! `ensure-ignored.mjs`, `detect-vcs.mjs`, `commit-sigil.mjs`, `mime-bootstrap.mjs` and
+//! `mime-maintain.mjs`, and the `vcs.*` built-in aliases).
+//!
+//! [`layers`] merges pi-materia's config layers (bundled default, user, project, explicit)
+//! into one config text before it is loaded here.
 
 mod cycles;
 mod draft;
 mod json;
+pub mod layers;
 mod loops;
 mod materia;
 mod sockets;
@@ -24,7 +29,9 @@ mod properties;
 #[cfg(test)]
 mod tests;
 
-use super::{Budget, Limits, Loadout};
+use std::collections::BTreeMap;
+
+use super::{Budget, Limits, Loadout, Price};
 use json::{Json, as_object, err, get, join, opt_int, opt_number, opt_object, opt_str};
 
 /// A config error: the JSON path of the offending value and why.
@@ -138,7 +145,11 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
 
     let (limits, cycles_outside_loops) = read_limits(top)?;
     let max_tool_calls = read_max_tool_calls(top)?;
-    let budget = read_budget(top)?;
+    let prices = read_prices(top)?;
+    let mut budget = read_budget(top)?;
+    if prices.is_empty() {
+        budget.max_cost_usd = None;
+    }
     let materia = materia::read_all(materia_obj)?;
 
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
@@ -155,6 +166,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         )?;
         loadouts.push(built.map(|mut loadout| {
             loadout.max_tool_calls = max_tool_calls;
+            loadout.prices = prices.clone();
             loadout
         }));
     }
@@ -205,12 +217,63 @@ fn read_max_tool_calls(top: &json::Obj) -> Result<Option<u32>, LoadError> {
     )
 }
 
-/// Top-level `budget` (`maxCostUsd` / `stopAtLimit` are dropped, as in the reference).
+/// Top-level `prices` (castlog's own): model id to `{inputUsdPerMillion, outputUsdPerMillion}`.
+fn read_prices(top: &json::Obj) -> Result<BTreeMap<String, Price>, LoadError> {
+    let mut prices = BTreeMap::new();
+    let Some(table) = opt_object(top, "prices", "", "`prices`")? else {
+        return Ok(prices);
+    };
+    for (model, entry) in table {
+        let path = join("prices", model);
+        let entry = as_object(
+            entry,
+            &path,
+            "a price (`{\"inputUsdPerMillion\": N, \"outputUsdPerMillion\": N}`)",
+        )?;
+        if let Some((key, _)) = entry
+            .iter()
+            .find(|(k, _)| k != "inputUsdPerMillion" && k != "outputUsdPerMillion")
+        {
+            return Err(err(
+                &join(&path, key),
+                format!(
+                    "unknown price field `{key}`; a price has `inputUsdPerMillion` and \
+                     `outputUsdPerMillion` (US dollars per million tokens)"
+                ),
+            ));
+        }
+        let field = |key: &str| -> Result<f64, LoadError> {
+            match opt_number(entry, key, &path)? {
+                Some(v) if v >= 0.0 && v.is_finite() => Ok(v),
+                Some(v) => Err(err(
+                    &join(&path, key),
+                    format!("`{key}` must be a price of 0 dollars or more, found {v}"),
+                )),
+                None => Err(err(
+                    &join(&path, key),
+                    format!("`{key}` is missing: US dollars per million tokens"),
+                )),
+            }
+        };
+        prices.insert(
+            model.clone(),
+            Price {
+                input_usd_per_million: field("inputUsdPerMillion")?,
+                output_usd_per_million: field("outputUsdPerMillion")?,
+            },
+        );
+    }
+    Ok(prices)
+}
+
+/// Top-level `budget` (`stopAtLimit` is dropped, as in the reference; `maxCostUsd` is kept
+/// when the config has a price table).
 fn read_budget(top: &json::Obj) -> Result<Budget, LoadError> {
     let Some(budget) = opt_object(top, "budget", "", "`budget`")? else {
         return Ok(Budget {
             max_tokens: DEFAULT_MAX_TOKENS,
             warn_at_percent: DEFAULT_WARN_AT_PERCENT,
+            max_cost_usd: None,
         });
     };
     let max_tokens =
@@ -225,9 +288,20 @@ fn read_budget(top: &json::Obj) -> Result<Budget, LoadError> {
             ));
         }
     };
+    let max_cost_usd = match opt_number(budget, "maxCostUsd", "budget")? {
+        None => None,
+        Some(usd) if usd >= 0.0 && usd.is_finite() => Some(usd),
+        Some(usd) => {
+            return Err(err(
+                "budget.maxCostUsd",
+                format!("`maxCostUsd` must be 0 dollars or more, found {usd}"),
+            ));
+        }
+    };
     Ok(Budget {
         max_tokens,
         warn_at_percent,
+        max_cost_usd,
     })
 }
 

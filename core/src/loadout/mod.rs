@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
 
+pub use load::layers::{Layer, LayerError, LayerKind, Layered, load_layers};
 pub use load::{Config, LoadError, load_config};
 
 /// How a socket's output is parsed.
@@ -129,9 +130,9 @@ pub enum Exec {
     },
     /// One of castlog's built-in equivalents of pi-materia's shipped scripts.
     Builtin {
-        /// `ensure-ignored`, `detect-vcs`, `echo`, `noop`, or a scope utility
-        /// (`spawn-git-worktree`, `integrate-git-worktrees`, `spawn-jj-workspace`,
-        /// `integrate-jj-workspaces`, `finalize-jj-workspace`).
+        /// `ensure-ignored`, `detect-vcs`, `commit-sigil`, `mime-bootstrap`, `mime-maintain`,
+        /// `echo`, `noop`, or a scope utility (`spawn-git-worktree`, `integrate-git-worktrees`,
+        /// `spawn-jj-workspace`, `integrate-jj-workspaces`, `finalize-jj-workspace`).
         name: String,
     },
 }
@@ -254,6 +255,33 @@ pub struct Budget {
     pub max_tokens: u64,
     /// `budget.warnAtPercent` (default 75).
     pub warn_at_percent: f64,
+    /// `budget.maxCostUsd`, kept only when the config has a price table (`prices`): without
+    /// prices no cost is known, and the value is dropped as the reference drops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+}
+
+/// One model's price (`prices.<model>` in the config), in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    /// `inputUsdPerMillion`: what a million prompt tokens cost.
+    pub input_usd_per_million: f64,
+    /// `outputUsdPerMillion`: what a million completion tokens cost.
+    pub output_usd_per_million: f64,
+}
+
+impl Price {
+    /// What `usage` costs, in millionths of a dollar (rounded to the nearest).
+    pub fn micros(&self, usage: &crate::event::Usage) -> u64 {
+        // tokens × dollars per million tokens = millionths of a dollar.
+        let micros = usage.input as f64 * self.input_usd_per_million
+            + usage.output as f64 * self.output_usd_per_million;
+        if micros.is_finite() && micros > 0.0 {
+            micros.round() as u64
+        } else {
+            0
+        }
+    }
 }
 
 /// A resolved loadout.
@@ -283,12 +311,29 @@ pub struct Loadout {
     /// [`DEFAULT_MAX_TOOL_CALLS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tool_calls: Option<u32>,
+    /// The price table (`prices` in the config, castlog's own): model id (a materia's `model`,
+    /// or `*` for any other) to its price. Empty when not configured: no cost is computed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// Tool calls a visit may make when `limits.maxToolCalls` is not configured.
 pub const DEFAULT_MAX_TOOL_CALLS: u32 = 50;
 
 impl Loadout {
+    /// The price of a reply at `socket`: its materia's `model`'s, else the `*` entry's; with
+    /// the name of the entry used.
+    pub fn price_at(&self, socket: &SocketId) -> Option<(&str, Price)> {
+        let model = match self.socket(socket).map(|s| &s.kind) {
+            Some(SocketKind::Agent(agent)) => agent.model.as_deref(),
+            _ => None,
+        };
+        model
+            .and_then(|m| self.prices.get_key_value(m))
+            .or_else(|| self.prices.get_key_value("*"))
+            .map(|(k, p)| (k.as_str(), *p))
+    }
+
     /// A socket by id.
     pub fn socket(&self, id: &SocketId) -> Option<&Socket> {
         self.sockets.get(id)

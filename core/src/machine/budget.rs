@@ -12,10 +12,19 @@
 //! when the use is below the threshold of the new budget. It changes nothing else: a cast that
 //! stopped on its budget stays failed until revive, which then continues without growing the
 //! budget again while the use is below it.
+//!
+//! The cost budget (`budget.maxCostUsd`, kept only when the loadout has a price table) follows
+//! the same rules in millionths of a dollar: each reply's cost is priced when it is recorded
+//! (`AgentReplied::cost`, by the materia's `model` or the `*` entry), one `budget_warning` with
+//! `cost` is given at `warnAtPercent` of it, and reaching it exhausts `Allowance::Cost`, which
+//! revive grows by its configured size.
 
 use super::decide::{Decider, Rejection};
 use super::{CastState, Status};
-use crate::event::{Allowance, BudgetRaised, BudgetWarning};
+use crate::event::{
+    Allowance, AllowanceExhausted, BudgetRaised, BudgetWarning, CostUse, ReplyCost, Usage, dollars,
+};
+use crate::id::SocketId;
 
 /// Whether `used` tokens are at least `percent` of `limit` (never for a zero limit).
 pub(crate) fn at_threshold(used: u64, limit: u64, percent: f64) -> bool {
@@ -27,6 +36,19 @@ impl CastState {
     /// made of it.
     pub fn token_budget(&self) -> u64 {
         self.limit(&Allowance::Tokens, self.loadout.budget.max_tokens)
+    }
+
+    /// The cost budget in force, in millionths of a dollar: `budget.maxCostUsd` (kept only with
+    /// a price table), or what revive made of it; `None` when the cast has none.
+    pub fn cost_budget(&self) -> Option<u64> {
+        let usd = self.loadout.budget.max_cost_usd?;
+        let configured = (usd * 1_000_000.0).round();
+        let configured = if configured.is_finite() && configured > 0.0 {
+            configured as u64
+        } else {
+            0
+        };
+        Some(self.limit(&Allowance::Cost, configured))
     }
 }
 
@@ -50,7 +72,70 @@ impl Decider<'_, '_> {
             limit,
             percent,
             threshold,
+            cost: None,
         });
+    }
+
+    /// What a reply with `usage` at `socket` costs, when the loadout prices it.
+    pub(super) fn reply_cost(&self, socket: &SocketId, usage: Option<&Usage>) -> Option<ReplyCost> {
+        let usage = usage?;
+        let (model, price) = self.state.loadout.price_at(socket)?;
+        Some(ReplyCost {
+            model: model.to_owned(),
+            micros: price.micros(usage),
+        })
+    }
+
+    /// Appends the one-shot cost `budget_warning` when the cost first reaches the threshold of
+    /// the cost budget (below the budget itself, which gives the stop instead).
+    pub(super) fn warn_cost(&mut self) {
+        let state = &self.state;
+        let Some(limit) = state.cost_budget() else {
+            return;
+        };
+        let used = state.cost_micros;
+        let threshold = state.loadout.budget.warn_at_percent;
+        if state.cost_warned || used >= limit || !at_threshold(used, limit, threshold) {
+            return;
+        }
+        let percent = u64::try_from(u128::from(used) * 100 / u128::from(limit)).unwrap_or(u64::MAX);
+        self.emit(BudgetWarning {
+            used: state.usage.total(),
+            limit: state.token_budget(),
+            percent,
+            threshold,
+            cost: Some(CostUse {
+                used_micros: used,
+                limit_micros: limit,
+            }),
+        });
+    }
+
+    /// Stops the cast when the cost reached the cost budget, as the token budget does.
+    pub(super) fn over_cost(&mut self) -> bool {
+        let Some(limit) = self.state.cost_budget() else {
+            return false;
+        };
+        let used = self.state.cost_micros;
+        if used < limit {
+            return false;
+        }
+        let socket = self.state.current.as_ref().map(|c| c.socket.clone());
+        self.emit(AllowanceExhausted {
+            allowance: Allowance::Cost,
+            count: used,
+            limit,
+        });
+        self.fail(
+            format!(
+                "cost budget reached: {} used of {}; revive to extend the budget",
+                dollars(used),
+                dollars(limit)
+            ),
+            socket,
+            Some(Allowance::Cost),
+        );
+        true
     }
 
     /// A person raises the token budget to `tokens`.

@@ -44,6 +44,7 @@ impl Decider<'_, '_> {
         let Some(current) = self.state.current.clone() else {
             return;
         };
+        let cost = self.reply_cost(&current.socket, usage.as_ref());
         self.emit(crate::event::AgentReplied {
             socket: current.socket.clone(),
             visit: current.visit,
@@ -51,6 +52,7 @@ impl Decider<'_, '_> {
             text,
             usage,
             tool_calls: Vec::new(),
+            cost,
         });
         if self.over_budget() {
             return;
@@ -62,10 +64,11 @@ impl Decider<'_, '_> {
     /// committed): no assignment, advance or routing happens until revive extends the budget.
     pub(super) fn over_budget(&mut self) -> bool {
         self.warn_budget();
+        self.warn_cost();
         let limit = self.state.token_budget();
         let used = self.state.usage.total();
         if used < limit {
-            return false;
+            return self.over_cost();
         }
         let socket = self.state.current.as_ref().map(|c| c.socket.clone());
         self.emit(AllowanceExhausted {
@@ -592,6 +595,12 @@ impl Decider<'_, '_> {
         // A budget raised above the tokens used since the stop has room already.
         let raised =
             allowance == Some(Allowance::Tokens) && state.usage.total() < state.token_budget();
+        // What the exhausted allowance counted: a zero-sized one grows to just past it.
+        let counted = if allowance == Some(Allowance::Cost) {
+            state.cost_micros
+        } else {
+            state.usage.total()
+        };
         if let Some(allowance) = allowance.as_ref().filter(|_| !raised) {
             let key = super::allowance_key(allowance);
             let grown = state.allowances.get(&key).map_or(1, |a| {
@@ -601,7 +610,7 @@ impl Decider<'_, '_> {
                 } else {
                     // A zero-sized allowance (`maxTokens: 0`) has no size to grow by: grant
                     // exactly what commits the pending reply.
-                    a.effective.max(state.usage.total()) + 1
+                    a.effective.max(counted) + 1
                 }
             });
             self.emit(AllowanceExtended {
@@ -623,7 +632,7 @@ impl Decider<'_, '_> {
                 let turn = current.map_or(Turn(1), |c| c.turn.next());
                 self.dispatch(turn, false);
             }
-            Some(Allowance::Tokens) => {
+            Some(Allowance::Tokens | Allowance::Cost) => {
                 if !self.over_budget() {
                     self.process_pending();
                 }

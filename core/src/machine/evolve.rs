@@ -95,6 +95,8 @@ impl CastState {
             last_json: None,
             usage: Usage::default(),
             budget_warned: false,
+            cost_micros: 0,
+            cost_warned: false,
             failure: None,
             last_source: None,
             last_satisfied: None,
@@ -333,6 +335,9 @@ impl CastState {
                 self.status = Status::AwaitingAgent;
             }
             Event::AgentReplied(e) => {
+                if let Some(cost) = &e.cost {
+                    self.cost_micros = self.cost_micros.saturating_add(cost.micros);
+                }
                 if let Some(usage) = e.usage {
                     self.usage.input = self.usage.input.saturating_add(usage.input);
                     self.usage.output = self.usage.output.saturating_add(usage.output);
@@ -518,6 +523,7 @@ impl CastState {
                 entry.effective = e.limit;
                 entry.revives += 1;
             }
+            Event::BudgetWarning(e) if e.cost.is_some() => self.cost_warned = true,
             Event::BudgetWarning(_) => self.budget_warned = true,
             Event::ScopeActivated(e) => self.scope = e.scope.clone(),
             Event::BudgetRaised(e) => {

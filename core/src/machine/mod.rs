@@ -291,6 +291,12 @@ pub struct CastState {
     /// back below the threshold clears it).
     #[serde(default, skip_serializing_if = "crate::event::is_false")]
     pub budget_warned: bool,
+    /// What the priced replies cost so far, in millionths of a US dollar (`prices`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cost_micros: u64,
+    /// Whether the cost warning was given (`budget_warning` with `cost`).
+    #[serde(default, skip_serializing_if = "crate::event::is_false")]
+    pub cost_warned: bool,
     /// Why it failed.
     pub failure: Option<CastFailed>,
     /// The most recent dispatch keys already dispatched (idempotency, in the log). Bounded: a
@@ -384,6 +390,7 @@ pub fn allowance_key(allowance: &Allowance) -> String {
         }
         Allowance::NoAdvance { item } => item_key("no_advance", item.as_ref()),
         Allowance::Tokens => "tokens".into(),
+        Allowance::Cost => "cost".into(),
         Allowance::Repair {
             socket,
             item,
@@ -417,4 +424,10 @@ impl CastState {
             .get(&allowance_key(allowance))
             .map_or(configured, |a| a.effective)
     }
+}
+
+/// Whether a count is zero (kept out of the state's JSON, as before costs were counted).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

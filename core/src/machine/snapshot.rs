@@ -63,8 +63,10 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
         budget: Budget {
             max_tokens: 0,
             warn_at_percent: 0.0,
+            max_cost_usd: None,
         },
         max_cycles_outside_loops: None,
         max_tool_calls: None,
+        prices: Default::default(),
     })
 }

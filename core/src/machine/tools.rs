@@ -43,6 +43,7 @@ impl Decider<'_, '_> {
             }
             named.push(request);
         }
+        let cost = self.reply_cost(&current.socket, usage.as_ref());
         self.emit(crate::event::AgentReplied {
             socket: current.socket.clone(),
             visit: current.visit,
@@ -50,6 +51,7 @@ impl Decider<'_, '_> {
             text,
             usage,
             tool_calls: named,
+            cost,
         });
         if self.over_budget() {
             return;

@@ -1,6 +1,7 @@
 //! `budget.warnAtPercent`: one `budget_warning` when token use first reaches the threshold of
 //! the budget in force; `castlog budget` (`Input::RaiseBudget`) raises the budget as an event,
-//! and revive then continues a cast its budget stopped without growing the budget again.
+//! and revive then continues a cast its budget stopped without growing the budget again. With a
+//! price table, each reply's cost is recorded and `budget.maxCostUsd` warns and stops likewise.
 
 use castlog_core::event::{BudgetRaised, BudgetWarning};
 use castlog_core::id::CastId;
@@ -34,7 +35,8 @@ fn the_warning_is_given_once_at_the_reply_that_crosses_the_threshold() {
             used: 800,
             limit: 1000,
             percent: 80,
-            threshold: 80.0
+            threshold: 80.0,
+            cost: None,
         }]
     );
     let k = kinds(&events);
@@ -154,4 +156,70 @@ fn revive_after_a_raise_continues_without_growing_the_budget() {
     assert!(!cast.status().is_stopped());
     assert_eq!(cast.data()["workItems"][0]["title"], json!("A"));
     assert_ne!(cast.phase(), Some(Phase::AwaitingRefinement));
+}
+
+/// The standard loop with a price table (`*`: $1 per million input tokens, $4 per million
+/// output tokens) and a cost budget of $0.001 (1000 millionths), warned at 50%.
+fn priced() -> Cast {
+    let mut cfg = build_loop();
+    cfg["budget"] = json!({ "maxTokens": 1_000_000, "maxCostUsd": 0.001, "warnAtPercent": 50 });
+    cfg["prices"] = json!({ "*": { "inputUsdPerMillion": 1, "outputUsdPerMillion": 4 } });
+    given(&cfg)
+}
+
+#[test]
+fn a_priced_reply_records_its_cost_and_the_cost_warns_once_then_stops_and_revive_grows_it() {
+    let mut cast = priced();
+    // 200 × $1/M + 50 × $4/M = 400 millionths: below the 50% threshold.
+    let events = cast.reply_using(&plan(&["A", "B"]).to_string(), 200, 50);
+    let replied = of!(events, AgentReplied);
+    assert_eq!(
+        replied[0].cost,
+        Some(castlog_core::event::ReplyCost {
+            model: "*".into(),
+            micros: 400
+        })
+    );
+    assert!(
+        of!(events, BudgetWarning).is_empty(),
+        "{:?}",
+        kinds(&events)
+    );
+    // 600 in all: one warning of the cost.
+    let events = cast.reply_using("built", 200, 0);
+    let warning = of!(events, BudgetWarning);
+    assert_eq!(warning.len(), 1, "{:?}", kinds(&events));
+    assert_eq!(warning[0].percent, 60);
+    assert_eq!(
+        warning[0].cost,
+        Some(castlog_core::event::CostUse {
+            used_micros: 600,
+            limit_micros: 1000
+        })
+    );
+    // 1000 reaches the budget: the cast stops as the token budget stops it.
+    let events = cast.json(&json!({ "satisfied": true }));
+    assert!(of!(events, BudgetWarning).is_empty(), "only once");
+    let events = cast.reply_using("built B", 400, 0);
+    assert!(
+        kinds(&events).contains(&"allowance_exhausted"),
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(cast.status(), Status::Failed);
+    assert_eq!(cast.state.cost_budget(), Some(1000));
+    let events = cast.when(Input::Revive);
+    assert_eq!(of!(events, AllowanceExtended)[0].limit, 2000);
+    assert!(!cast.status().is_stopped());
+}
+
+#[test]
+fn without_a_price_table_max_cost_usd_is_dropped_and_no_reply_is_priced() {
+    let mut cfg = build_loop();
+    cfg["budget"] = json!({ "maxCostUsd": 0.000001 });
+    let mut cast = given(&cfg);
+    let events = cast.reply_using(&plan(&["A"]).to_string(), 100_000, 100_000);
+    assert_eq!(of!(events, AgentReplied)[0].cost, None);
+    assert_eq!(cast.state.cost_budget(), None);
+    assert!(!cast.status().is_stopped());
 }

@@ -104,6 +104,7 @@ fn golden_chain(log: &dyn EventLog) -> [Vec<Recorded>; 2] {
         text: "{\"summary\": \"done\"}\nwith a second line".into(),
         usage: Some(usage),
         tool_calls: Vec::new(),
+        cost: None,
     });
     let completed = Event::from(CastCompleted { usage });
     let mut parent = log

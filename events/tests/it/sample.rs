@@ -55,6 +55,7 @@ pub fn event(i: u64) -> Event {
                 output: i,
             }),
             tool_calls: Vec::new(),
+            cost: None,
         }
         .into(),
         2 => CursorAdvanced {

@@ -185,6 +185,7 @@ fn replied(visit: u32, text: &str) -> Event {
         text: text.into(),
         usage: None,
         tool_calls: Vec::new(),
+        cost: None,
     })
 }
 

@@ -358,6 +358,11 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
             "detect-vcs.mjs" => Program::Runs(Exec::Builtin {
                 name: "detect-vcs".into(),
             }),
+            "commit-sigil.mjs" | "mime-bootstrap.mjs" | "mime-maintain.mjs" => {
+                Program::Runs(Exec::Builtin {
+                    name: name.trim_end_matches(".mjs").into(),
+                })
+            }
             other => Program::NotProvided(other.to_owned()),
         }
     } else {

@@ -152,6 +152,7 @@ pub(super) fn build_loadout(
         budget,
         max_cycles_outside_loops: Some(cycles_outside_loops),
         max_tool_calls: None,
+        prices: Default::default(),
     }))
 }
 

@@ -387,7 +387,7 @@ fn loop_members_need_an_edge_cycle() {
 fn unsupported_shipped_utility_fails_only_resolve_of_loadouts_using_it() {
     let text = BASE.replace(
         r#""command": ["node", "./scan.mjs"], "parse": "json", "params": { "depth": 2 }, "timeoutMs": 10000"#,
-        r#""script": { "kind": "shippedUtility", "name": "mime-bootstrap.mjs", "runtime": "node" }"#,
+        r#""script": { "kind": "shippedUtility", "name": "mime-gh-pr.mjs", "runtime": "node" }"#,
     );
     assert_ne!(text, BASE);
     let config = load_config(&text).unwrap();
@@ -395,7 +395,7 @@ fn unsupported_shipped_utility_fails_only_resolve_of_loadouts_using_it() {
     assert_eq!(e.path, "loadouts.Mini.sockets.Socket-1");
     assert!(
         e.reason
-            .contains("castlog does not provide the shipped utility 'mime-bootstrap.mjs'"),
+            .contains("castlog does not provide the shipped utility 'mime-gh-pr.mjs'"),
         "{e}"
     );
     assert!(

@@ -14,6 +14,7 @@
 
 mod cycles;
 mod draft;
+mod eventing;
 mod json;
 mod loops;
 mod materia;
@@ -46,6 +47,8 @@ pub struct Config {
     pub names: Vec<String>,
     /// Top-level `placementPolicy`, if present.
     pub placement_policy: Option<String>,
+    /// Top-level `eventing` (off when absent).
+    pub eventing: crate::eventing::Eventing,
     loadouts: Vec<Result<Loadout, LoadError>>,
 }
 
@@ -139,6 +142,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     let (limits, cycles_outside_loops) = read_limits(top)?;
     let max_tool_calls = read_max_tool_calls(top)?;
     let budget = read_budget(top)?;
+    let eventing = eventing::read_eventing(top)?;
     let materia = materia::read_all(materia_obj)?;
 
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
@@ -163,6 +167,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         active: active.to_owned(),
         names,
         placement_policy,
+        eventing,
         loadouts,
     })
 }

@@ -217,6 +217,21 @@ pub fn shown_url(url: &str) -> String {
     }
 }
 
+/// `at_ms` (milliseconds since the epoch) as ISO 8601 in UTC with milliseconds.
+pub fn iso_time(at_ms: u64) -> String {
+    let secs = at_ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
+    let rem = secs % 86_400;
+    let (y, m, d) = crate::calendar::civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        at_ms % 1000
+    )
+}
+
 /// An event of the bus, enriched as the reference does (its field names on the wire).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -283,6 +298,12 @@ mod tests {
             discarding_after: DEFAULT_DISCARDING_AFTER,
             max_queue_size: DEFAULT_MAX_QUEUE_SIZE,
         }
+    }
+
+    #[test]
+    fn times_are_iso_in_utc() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(1_767_225_600_123), "2026-01-01T00:00:00.123Z");
     }
 
     #[test]

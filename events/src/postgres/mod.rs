@@ -22,6 +22,7 @@
 pub mod locator;
 
 mod conn;
+mod deliveries;
 mod error;
 mod queue;
 mod rows;

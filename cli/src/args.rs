@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod bench;
 mod budget;
 mod copy;
+mod deliver;
 mod drive;
 mod engage;
 mod placement;
@@ -16,6 +17,7 @@ mod queue;
 pub use bench::*;
 pub use budget::BudgetArgs;
 pub use copy::CopyArgs;
+pub use deliver::DeliverArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use engage::{EngageArgs, ScheduleArgs, ScorecardArgs};
 pub use placement::*;
@@ -147,6 +149,11 @@ pub enum Command {
     ///
     /// Example: castlog budget demo 2000000
     Budget(BudgetArgs),
+    /// Deliver what a cast's webhook sinks (`eventing.sinks`) have not taken yet: its bus
+    /// events are read from its log, each outcome recorded beside it.
+    ///
+    /// Example: castlog deliver demo --json
+    Deliver(DeliverArgs),
     /// Print a cast's state (folded from its log).
     State(StateArgs),
     /// Print a recorded prompt: the rendered messages and where every entry went.

@@ -202,6 +202,7 @@ fn dispatch(
         Command::Resume(args) => commands::cast::resume(&existing_db(db)?, &args, globals),
         Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, globals),
         Command::Budget(args) => commands::budget::run(&existing_db(db)?, &args, globals),
+        Command::Deliver(args) => commands::eventing::deliver(&existing_db(db)?, &args),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
         Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, globals),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),

@@ -155,8 +155,8 @@ pub struct Sink {
     pub retry_backoff_ms: u64,
     /// `maxBackoffMs`: the longest wait between retries.
     pub max_backoff_ms: u64,
-    /// `discardingAfter`: the failed deliveries of one event (each after its retries) after
-    /// which it is given up (`discarded`) so the events after it can go.
+    /// `discardingAfter`: the failed deliveries in a row (each after its retries) after which
+    /// a drive leaves the sink alone; what it has not taken waits in the outbox.
     pub discarding_after: u32,
     /// `maxQueueSize`: the events held in memory for this sink at a time; the rest wait in
     /// the log.

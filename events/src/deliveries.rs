@@ -1,5 +1,5 @@
 //! The delivery record of the event bus: one row per outcome of a webhook delivery (an
-//! attempt that reached the sink or failed, an event a sink's filter left out, one given up),
+//! attempt that reached the sink or failed, an event a sink's filter left out),
 //! kept beside the log in table `castlog_deliveries`.
 //!
 //! The events delivered are a projection of a cast's log (`castlog_projections::outbox`);
@@ -11,7 +11,7 @@
 //! sink's headers are in the config only.
 //!
 //! Where a sink is in a cast's outbox is read from the rows: past every event it
-//! delivered, skipped or discarded ([`settled_through`]).
+//! delivered or skipped ([`settled_through`]).
 
 use castlog_core::id::{BusEventId, CastId, SinkId};
 use serde::{Deserialize, Serialize};
@@ -28,8 +28,6 @@ pub enum DeliveryStatus {
     Failed,
     /// The sink's `eventFilter` leaves the event out.
     Skipped,
-    /// The event failed `discardingAfter` times and is given up, so the next can go.
-    Discarded,
     /// The request could not be made (a URL or header the HTTP client refuses).
     Misconfigured,
 }
@@ -41,7 +39,6 @@ impl DeliveryStatus {
             Self::Delivered => "delivered",
             Self::Failed => "failed",
             Self::Skipped => "skipped",
-            Self::Discarded => "discarded",
             Self::Misconfigured => "misconfigured",
         }
     }
@@ -52,7 +49,6 @@ impl DeliveryStatus {
             Self::Delivered,
             Self::Failed,
             Self::Skipped,
-            Self::Discarded,
             Self::Misconfigured,
         ]
         .into_iter()
@@ -61,7 +57,7 @@ impl DeliveryStatus {
 
     /// Whether the sink is past the event (it goes on with the next).
     pub fn settles(self) -> bool {
-        matches!(self, Self::Delivered | Self::Skipped | Self::Discarded)
+        matches!(self, Self::Delivered | Self::Skipped)
     }
 }
 
@@ -101,7 +97,7 @@ pub trait DeliveryLog {
 }
 
 /// The highest sequence `sink` is past in `rows` (0 when none): everything up to it was
-/// delivered, skipped or discarded, in order.
+/// delivered or skipped, in order.
 pub fn settled_through(rows: &[Delivery], sink: &SinkId) -> u64 {
     rows.iter()
         .filter(|r| &r.sink == sink && r.status.settles())
@@ -111,7 +107,7 @@ pub fn settled_through(rows: &[Delivery], sink: &SinkId) -> u64 {
 }
 
 /// The failed attempts recorded for event `sequence` at `sink`, and the highest attempt
-/// number.
+/// number (attempts are counted over every delivery of the event).
 pub fn attempts_of(rows: &[Delivery], sink: &SinkId, sequence: u64) -> (u32, u32) {
     rows.iter()
         .filter(|r| &r.sink == sink && r.sequence == sequence)
@@ -163,7 +159,6 @@ mod tests {
             DeliveryStatus::Delivered,
             DeliveryStatus::Failed,
             DeliveryStatus::Skipped,
-            DeliveryStatus::Discarded,
             DeliveryStatus::Misconfigured,
         ] {
             assert_eq!(DeliveryStatus::parse(status.as_str()), Some(status));

@@ -6,12 +6,13 @@
 //! through the outbox in sequence order from the first event it is not past: an event is
 //! sent with its id as `Idempotency-Key`, retried `maxRetries` times on a 5xx, 408 or 429
 //! answer, a timeout or a network error (waiting `retryBackoffMs`, doubling, at most
-//! `maxBackoffMs`), and when it still fails the sink stops there for this pass, so events
-//! reach a sink in order; the next pass (the next event recorded, the end of the drive,
-//! `castlog deliver`, the next run or resume) tries it again. An event whose failed attempts
-//! reach `discardingAfter` is given up (`discarded`) and the sink goes on with the next.
-//! A crash between a sink's answer and its record makes the event go again with the same id:
-//! delivery is at least once, and the receiver drops a repeat by its id.
+//! `maxBackoffMs`), and when it still fails the sink stops there, so events reach a sink in
+//! order. A live deliverer tries that sink again on a later wake, no sooner than the backoff
+//! for the number of failed deliveries in a row; after `discardingAfter` of them it leaves
+//! the sink alone for the rest of the drive. Nothing is given up: what a sink has not taken
+//! waits in the outbox for the end of the drive, `castlog deliver`, or the next run or
+//! resume. A crash between a sink's answer and its record makes the event go again with the
+//! same id: delivery is at least once, and the receiver drops a repeat by its id.
 //!
 //! Nothing here reaches the cast: the driver never waits for a sink, and a sink's answers
 //! are not part of the cast's log.
@@ -33,11 +34,14 @@ use crate::secrets::Redactor;
 struct SinkState {
     sink: Sink,
     client: Result<reqwest::blocking::Client, String>,
-    /// Every event up to this sequence is delivered, skipped or discarded.
+    /// Every event up to this sequence is delivered or skipped.
     through: u64,
-    /// Failed attempts at the event after `through`, and its highest attempt number.
-    head_failed: u32,
+    /// The highest attempt number at the event after `through`.
     head_attempt: u32,
+    /// Deliveries that failed in a row (each after its retries) in this process.
+    failed_in_a_row: u32,
+    /// A live pass leaves the sink alone until then.
+    retry_at: Option<Instant>,
 }
 
 /// What one pass did for one sink.
@@ -45,7 +49,7 @@ struct SinkState {
 pub struct SinkPass {
     /// The sink.
     pub sink: SinkId,
-    /// Every event up to this sequence is delivered, skipped or discarded.
+    /// Every event up to this sequence is delivered or skipped.
     pub through: u64,
     /// The outcomes recorded in this pass, in order.
     pub outcomes: Vec<Delivery>,
@@ -84,7 +88,7 @@ impl Webhooks {
             .active_sinks()
             .map(|sink| {
                 let through = settled_through(&rows, &sink.id);
-                let (head_failed, head_attempt) = attempts_of(&rows, &sink.id, through + 1);
+                let (_, head_attempt) = attempts_of(&rows, &sink.id, through + 1);
                 let client = reqwest::blocking::Client::builder()
                     .timeout(Duration::from_millis(sink.timeout_ms))
                     .redirect(reqwest::redirect::Policy::none())
@@ -94,8 +98,9 @@ impl Webhooks {
                     sink: sink.clone(),
                     client,
                     through,
-                    head_failed,
                     head_attempt,
+                    failed_in_a_row: 0,
+                    retry_at: None,
                 }
             })
             .collect();
@@ -132,7 +137,10 @@ impl Webhooks {
     }
 
     /// Delivers `events` (consecutive, in sequence order) to every sink not past them,
-    /// recording each outcome. No attempt starts after `deadline`, and none waits past it.
+    /// recording each outcome. A pass with a `deadline` (the end of a drive, `deliver`) tries
+    /// every sink once more; no attempt starts after the deadline, and none waits past it. A
+    /// pass without one (a live wake) leaves alone a sink that failed until its backoff is
+    /// over, and one that failed `discardingAfter` times in a row.
     pub fn deliver(
         &mut self,
         log: &(impl DeliveryLog + ?Sized),
@@ -147,6 +155,12 @@ impl Webhooks {
                 through: state.through,
                 outcomes: Vec::new(),
             };
+            let resting = state.failed_in_a_row >= state.sink.discarding_after
+                || state.retry_at.is_some_and(|at| Instant::now() < at);
+            if deadline.is_none() && resting {
+                passes.push(pass);
+                continue;
+            }
             for event in events {
                 if event.sequence <= state.through {
                     continue;
@@ -155,7 +169,7 @@ impl Webhooks {
                     // An event before this one is not in `events`: the next pass brings it.
                     break;
                 }
-                if !deliver_one(
+                let sent = deliver_one(
                     &self.cast,
                     state,
                     event,
@@ -164,9 +178,17 @@ impl Webhooks {
                     deadline,
                     &self.redactor,
                     &mut pass.outcomes,
-                )? {
+                )?;
+                if !sent {
+                    if pass.outcomes.last().is_some_and(|o| !o.status.settles()) {
+                        state.failed_in_a_row += 1;
+                        let wait = state.sink.backoff_ms(state.failed_in_a_row);
+                        state.retry_at = Some(Instant::now() + Duration::from_millis(wait));
+                    }
                     break;
                 }
+                state.failed_in_a_row = 0;
+                state.retry_at = None;
             }
             pass.through = state.through;
             passes.push(pass);
@@ -220,7 +242,6 @@ fn deliver_one(
         outcomes.push(row);
         if status.settles() {
             state.through = event.sequence;
-            state.head_failed = 0;
             state.head_attempt = 0;
         }
         Ok(())
@@ -263,15 +284,6 @@ fn deliver_one(
                 retryable,
             } => {
                 record(state, DeliveryStatus::Failed, attempt, code, Some(reason))?;
-                state.head_failed += 1;
-                if state.head_failed >= state.sink.discarding_after {
-                    let why = format!(
-                        "given up after {} failed attempts (discardingAfter)",
-                        state.head_failed
-                    );
-                    record(state, DeliveryStatus::Discarded, 0, None, Some(why))?;
-                    return Ok(true);
-                }
                 retry += 1;
                 if !retryable || retry > state.sink.max_retries {
                     return Ok(false);

@@ -412,7 +412,6 @@ fn report(
                 "delivered": count("delivered"),
                 "skipped": count("skipped"),
                 "failed": count("failed"),
-                "discarded": count("discarded"),
                 "misconfigured": count("misconfigured"),
                 "outcomes": outcomes.iter().map(|o| json!({
                     "sequence": o.sequence,
@@ -451,7 +450,7 @@ fn say_report(report: &Value) {
     for sink in sinks {
         let n = |key: &str| sink[key].as_u64().unwrap_or(0);
         crate::say!(
-            "cast {cast}: sink {} ({} {}): {} events, {} delivered now, {} skipped, {} failed attempts, {} discarded, {} queued",
+            "cast {cast}: sink {} ({} {}): {} events, {} delivered now, {} skipped, {} failed attempts, {} queued",
             sink["sink"].as_str().unwrap_or_default(),
             sink["method"].as_str().unwrap_or_default(),
             sink["url"].as_str().unwrap_or_default(),
@@ -459,7 +458,6 @@ fn say_report(report: &Value) {
             n("delivered"),
             n("skipped"),
             n("failed"),
-            n("discarded"),
             n("queued"),
         );
         let last = sink["outcomes"]

@@ -449,15 +449,18 @@ fn say_report(report: &Value) {
     }
     for sink in sinks {
         let n = |key: &str| sink[key].as_u64().unwrap_or(0);
+        let failed = match n("failed") {
+            1 => "1 attempt failed".to_owned(),
+            k => format!("{k} attempts failed"),
+        };
         crate::say!(
-            "cast {cast}: sink {} ({} {}): {} events, {} delivered now, {} skipped, {} failed attempts, {} queued",
+            "cast {cast}: sink {} ({} {}): {} events; now {} delivered, {} skipped, {failed}; {} queued",
             sink["sink"].as_str().unwrap_or_default(),
             sink["method"].as_str().unwrap_or_default(),
             sink["url"].as_str().unwrap_or_default(),
             n("events"),
             n("delivered"),
             n("skipped"),
-            n("failed"),
             n("queued"),
         );
         let last = sink["outcomes"]

@@ -370,7 +370,103 @@ pub fn outbox_of(
 
 #[cfg(test)]
 mod tests {
+    use castlog_core::id::Digest;
+
     use super::*;
+
+    fn record(seq: u64, kind: &str, payload: Value) -> Recorded {
+        Recorded {
+            cast: CastId::new("c"),
+            seq: Seq(seq),
+            at_ms: 1_767_225_600_000 + seq,
+            kind: kind.into(),
+            v: 1,
+            payload: payload.to_string().into_bytes(),
+            prev: Digest([0; 32]),
+            hash: Digest([0; 32]),
+        }
+    }
+
+    fn fold(records: &[Recorded]) -> (Outbox, Vec<BusEvent>) {
+        let mut outbox = Outbox::new(CastId::new("c"));
+        let mut events = Vec::new();
+        for r in records {
+            events.extend(outbox.observe(r).unwrap());
+        }
+        (outbox, events)
+    }
+
+    #[test]
+    fn sockets_materia_events_and_failures_are_enriched_in_sequence() {
+        let records = [
+            record(
+                1,
+                "socket_started",
+                json!({"socket": "Socket-2", "materia": "Eval",
+                "materia_label": "Evaluator", "visit": 2, "item": "WI-1", "item_label": "Fix it",
+                "attempt": 1}),
+            ),
+            record(2, "cast_resumed", json!({})),
+            record(
+                3,
+                "materia_event",
+                json!({"socket": "Socket-2", "visit": 2, "item": "WI-1",
+                "event": {"type": "review.done", "severity": "warning", "message": "2 notes",
+                          "payload": {"notes": 2}, "source": "lint"}}),
+            ),
+            record(
+                4,
+                "refinement_recorded",
+                json!({"socket": "Socket-2", "visit": 2, "turn": 1,
+                "text": "draft"}),
+            ),
+            record(
+                5,
+                "cast_failed",
+                json!({"reason": "boom", "socket": "Socket-2"}),
+            ),
+        ];
+        let (outbox, events) = fold(&records);
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "lifecycle.socket.started",
+                "review.done",
+                "lifecycle.refinement.waiting",
+                "lifecycle.socket.failed",
+                "lifecycle.cast.failed"
+            ]
+        );
+        let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
+        assert_eq!(sequences, [1, 2, 3, 4, 5]);
+        let review = &events[1];
+        assert_eq!(review.socket_id, "Socket-2");
+        assert_eq!(review.materia, "Eval");
+        assert_eq!(review.materia_label.as_deref(), Some("Evaluator"));
+        assert_eq!(review.visit, Some(2));
+        assert_eq!(review.item_key.as_deref(), Some("WI-1"));
+        assert_eq!(review.severity, "warning");
+        assert_eq!(review.payload, json!({"notes": 2}));
+        assert_eq!(review.source.as_deref(), Some("lint"));
+        assert_eq!(review.occurred_at, "2026-01-01T00:00:00.003Z");
+        assert_eq!(review.event_id, event_id(&CastId::new("c"), Seq(3), 0));
+        assert_eq!(events[3].severity, "error");
+        assert_eq!(events[4].socket_id, "lifecycle");
+        assert_eq!(events[4].materia, "pi-materia");
+        assert_ne!(events[3].event_id, events[4].event_id);
+
+        // Folded again, every event has the same id and sequence.
+        assert_eq!(fold(&records).1, events);
+
+        // A heartbeat takes no sequence of its own.
+        let beat = outbox.heartbeat(1, 1_767_225_700_000, 5000, Some(&SocketId::new("Socket-2")));
+        assert_eq!(beat.kind, "lifecycle.heartbeat");
+        assert_eq!(beat.sequence, 5);
+        assert_eq!(beat.payload["elapsedMs"], 5000);
+        assert_eq!(beat.payload["phase"], "Socket-2");
+        assert_ne!(beat.event_id, outbox.heartbeat(2, 0, 0, None).event_id);
+    }
 
     #[test]
     fn ids_are_uuid_shaped_and_stable() {

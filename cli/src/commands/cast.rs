@@ -291,7 +291,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         let live = (!args.json).then(|| Rc::clone(&tail));
         let stream = super::otlp::Stream::of(db, &cast, globals);
         // The cast exists now (`cast_started` is recorded): its sinks are told from here on.
-        hooks = super::eventing::Hooks::of(db, &cast, Some(config.eventing.clone()));
+        hooks = super::eventing::Hooks::of(db, &cast, Some(config.eventing));
         let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
         crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream, waker);
         // The cast exists from here on: an error names it (its id may have been generated).

@@ -519,3 +519,73 @@ fn an_unreachable_sink_queues_and_a_bad_sink_is_refused() {
     );
     assert!(!refused.stdout.contains(SECRET));
 }
+
+/// A cast a worker drives delivers from the worker, and an event a materia reports in its
+/// reply goes to the sink with the type it gave, enriched with its socket and visit.
+#[test]
+fn a_worker_delivers_and_materia_events_keep_their_type() {
+    let sandbox = Sandbox::new();
+    let endpoint = Endpoint::start(0);
+    let config = json!({
+        "activeLoadout": "L",
+        "eventing": { "enabled": true, "sinks": { "ops": sink(&endpoint.url("/hook")) } },
+        "loadouts": { "L": { "entry": "Socket-1", "sockets": {
+            "Socket-1": { "materia": "Auto-Eval", "parse": "json",
+                          "edges": [{ "when": "satisfied", "to": "end" },
+                                    { "when": "not_satisfied", "to": "end" }] } } } },
+        "materia": { "Auto-Eval": { "type": "agent", "tools": "none",
+                                    "prompt": "Check {{request}}." } },
+    });
+    let config = sandbox.write("eval.json", &config.to_string());
+    let reply = json!({"satisfied": true, "event": [{"type": "review.progress",
+        "severity": "warning", "message": "checked", "payload": {"files": 2}}]});
+    let script = sandbox.write(
+        "eval.jsonl",
+        &format!("{}\n", json!({"reply": reply.to_string()})),
+    );
+    let submitted = sandbox.run(&[
+        "submit",
+        &config,
+        "--task",
+        "t",
+        "--cast",
+        "queued",
+        "--agent",
+        &format!("scripted:{script}"),
+        "--json",
+    ]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    let worked = sandbox.run(&["worker", "--until-idle", "--poll", "50ms", "--json"]);
+    assert_eq!(worked.code, 0, "{}", worked.stderr);
+    assert_eq!(
+        worked.json()["casts"][0]["outcome"],
+        "completed",
+        "{}",
+        worked.stdout
+    );
+
+    // The worker delivered everything; `deliver` finds nothing left.
+    let received = endpoint.received();
+    let report = sandbox.run(&["deliver", "queued", "--json"]).json();
+    assert_eq!(report["casts"][0]["sinks"][0]["queued"], 0, "{report}");
+    assert_eq!(report["casts"][0]["sinks"][0]["delivered"], 0, "{report}");
+    let types: Vec<&str> = received
+        .iter()
+        .map(|r| r.body["eventType"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "lifecycle.cast.started",
+            "lifecycle.socket.started",
+            "review.progress",
+            "lifecycle.socket.completed",
+            "lifecycle.cast.completed"
+        ]
+    );
+    let reported = &received[2].body;
+    assert_eq!(reported["severity"], "warning");
+    assert_eq!(reported["message"], "checked");
+    assert_eq!(reported["payload"], json!({"files": 2}));
+    assert_eq!(reported["sequence"], 3);
+}

@@ -291,7 +291,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         let live = (!args.json).then(|| Rc::clone(&tail));
         let stream = super::otlp::Stream::of(db, &cast, globals);
         // The cast exists now (`cast_started` is recorded): its sinks are told from here on.
-        hooks = super::eventing::Hooks::of(db, &cast, Some(config.eventing));
+        hooks = super::eventing::Hooks::of(db, &log, &cast, Some(config.eventing));
         let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
         crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream, waker);
         // The cast exists from here on: an error names it (its id may have been generated).
@@ -352,7 +352,7 @@ pub(crate) fn feed(
         driver.post_with(sender);
     }
     // What the cast's sinks have not taken yet goes now, and whatever this command records.
-    let hooks = super::eventing::Hooks::of(db, &cast, None);
+    let hooks = super::eventing::Hooks::of(db, &log, &cast, None);
     let tail = Rc::new(Tail::new(&log, &cast, driver.state.head.next()));
     // The agent is checked before the input is recorded: a mistyped SPEC must not leave the
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the

@@ -25,7 +25,7 @@ use castlog_core::eventing::{BusEvent, Eventing};
 use castlog_core::id::{CastId, Seq, SocketId};
 use castlog_core::loadout::load_config;
 use castlog_events::{Database, EventLog, Recorded, StreamKind};
-use castlog_projections::outbox::{Outbox, outbox_of};
+use castlog_projections::outbox::Outbox;
 use castlog_replay::clock::SystemClock;
 use castlog_replay::secrets::Redactor;
 use castlog_replay::webhooks::{SinkPass, Webhooks};
@@ -128,15 +128,22 @@ impl Hooks {
     /// is the config's when the command has it (`run`), else it is read from the config the
     /// cast was started from; a config that cannot be read then starts no thread (the events
     /// wait in the outbox for `castlog deliver`).
-    pub fn of(db: &Path, cast: &CastId, eventing: Option<Eventing>) -> Option<Hooks> {
-        let log = Database::open_existing(db).ok()?;
+    /// `log` is the command's own; the thread opens a log of its own only when there are
+    /// sinks.
+    pub fn of(
+        db: &Path,
+        log: &(impl EventLog + ?Sized),
+        cast: &CastId,
+        eventing: Option<Eventing>,
+    ) -> Option<Hooks> {
         let eventing = match eventing {
             Some(e) => e,
-            None => eventing_of(&log, cast, None).ok()??.0,
+            None => eventing_in(&config_source(log, cast)?).ok()?,
         };
         if eventing.active_sinks().count() == 0 {
             return None;
         }
+        let log = Database::open_existing(db).ok()?;
         let (wake, woken) = mpsc::channel();
         // What the log already holds goes first.
         let _ = wake.send(Wake::Recorded);
@@ -217,6 +224,68 @@ impl Reader {
         true
     }
 
+    /// Folds the rest of the log without keeping its events; the outbox's length then.
+    fn count_rest(&mut self, log: &Database, cast: &CastId) -> u64 {
+        loop {
+            let to = Seq(self.next.get() + READ_CHUNK - 1);
+            let Ok(records) = log.read(cast, self.next, Some(to)) else {
+                break;
+            };
+            if records.is_empty() {
+                break;
+            }
+            for record in &records {
+                if self.outbox.observe(record).is_err() {
+                    return self.outbox.sequence();
+                }
+                self.next = record.seq.next();
+            }
+        }
+        self.outbox.sequence()
+    }
+
+    /// Reads on and delivers, a batch at a time, until every sink has taken all the log holds
+    /// or stops at an event it failed; the outcomes of every batch, per sink.
+    fn drain(
+        &mut self,
+        log: &Database,
+        cast: &CastId,
+        hooks: &mut Webhooks,
+        clock: &dyn Clock,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<SinkPass>, CliError> {
+        let mut all: Vec<SinkPass> = Vec::new();
+        loop {
+            if !self.fill(log, cast, hooks.through(), hooks.batch()) {
+                return Err(CliError::user(format!(
+                    "cannot read the events of cast {cast} after seq {}",
+                    self.next.get().saturating_sub(1)
+                )));
+            }
+            if self.pending.is_empty() {
+                break;
+            }
+            let before = hooks.through();
+            let events: Vec<BusEvent> = self.pending.iter().cloned().collect();
+            let passes = hooks.deliver(log, &events, clock, deadline)?;
+            if all.is_empty() {
+                all = passes;
+            } else {
+                for (kept, pass) in all.iter_mut().zip(passes) {
+                    kept.through = pass.through;
+                    kept.outcomes.extend(pass.outcomes);
+                }
+            }
+            let through = hooks.through();
+            self.pending.retain(|e| e.sequence > through);
+            if through == before {
+                // A sink failed: the next wake (or the end) tries again.
+                break;
+            }
+        }
+        Ok(all)
+    }
+
     fn observe(&mut self, record: &Recorded, through: u64) -> bool {
         let Ok(made) = self.outbox.observe(record) else {
             return false;
@@ -278,41 +347,26 @@ fn run_thread(
         };
         beats = 0;
         let deadline = end.then(|| Instant::now() + FLUSH_WAIT);
-        loop {
-            if !reader.fill(log, cast, hooks.through(), hooks.batch()) {
-                break;
-            }
-            if reader.pending.is_empty() {
-                break;
-            }
-            let before = hooks.through();
-            let events: Vec<BusEvent> = reader.pending.iter().cloned().collect();
-            let Ok(passes) = hooks.deliver(log, &events, &clock, deadline) else {
-                break;
-            };
-            let through = hooks.through();
-            reader.pending.retain(|e| e.sequence > through);
-            last_failure = passes;
-            if through == before {
-                // A sink failed: the next wake (or the end) tries again.
-                break;
-            }
+        match reader.drain(log, cast, &mut hooks, &clock, deadline) {
+            Ok(passes) if !passes.is_empty() => last_failure = passes,
+            Ok(_) => {}
+            Err(_) => break,
         }
         if end {
             break;
         }
     }
-    undelivered_notes(log, cast, &hooks, &last_failure)
+    let total = reader.count_rest(log, cast);
+    undelivered_notes(cast, total, &hooks, &last_failure)
 }
 
 /// A note for each sink that has not taken every event of the cast.
 fn undelivered_notes(
-    log: &Database,
     cast: &CastId,
+    total: u64,
     hooks: &Webhooks,
     passes: &[SinkPass],
 ) -> Vec<String> {
-    let total = outbox_of(log, cast).map_or(0, |events| events.len() as u64);
     hooks
         .positions()
         .into_iter()
@@ -364,10 +418,11 @@ pub fn deliver(db: &Path, args: &DeliverArgs) -> Result<(), CliError> {
             }
             continue;
         };
-        let events = outbox_of(&log, cast).map_err(|e| CliError::user(e.to_string()))?;
         let mut hooks = Webhooks::load(&log, cast, &eventing, redactor(&eventing))?;
-        let passes = hooks.deliver(&log, &events, &clock, None)?;
-        reports.push(report(cast, &path, &eventing, &hooks, &passes, &events));
+        let mut reader = Reader::new(cast);
+        let passes = reader.drain(&log, cast, &mut hooks, &clock, None)?;
+        let total = reader.count_rest(&log, cast);
+        reports.push(report(cast, &path, &eventing, &hooks, &passes, total));
     }
     if args.json {
         return output::json(&json!({ "casts": reports }));
@@ -385,9 +440,8 @@ fn report(
     eventing: &Eventing,
     hooks: &Webhooks,
     passes: &[SinkPass],
-    events: &[BusEvent],
+    total: u64,
 ) -> Value {
-    let total = events.len() as u64;
     let sinks: Vec<Value> = hooks
         .positions()
         .into_iter()

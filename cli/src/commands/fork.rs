@@ -125,7 +125,7 @@ pub fn recast(
         _ => None,
     };
     let tail = Rc::new(Tail::new(&log, &child, Seq::FIRST));
-    let hooks = super::eventing::Hooks::of(db, &child, None);
+    let hooks = super::eventing::Hooks::of(db, &log, &child, None);
     let stop = match agent.as_mut() {
         Some(agent) => {
             let live = (!args.json).then(|| Rc::clone(&tail));

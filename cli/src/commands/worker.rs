@@ -205,7 +205,7 @@ impl Work<'_> {
             // sent again as `castlog resume` sends it, recorded as a re-dispatch.
             driver.apply(&Input::Resume)?;
         }
-        let hooks = super::eventing::Hooks::of(self.db, &lease.cast, None);
+        let hooks = super::eventing::Hooks::of(self.db, self.log, &lease.cast, None);
         if let Some(waker) = hooks.as_ref().map(super::eventing::Hooks::waker) {
             driver.observe(Box::new(move |notice| {
                 if let castlog_replay::driver::Notice::Recorded { .. } = notice {

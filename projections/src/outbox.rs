@@ -374,7 +374,7 @@ mod tests {
 
     use super::*;
 
-    fn record(seq: u64, kind: &str, payload: Value) -> Recorded {
+    fn record(seq: u64, kind: &str, payload: &Value) -> Recorded {
         Recorded {
             cast: CastId::new("c"),
             seq: Seq(seq),
@@ -402,28 +402,28 @@ mod tests {
             record(
                 1,
                 "socket_started",
-                json!({"socket": "Socket-2", "materia": "Eval",
+                &json!({"socket": "Socket-2", "materia": "Eval",
                 "materia_label": "Evaluator", "visit": 2, "item": "WI-1", "item_label": "Fix it",
                 "attempt": 1}),
             ),
-            record(2, "cast_resumed", json!({})),
+            record(2, "cast_resumed", &json!({})),
             record(
                 3,
                 "materia_event",
-                json!({"socket": "Socket-2", "visit": 2, "item": "WI-1",
+                &json!({"socket": "Socket-2", "visit": 2, "item": "WI-1",
                 "event": {"type": "review.done", "severity": "warning", "message": "2 notes",
                           "payload": {"notes": 2}, "source": "lint"}}),
             ),
             record(
                 4,
                 "refinement_recorded",
-                json!({"socket": "Socket-2", "visit": 2, "turn": 1,
+                &json!({"socket": "Socket-2", "visit": 2, "turn": 1,
                 "text": "draft"}),
             ),
             record(
                 5,
                 "cast_failed",
-                json!({"reason": "boom", "socket": "Socket-2"}),
+                &json!({"reason": "boom", "socket": "Socket-2"}),
             ),
         ];
         let (outbox, events) = fold(&records);

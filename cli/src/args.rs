@@ -8,6 +8,7 @@ mod bench;
 mod budget;
 mod config;
 mod copy;
+mod deliver;
 mod drive;
 mod engage;
 mod placement;
@@ -18,6 +19,7 @@ pub use bench::*;
 pub use budget::BudgetArgs;
 pub use config::{ConfigAction, ConfigArgs, ConfigShowArgs};
 pub use copy::CopyArgs;
+pub use deliver::DeliverArgs;
 pub use drive::{AgentOptions, DriveOptions, TraceOptions};
 pub use engage::{EngageArgs, ScheduleArgs, ScorecardArgs};
 pub use placement::*;
@@ -159,6 +161,11 @@ pub enum Command {
     ///
     /// Example: castlog config show
     Config(ConfigArgs),
+    /// Deliver what a cast's webhook sinks (`eventing.sinks`) have not taken yet: its bus
+    /// events are read from its log, each outcome recorded beside it.
+    ///
+    /// Example: castlog deliver demo --json
+    Deliver(DeliverArgs),
     /// Print a cast's state (folded from its log).
     State(StateArgs),
     /// Print a recorded prompt: the rendered messages and where every entry went.

@@ -205,6 +205,7 @@ fn dispatch(
         Command::Config(args) => match &args.action {
             args::ConfigAction::Show(show) => commands::config::show(show),
         },
+        Command::Deliver(args) => commands::eventing::deliver(&existing_db(db)?, &args),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),
         Command::Recast(args) => commands::fork::recast(&existing_db(db)?, &args, globals),
         Command::Diff(args) => commands::diff::diff(&existing_db(db)?, &args),

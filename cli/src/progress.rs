@@ -303,7 +303,7 @@ pub fn set_quiet(quiet: bool) {
 }
 
 /// Attaches the progress line (unless `json` or `--quiet`), the live timeline (`tail`, given
-/// without `--json`), the live trace (`stream`, with `--otlp-endpoint`) and Ctrl-C handling to a driver and the agent it drives with: Ctrl-C
+/// without `--json`), the live trace (`stream`, with `--otlp-endpoint`), the event bus's delivery thread (`hooks`, woken by each durable record) and Ctrl-C handling to a driver and the agent it drives with: Ctrl-C
 /// cancels the agent's call, then the driver records an abort.
 pub fn watch<'a, L: EventLog + ?Sized>(
     driver: &mut castlog_replay::driver::Driver<'a, L>,
@@ -311,6 +311,7 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     json: bool,
     tail: Option<Rc<Tail<'a>>>,
     stream: Option<crate::commands::otlp::Stream>,
+    hooks: Option<crate::commands::eventing::Waker>,
 ) {
     let mut progress = Progress::new(
         json || QUIET.load(Ordering::Relaxed),
@@ -326,6 +327,9 @@ pub fn watch<'a, L: EventLog + ?Sized>(
             }
             if let Some(stream) = &stream {
                 stream.recorded(record);
+            }
+            if let Some(hooks) = &hooks {
+                hooks.recorded();
             }
             if let Some(tail) = &tail {
                 progress.aside(|| tail.heard(record));

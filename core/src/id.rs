@@ -66,6 +66,15 @@ string_id!(
     /// The key that makes a deferred dispatch idempotent.
     DispatchKey
 );
+string_id!(
+    /// A configured event sink (`eventing.sinks.<id>`).
+    SinkId
+);
+string_id!(
+    /// An event of the event bus, derived from the log (the cast and the seq of the event it
+    /// comes from), so a redelivery carries the same id: the receiver's idempotency key.
+    BusEventId
+);
 
 macro_rules! counter {
     ($(#[$doc:meta])* $name:ident($inner:ty)) => {

@@ -32,6 +32,7 @@ pub mod calendar;
 pub mod claims;
 pub mod env;
 pub mod event;
+pub mod eventing;
 pub mod handoff;
 #[cfg(any(test, feature = "hostile"))]
 pub mod hostile;

@@ -321,3 +321,20 @@ impl RunQueue for Database {
         self.queue().release_slot(slot)
     }
 }
+
+/// The delivery record in the log's own database (see [`crate::deliveries`]).
+impl crate::deliveries::DeliveryLog for Database {
+    fn record_delivery(&self, delivery: &crate::deliveries::Delivery) -> Result<(), LogError> {
+        match self {
+            Self::Sqlite(log) => log.record_delivery(delivery),
+            Self::Postgres(log) => log.record_delivery(delivery),
+        }
+    }
+
+    fn deliveries(&self, cast: &CastId) -> Result<Vec<crate::deliveries::Delivery>, LogError> {
+        match self {
+            Self::Sqlite(log) => log.deliveries(cast),
+            Self::Postgres(log) => log.deliveries(cast),
+        }
+    }
+}

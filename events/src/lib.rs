@@ -39,6 +39,7 @@ pub mod chain;
 pub mod chunk;
 pub mod codec;
 pub mod database;
+pub mod deliveries;
 pub mod log;
 pub mod memory;
 pub mod postgres;

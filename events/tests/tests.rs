@@ -21,6 +21,8 @@ mod it {
     // The run queue: takes, leases, wake-ups, slots and appends fenced by a lease's epoch,
     // against the reference, SQLite and PostgreSQL.
     mod queue;
+    // The delivery record of the event bus, on SQLite and PostgreSQL.
+    mod deliveries;
     // `verify` while a writer appends: never a false integrity failure.
     mod concurrent_verify;
     // SQLite files: opening foreign or newer files, openers racing on a new file, the

@@ -60,6 +60,7 @@ pub mod diff;
 pub mod history;
 pub mod manifest;
 pub mod otlp;
+pub mod outbox;
 pub mod projection;
 pub mod prompt;
 pub mod timeline;

@@ -83,4 +83,5 @@ pub mod secrets;
 pub mod sender;
 pub mod tools;
 pub mod utility;
+pub mod webhooks;
 pub mod workspace;

@@ -277,6 +277,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     }
     globals.launcher.record_under(db, &cast);
     let tail = Rc::new(Tail::new(&log, &cast, Seq::FIRST));
+    let hooks;
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &utilities_in)?;
         driver.launch_with(globals.launcher.clone());
@@ -285,12 +286,16 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         }
         let live = (!args.json).then(|| Rc::clone(&tail));
         let stream = super::otlp::Stream::of(db, &cast, globals);
-        crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
+        // The cast exists now (`cast_started` is recorded): its sinks are told from here on.
+        hooks = super::eventing::Hooks::of(db, &log, &cast, Some(config.eventing));
+        let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
+        crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream, waker);
         // The cast exists from here on: an error names it (its id may have been generated).
         driver
             .drive(agent.as_mut())
             .map_err(|e| CliError::from(e).context(format!("cast {cast}")))?
     };
+    drop(hooks);
     report(&log, &tail, &cast, &stop, args.json, globals)
 }
 
@@ -342,6 +347,8 @@ pub(crate) fn feed(
     if let Some(sender) = sender {
         driver.post_with(sender);
     }
+    // What the cast's sinks have not taken yet goes now, and whatever this command records.
+    let hooks = super::eventing::Hooks::of(db, &log, &cast, None);
     let tail = Rc::new(Tail::new(&log, &cast, driver.state.head.next()));
     // The agent is checked before the input is recorded: a mistyped SPEC must not leave the
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
@@ -354,7 +361,8 @@ pub(crate) fn feed(
         Some(mut agent) => {
             let live = (!json).then(|| Rc::clone(&tail));
             let stream = super::otlp::Stream::of(db, &cast, globals);
-            crate::progress::watch(&mut driver, agent.as_mut(), json, live, stream);
+            let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
+            crate::progress::watch(&mut driver, agent.as_mut(), json, live, stream, waker);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop
@@ -382,6 +390,7 @@ pub(crate) fn feed(
             }
         }
     };
+    drop(hooks);
     report(&log, &tail, &cast, &stop, json, globals)
 }
 

@@ -127,11 +127,13 @@ pub fn recast(
         _ => None,
     };
     let tail = Rc::new(Tail::new(&log, &child, Seq::FIRST));
+    let hooks = super::eventing::Hooks::of(db, &log, &child, None);
     let stop = match agent.as_mut() {
         Some(agent) => {
             let live = (!args.json).then(|| Rc::clone(&tail));
             let stream = super::otlp::Stream::of(db, &child, globals);
-            crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream);
+            let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
+            crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream, waker);
             let stop = driver.drive(agent.as_mut())?;
             drop(driver);
             stop
@@ -146,6 +148,7 @@ pub fn recast(
             }
         }
     };
+    drop(hooks);
     super::cast::report(&log, &tail, &child, &stop, args.json, globals)
 }
 

@@ -19,6 +19,7 @@ pub mod copy;
 pub mod diff;
 pub mod diff_files;
 pub mod engage;
+pub mod eventing;
 mod fleet;
 mod follow;
 pub mod fork;

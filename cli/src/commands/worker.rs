@@ -205,7 +205,18 @@ impl Work<'_> {
             // sent again as `castlog resume` sends it, recorded as a re-dispatch.
             driver.apply(&Input::Resume)?;
         }
-        Ok(driver.drive(agent.as_mut())?)
+        let hooks = super::eventing::Hooks::of(self.db, self.log, &lease.cast, None);
+        if let Some(waker) = hooks.as_ref().map(super::eventing::Hooks::waker) {
+            driver.observe(Box::new(move |notice| {
+                if let castlog_replay::driver::Notice::Recorded { .. } = notice {
+                    waker.recorded();
+                }
+            }));
+        }
+        let stop = driver.drive(agent.as_mut())?;
+        drop(driver);
+        drop(hooks);
+        Ok(stop)
     }
 
     /// The agent, behind the endpoint's shared limit when `--max-inflight` names it.

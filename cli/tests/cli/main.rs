@@ -18,6 +18,7 @@ mod crash;
 mod cycles;
 mod engage;
 mod engage_verify;
+mod eventing;
 mod exit_status;
 mod fence;
 mod hostile;

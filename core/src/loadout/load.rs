@@ -18,6 +18,7 @@
 
 mod cycles;
 mod draft;
+mod eventing;
 mod json;
 pub mod layers;
 mod loops;
@@ -53,6 +54,8 @@ pub struct Config {
     pub names: Vec<String>,
     /// Top-level `placementPolicy`, if present.
     pub placement_policy: Option<String>,
+    /// Top-level `eventing` (off when absent).
+    pub eventing: crate::eventing::Eventing,
     loadouts: Vec<Result<Loadout, LoadError>>,
 }
 
@@ -150,6 +153,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     if prices.is_empty() {
         budget.max_cost_usd = None;
     }
+    let eventing = eventing::read_eventing(top)?;
     let materia = materia::read_all(materia_obj)?;
 
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
@@ -175,6 +179,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         active: active.to_owned(),
         names,
         placement_policy,
+        eventing,
         loadouts,
     })
 }

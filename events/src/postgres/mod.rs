@@ -27,6 +27,7 @@
 pub mod locator;
 
 mod conn;
+mod deliveries;
 mod error;
 mod heads;
 mod queue;

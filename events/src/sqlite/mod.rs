@@ -43,6 +43,7 @@
 
 mod address;
 mod blobs;
+mod deliveries;
 mod held;
 mod kinds;
 mod open;

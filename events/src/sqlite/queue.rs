@@ -76,8 +76,9 @@ fn ms(value: u64) -> i64 {
 }
 
 impl SqliteLog {
-    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the queue's connection.
-    fn queue_write<T>(
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction on the queue's connection (the
+    /// delivery record, `super::deliveries`, writes through it too).
+    pub(super) fn queue_write<T>(
         &self,
         context: &str,
         work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,

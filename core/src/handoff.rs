@@ -310,6 +310,7 @@ mod tests {
                 tools: None,
             }),
             generator,
+            parallel: false,
             parse: Parse::Json,
             assign: assign
                 .iter()

@@ -7,14 +7,15 @@
 //! Errors name the JSON path of the offending value (`loadouts.Full-Auto.sockets.Socket-5.
 //! edges[1].when`) and say what to do.
 //!
-//! Two kinds of problem only fail [`Config::resolve`] for the loadout concerned, so that the
-//! bundled config loads unchanged: parallel generator materia (castlog runs no parallel lanes)
-//! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
-//! `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in aliases).
+//! One kind of problem only fails [`Config::resolve`] for the loadout concerned, so that the
+//! bundled config loads unchanged: shipped utilities castlog does not provide (pi-materia's
+//! Node scripts other than `ensure-ignored.mjs` / `detect-vcs.mjs`, and the `vcs.*` built-in
+//! aliases). A parallel generator's lanes are checked like the rest of the graph (`lanes`).
 
 mod cycles;
 mod draft;
 mod json;
+mod lanes;
 mod loops;
 mod materia;
 mod sockets;
@@ -139,6 +140,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     let (limits, cycles_outside_loops) = read_limits(top)?;
     let max_tool_calls = read_max_tool_calls(top)?;
     let budget = read_budget(top)?;
+    let top_concurrency = read_parallelism(top)?;
     let materia = materia::read_all(materia_obj)?;
 
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
@@ -152,6 +154,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
             limits,
             budget,
             cycles_outside_loops,
+            top_concurrency,
         )?;
         loadouts.push(built.map(|mut loadout| {
             loadout.max_tool_calls = max_tool_calls;
@@ -201,6 +204,17 @@ fn read_max_tool_calls(top: &json::Obj) -> Result<Option<u32>, LoadError> {
     };
     Ok(
         opt_int(limits, "maxToolCalls", "limits", 1, u64::from(u32::MAX))?
+            .and_then(|v| u32::try_from(v).ok()),
+    )
+}
+
+/// `parallelism.maxConcurrency`: the app-wide bound on lanes running at once.
+fn read_parallelism(top: &json::Obj) -> Result<Option<u32>, LoadError> {
+    let Some(parallelism) = opt_object(top, "parallelism", "", "`parallelism`")? else {
+        return Ok(None);
+    };
+    Ok(
+        opt_int(parallelism, "maxConcurrency", "parallelism", 1, u64::from(u32::MAX))?
             .and_then(|v| u32::try_from(v).ok()),
     )
 }

@@ -66,5 +66,6 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
         },
         max_cycles_outside_loops: None,
         max_tool_calls: None,
+        lanes: None,
     })
 }

@@ -101,6 +101,8 @@ impl CastState {
             scheduled: None,
             steering: Vec::new(),
             claims: Default::default(),
+            lanes: None,
+            lane: None,
             head: Seq(1),
             sent_bodies: SentBodies::default(),
         })
@@ -187,7 +189,13 @@ impl CastState {
         let items = self.items_of(&source);
         let value = items.get(usize::try_from(index).ok()?)?.clone();
         let key = if source.items.contains("workItems") {
-            ItemKey::new(format!("WI-{}", index + 1))
+            // A lane's items are its parent's: keyed by their place in the parent's list.
+            let global = self
+                .lane
+                .as_ref()
+                .and_then(|l| l.items.get(usize::try_from(index).ok()?).copied())
+                .unwrap_or(index);
+            ItemKey::new(format!("WI-{}", global + 1))
         } else {
             ItemKey::new(index.to_string())
         };
@@ -280,6 +288,11 @@ impl CastState {
             Event::CastRevived(_) => {
                 self.failure = None;
                 self.status = Status::Running;
+                if let (Some(lanes), Some(c)) = (&mut self.lanes, &self.current)
+                    && c.phase == Phase::RunningLanes
+                {
+                    lanes.revive = true;
+                }
                 if let Some(c) = &mut self.current {
                     // A held prompt was never sent: it goes out as it was recorded.
                     c.recovering = if c.held { held_note(c) } else { true };
@@ -538,6 +551,25 @@ impl CastState {
                 }
             }
             Event::SteeringNoted(e) => self.steering.push((e.text.clone(), e.locked)),
+            Event::LanesPlanned(e) => {
+                self.lanes = Some(super::LaneSet {
+                    socket: e.socket.clone(),
+                    plan: e.lanes.clone(),
+                    max_concurrency: e.max_concurrency,
+                    revive: false,
+                    joined: None,
+                });
+                if let Some(c) = &mut self.current {
+                    c.phase = Phase::RunningLanes;
+                }
+                self.status = Status::Running;
+            }
+            Event::LanesJoined(e) => {
+                if let Some(lanes) = &mut self.lanes {
+                    lanes.joined = Some(e.lanes.clone());
+                    lanes.revive = false;
+                }
+            }
             Event::PostClaimed(_)
             | Event::PostStaged(_)
             | Event::PostRefused(_)

@@ -555,6 +555,7 @@ impl CastState {
                 self.lanes = Some(super::LaneSet {
                     socket: e.socket.clone(),
                     plan: e.lanes.clone(),
+                    planned_at: self.head,
                     max_concurrency: e.max_concurrency,
                     revive: false,
                     joined: None,

@@ -329,6 +329,8 @@ pub struct LaneSet {
     pub socket: SocketId,
     /// The lanes in plan order.
     pub plan: Vec<crate::event::LanePlan>,
+    /// Seq of the `lanes_planned` event: every lane forks from the parent there.
+    pub planned_at: Seq,
     /// How many run at once.
     pub max_concurrency: u32,
     /// The parent was revived while its lanes were not all completed: failed and aborted

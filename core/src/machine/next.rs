@@ -91,6 +91,8 @@ pub enum Next {
     RunLanes {
         /// The lanes in plan order.
         lanes: Vec<crate::event::LanePlan>,
+        /// Seq of the parent's `lanes_planned`, where every lane forks from.
+        planned_at: crate::id::Seq,
         /// How many run at once.
         max_concurrency: u32,
         /// Whether failed and aborted lanes are revived (the parent was revived).
@@ -234,6 +236,7 @@ impl CastState {
             Phase::RunningLanes => match &self.lanes {
                 Some(lanes) => Next::RunLanes {
                     lanes: lanes.plan.clone(),
+                    planned_at: lanes.planned_at,
                     max_concurrency: lanes.max_concurrency,
                     revive: lanes.revive,
                 },

@@ -130,12 +130,14 @@ fn an_accepted_parallel_plan_records_the_lanes_and_asks_the_driver_to_run_them()
         lanes,
         max_concurrency,
         revive,
+        planned_at,
     } = cast.next()
     else {
         panic!("{:?}", cast.next());
     };
     assert_eq!(max_concurrency, 3);
     assert!(!revive);
+    assert_eq!(planned_at, cast.state.head);
     let names: Vec<(&str, &str, Vec<u64>)> = lanes
         .iter()
         .map(|l| (l.name.as_str(), l.cast.as_str(), l.items.clone()))

@@ -70,5 +70,7 @@ mod race;
 mod recorded;
 /// Re-deciding a log: exact reproduction, and the first divergence named by seq.
 mod redecide;
+/// Parallel lanes: fan-out, join, determinism whatever the finishing order, overlap.
+mod lanes;
 /// Snapshots of rendered prompts.
 mod snapshots;

@@ -512,6 +512,8 @@ pub struct CommandAgent {
     launcher: Launcher,
     /// Set on Ctrl-C: the program's group is killed and the turn is an interruption.
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Variables added to the program's environment (a lane's `CASTLOG_LANE`, `CASTLOG_CAST`).
+    env: Vec<(String, String)>,
 }
 
 impl CommandAgent {
@@ -524,7 +526,15 @@ impl CommandAgent {
             json: false,
             launcher: Launcher::default(),
             cancel: None,
+            env: Vec::new(),
         }
+    }
+
+    /// Adds `name=value` to the program's environment.
+    #[must_use]
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// Starts the program with `launcher` (its environment, scrubbing and records).
@@ -553,10 +563,11 @@ impl Agent for CommandAgent {
         } else {
             flatten(request.messages)
         };
-        match process::run_cancellable(
+        match process::run_cancellable_with(
             &self.launcher,
             &self.argv,
             &self.cwd,
+            &self.env,
             input.as_bytes(),
             self.timeout,
             self.cancel.as_deref(),

@@ -43,7 +43,7 @@ mod tools;
 
 use fold::fold_with;
 pub use fold::{fold, fold_until, fold_until_fresh};
-pub use lanes::LaneAgents;
+pub use lanes::{LaneAgents, abort_lanes, check_lane_heads};
 use pipeline::{InFlight, pending};
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 

@@ -166,6 +166,45 @@ fn agent_spec(
     )))
 }
 
+/// The agents of a parallel cast's lanes: each lane gets a fresh agent from the same SPEC.
+/// A script answers a lane from its lines that name it (`"lane": NAME`); a `cmd:` program
+/// is told the lane in `CASTLOG_LANE` and the lane's cast in `CASTLOG_CAST`.
+pub(crate) fn lane_agents<'a>(
+    spec: &'a str,
+    globals: &'a crate::globals::Globals,
+) -> castlog_replay::driver::LaneAgents<'a> {
+    Box::new(move |lane, used| {
+        let failed = |message: String| castlog_replay::driver::DriveError::LaneAgent {
+            lane: lane.cast.clone(),
+            message,
+        };
+        if let Some(file) = spec.strip_prefix("scripted:") {
+            let agent = ScriptedAgent::open_lane(Path::new(file), &lane.name, used)
+                .map_err(|e| failed(e.to_string()))?;
+            return Ok(Box::new(agent.with_attempts(globals.retry.attempts)) as Box<dyn Agent>);
+        }
+        if let Some(rest) = spec.strip_prefix("cmd:") {
+            let timeout = globals.agent_timeout_or(COMMAND_TIMEOUT);
+            let agent = CommandAgent::new(command_argv(rest), cwd(), timeout)
+                .with_launcher(globals.launcher.clone())
+                .with_env("CASTLOG_LANE", &lane.name)
+                .with_env("CASTLOG_CAST", lane.cast.as_str());
+            return Ok(Box::new(if globals.agent_json {
+                agent.with_json_messages()
+            } else {
+                agent
+            }) as Box<dyn Agent>);
+        }
+        if spec.starts_with("recorded:") {
+            return Err(failed(
+                "a recorded: agent does not answer parallel lanes; use scripted:, cmd: or openai:"
+                    .into(),
+            ));
+        }
+        agent_spec(spec, used, None, None, globals).map_err(|e| failed(e.message))
+    })
+}
+
 pub(crate) fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
@@ -284,6 +323,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &utilities_in)?;
         driver.launch_with(globals.launcher.clone());
+        driver.lanes_with(lane_agents(&args.agent, globals));
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
@@ -356,6 +396,9 @@ pub(crate) fn feed(
     driver.apply(input)?;
     let stop = match agent {
         Some(mut agent) => {
+            if let Some(spec) = spec {
+                driver.lanes_with(lane_agents(spec, globals));
+            }
             let live = (!json).then(|| Rc::clone(&tail));
             let stream = super::otlp::Stream::of(db, &cast, globals);
             crate::progress::watch(&mut driver, agent.as_mut(), json, live, stream);
@@ -455,7 +498,24 @@ pub fn abort(
         &PostArgs::default(),
         args.json,
         globals,
-    )
+    )?;
+    // A parent's lanes stop with it.
+    let log = super::open(db)?;
+    let cast = CastId::new(args.cast.as_str());
+    let aborted = castlog_replay::driver::abort_lanes(
+        &log,
+        &SystemClock,
+        &cast,
+        &args.reason,
+        &cast_cwd(&log, &cast),
+    )?;
+    if !aborted.is_empty() && !args.json {
+        crate::say!(
+            "aborted its lanes: {}",
+            aborted.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// `castlog revive`.

@@ -226,3 +226,80 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         Ok(created)
     }
 }
+
+/// Aborts every lane of `parent`'s plan that is in the log and not stopped (what `castlog
+/// abort` does after aborting the parent); returns the lanes aborted.
+pub fn abort_lanes<L: EventLog + ?Sized>(
+    log: &L,
+    clock: &dyn castlog_core::env::Clock,
+    parent: &CastId,
+    reason: &str,
+    cwd: &std::path::Path,
+) -> Result<Vec<CastId>, DriveError> {
+    let (state, _) = fold(log, parent)?;
+    let Some(lanes) = state.lanes else {
+        return Ok(Vec::new());
+    };
+    let mut aborted = Vec::new();
+    for lane in &lanes.plan {
+        if log.head(&lane.cast)?.is_none() {
+            continue;
+        }
+        let mut driver = Driver::open(log, clock, &lane.cast, cwd)?;
+        if driver.state.status.is_stopped() {
+            continue;
+        }
+        driver.apply(&Input::Abort {
+            reason: reason.to_owned(),
+        })?;
+        aborted.push(lane.cast.clone());
+    }
+    Ok(aborted)
+}
+
+/// Where a parent's `lanes_joined` names a lane head the lane's chain does not hold: the seq
+/// of the join and what is wrong (`verify` checks lanes with their parent).
+pub fn check_lane_heads(
+    log: &(impl EventLog + ?Sized),
+    parent: &CastId,
+) -> Result<Vec<(Seq, String)>, castlog_events::LogError> {
+    let mut joins = Vec::new();
+    log.scan(parent, Seq::FIRST, &mut |record| {
+        if record.kind == "lanes_joined"
+            && let Ok(castlog_core::event::Event::LanesJoined(j)) = record.event()
+        {
+            joins.push((record.seq, j));
+        }
+        ControlFlow::Continue(())
+    })?;
+    let mut problems = Vec::new();
+    for (seq, joined) in joins {
+        for lane in &joined.lanes {
+            let at = match log.read(&lane.cast, lane.head, Some(lane.head)) {
+                Err(castlog_events::LogError::UnknownCast { .. }) => Vec::new(),
+                other => other?,
+            };
+            match at.first() {
+                Some(r) if r.hash == lane.hash => {}
+                Some(r) => problems.push((
+                    seq,
+                    format!(
+                        "lane {} holds {} at seq {}, not the {} the join names",
+                        lane.cast,
+                        r.hash.to_hex(),
+                        lane.head,
+                        lane.hash.to_hex()
+                    ),
+                )),
+                None => problems.push((
+                    seq,
+                    format!(
+                        "lane {} has no seq {} (the join names its head there)",
+                        lane.cast, lane.head
+                    ),
+                )),
+            }
+        }
+    }
+    Ok(problems)
+}

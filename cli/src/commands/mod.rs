@@ -8,6 +8,7 @@ pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_report;
 pub mod bench_synth;
+pub mod bench_lanes;
 pub mod bench_tools;
 pub mod bench_workers;
 pub mod budget;

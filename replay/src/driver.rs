@@ -43,7 +43,7 @@ mod tools;
 
 use fold::fold_with;
 pub use fold::{fold, fold_until, fold_until_fresh};
-pub use lanes::{LaneAgents, abort_lanes, check_lane_heads};
+pub use lanes::{LaneAgents, LaneObserver, abort_lanes, check_lane_heads};
 use pipeline::{InFlight, pending};
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 
@@ -229,6 +229,8 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     checkpoints: checkpoint::Checkpoints,
     /// The agents of a parallel generator's lanes, one built per lane.
     lane_agents: Option<LaneAgents<'a>>,
+    /// Told about the lanes' events and waits.
+    lane_observer: Option<LaneObserver<'a>>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -328,6 +330,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             calls_recorded: Default::default(),
             checkpoints: Default::default(),
             lane_agents: None,
+            lane_observer: None,
         }
     }
 

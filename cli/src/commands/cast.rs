@@ -324,6 +324,7 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
         let mut driver = Driver::start(&log, &clock, started, &utilities_in)?;
         driver.launch_with(globals.launcher.clone());
         driver.lanes_with(lane_agents(&args.agent, globals));
+        crate::progress::watch_lanes(&mut driver, args.json);
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
@@ -398,6 +399,7 @@ pub(crate) fn feed(
         Some(mut agent) => {
             if let Some(spec) = spec {
                 driver.lanes_with(lane_agents(spec, globals));
+                crate::progress::watch_lanes(&mut driver, json);
             }
             let live = (!json).then(|| Rc::clone(&tail));
             let stream = super::otlp::Stream::of(db, &cast, globals);
@@ -615,6 +617,8 @@ pub fn state_json(state: &CastState) -> serde_json::Value {
         "usage": state.usage,
         "failure": state.failure,
         "claims": state.claims.values().collect::<Vec<_>>(),
+        "lanes": state.lanes,
+        "lane": state.lane,
         "head": state.head,
     })
 }
@@ -655,6 +659,31 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
     }
     if let Some(f) = &state.failure {
         crate::say!("failed: {}", f.reason);
+    }
+    if let Some(lane) = &state.lane {
+        crate::say!(
+            "lane {} of {}, items {}",
+            lane.name,
+            lane.parent,
+            lane.items
+                .iter()
+                .map(|i| format!("WI-{}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    if let Some(lanes) = &state.lanes {
+        for plan in &lanes.plan {
+            let joined = lanes
+                .joined
+                .as_ref()
+                .and_then(|j| j.iter().find(|o| o.cast == plan.cast))
+                .map_or_else(
+                    || "not joined".to_owned(),
+                    |o| format!("{} at {}", o.status.as_str(), o.head),
+                );
+            crate::say!("lane {} ({}): {joined}", plan.name, plan.cast);
+        }
     }
     crate::say!(
         "cursors {}",

@@ -31,6 +31,10 @@ use crate::agent::Agent;
 pub type LaneAgents<'a> =
     Box<dyn Fn(&LanePlan, usize) -> Result<Box<dyn Agent>, DriveError> + Sync + 'a>;
 
+/// Told about every recorded event and wait of every lane (a progress line per lane), from
+/// the lanes' threads.
+pub type LaneObserver<'a> = Box<dyn Fn(&LanePlan, super::Notice<'_>) + Sync + 'a>;
+
 /// What one lane's drive came to.
 type Driven = Option<Result<Stop, DriveError>>;
 
@@ -39,6 +43,11 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
     /// reaches its lanes stops there, to be resumed with an agent).
     pub fn lanes_with(&mut self, agents: LaneAgents<'a>) {
         self.lane_agents = Some(agents);
+    }
+
+    /// Tells `observer` about every recorded event and every wait of the lanes.
+    pub fn observe_lanes(&mut self, observer: LaneObserver<'a>) {
+        self.lane_observer = Some(observer);
     }
 
     /// Performs `Next::RunLanes`.
@@ -76,6 +85,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
         let queue = Mutex::new(work);
         let workers = usize::try_from(max_concurrency.max(1)).unwrap_or(1);
         let agents = self.lane_agents.as_ref();
+        let observer = self.lane_observer.as_ref();
         let (log, clock, cwd) = (self.log, self.clock, self.cwd.clone());
         let (launcher, interrupt) = (self.launcher.clone(), self.interrupt.clone());
         std::thread::scope(|scope| {
@@ -88,6 +98,9 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                         let driven = (|| {
                             let mut driver = Driver::open(log, clock, &lane.cast, &cwd)?;
                             driver.launch_with(launcher.clone());
+                            if let Some(observer) = observer {
+                                driver.observe(Box::new(move |notice| observer(lane, notice)));
+                            }
                             if let Some(flag) = &interrupt {
                                 driver.interrupt_on(std::sync::Arc::clone(flag));
                             }

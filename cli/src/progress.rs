@@ -335,10 +335,7 @@ pub fn watch_lanes<L: EventLog + ?Sized>(
                 e.socket,
                 e.visit,
                 e.materia_label,
-                e.item
-                    .as_ref()
-                    .map(|i| format!(" {i}"))
-                    .unwrap_or_default()
+                e.item.as_ref().map(|i| format!(" {i}")).unwrap_or_default()
             ),
             Event::CastCompleted(_) => "completed".to_owned(),
             Event::CastFailed(e) => format!("failed: {}", e.reason),

@@ -205,7 +205,10 @@ pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<S
     if agent {
         for key in map.keys() {
             let schedule = socket.parallel && key == "parallelSchedule";
-            if !open && !schedule && !CANONICAL_KEYS.contains(&key.as_str()) && !consumed.contains(key)
+            if !open
+                && !schedule
+                && !CANONICAL_KEYS.contains(&key.as_str())
+                && !consumed.contains(key)
             {
                 issues.push(format!(
                     "unexpected top-level field \"{key}\": only workItems, satisfied and context are allowed; put explanations in context"
@@ -275,7 +278,8 @@ pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<S
 /// every work item index exactly once, each stream named (letters, digits, `-`, `_`; unique)
 /// and given at least one item.
 fn schedule_issues(schedule: Option<&Value>, items: usize, issues: &mut Vec<String>) {
-    const SHAPE: &str = "{\"version\": 1, \"streams\": [{\"name\": \"a\", \"workItemIndexes\": [0, 1]}, ...]}";
+    const SHAPE: &str =
+        "{\"version\": 1, \"streams\": [{\"name\": \"a\", \"workItemIndexes\": [0, 1]}, ...]}";
     let Some(Value::Object(schedule)) = schedule else {
         issues.push(format!(
             "\"parallelSchedule\" at $.parallelSchedule is required of a parallel generator: {SHAPE}, covering every work item index exactly once"
@@ -286,7 +290,9 @@ fn schedule_issues(schedule: Option<&Value>, items: usize, issues: &mut Vec<Stri
         issues.push("$.parallelSchedule.version must be 1".to_owned());
     }
     let Some(Value::Array(streams)) = schedule.get("streams") else {
-        issues.push(format!("$.parallelSchedule.streams must be an array: {SHAPE}"));
+        issues.push(format!(
+            "$.parallelSchedule.streams must be an array: {SHAPE}"
+        ));
         return;
     };
     if streams.is_empty() {
@@ -307,16 +313,22 @@ fn schedule_issues(schedule: Option<&Value>, items: usize, issues: &mut Vec<Stri
                 "{at}.name must be a name of letters, digits, - and _ (at most 64)"
             ));
         } else if names.contains(&name) {
-            issues.push(format!("{at}.name {name:?} is used twice; name each stream once"));
+            issues.push(format!(
+                "{at}.name {name:?} is used twice; name each stream once"
+            ));
         } else {
             names.push(name);
         }
         let Some(Value::Array(indexes)) = stream.get("workItemIndexes") else {
-            issues.push(format!("{at}.workItemIndexes must be an array of work item indexes"));
+            issues.push(format!(
+                "{at}.workItemIndexes must be an array of work item indexes"
+            ));
             continue;
         };
         if indexes.is_empty() {
-            issues.push(format!("{at}.workItemIndexes is empty; give the stream at least one item"));
+            issues.push(format!(
+                "{at}.workItemIndexes is empty; give the stream at least one item"
+            ));
         }
         for index in indexes {
             match index.as_u64().and_then(|n| usize::try_from(n).ok()) {
@@ -333,7 +345,9 @@ fn schedule_issues(schedule: Option<&Value>, items: usize, issues: &mut Vec<Stri
     }
     for (n, count) in seen.iter().enumerate() {
         match count {
-            0 => issues.push(format!("work item {n} is in no stream of $.parallelSchedule")),
+            0 => issues.push(format!(
+                "work item {n} is in no stream of $.parallelSchedule"
+            )),
             1 => {}
             _ => issues.push(format!(
                 "work item {n} is in {count} streams of $.parallelSchedule; put it in exactly one"

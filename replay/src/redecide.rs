@@ -114,13 +114,17 @@ fn redecide_records(
             // A lane starts from its parent's state at the plan; its first decision (the
             // lane's start and its entry socket) is re-decided like a cast's start.
             let at_ms = first.at_ms;
-            let parent = match crate::driver::fold_until_fresh(log, &started.parent, started.parent_seq)
-            {
-                Ok((parent, _)) => parent,
-                Err(err) => {
-                    return diverge(Seq::FIRST, "a foldable parent of the lane".into(), err.to_string());
-                }
-            };
+            let parent =
+                match crate::driver::fold_until_fresh(log, &started.parent, started.parent_seq) {
+                    Ok((parent, _)) => parent,
+                    Err(err) => {
+                        return diverge(
+                            Seq::FIRST,
+                            "a foldable parent of the lane".into(),
+                            err.to_string(),
+                        );
+                    }
+                };
             let env = Env::new(at_ms, blob_hash);
             let (state, decision) = match decide::start_lane(&parent, started, &env) {
                 Ok(done) => done,

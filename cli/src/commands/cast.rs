@@ -514,7 +514,11 @@ pub fn abort(
     if !aborted.is_empty() && !args.json {
         crate::say!(
             "aborted its lanes: {}",
-            aborted.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            aborted
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     Ok(())

@@ -115,9 +115,9 @@ fn is_lane(head: &CastHead) -> bool {
 fn group_lanes(heads: &mut Vec<CastHead>) {
     let all = std::mem::take(heads);
     let listed: std::collections::HashSet<CastId> = all.iter().map(|h| h.cast.clone()).collect();
-    let (lanes, others): (Vec<CastHead>, Vec<CastHead>) = all.into_iter().partition(|h| {
-        is_lane(h) && h.parent.as_ref().is_some_and(|p| listed.contains(&p.cast))
-    });
+    let (lanes, others): (Vec<CastHead>, Vec<CastHead>) = all
+        .into_iter()
+        .partition(|h| is_lane(h) && h.parent.as_ref().is_some_and(|p| listed.contains(&p.cast)));
     for head in others {
         let cast = head.cast.clone();
         heads.push(head);

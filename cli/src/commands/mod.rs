@@ -3,12 +3,12 @@
 pub mod anchor;
 pub mod bench;
 mod bench_ceiling;
+pub mod bench_lanes;
 mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;
 pub mod bench_report;
 pub mod bench_synth;
-pub mod bench_lanes;
 pub mod bench_tools;
 pub mod bench_workers;
 pub mod budget;

@@ -114,7 +114,10 @@ fn a_failed_lane_fails_the_parent_and_revive_re_runs_only_that_lane() {
     let b = events(&sandbox, "par.lane-b");
     assert_eq!(own(&b, "par.lane-b", "cast_revived").len(), 1);
     assert_eq!(head(&sandbox, "par.lane-b")["status"], "completed");
-    assert_eq!(own(&events(&sandbox, "par"), "par", "lanes_joined").len(), 2);
+    assert_eq!(
+        own(&events(&sandbox, "par"), "par", "lanes_joined").len(),
+        2
+    );
     let verify = sandbox.run(&["verify", "--all", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
@@ -143,7 +146,11 @@ fn abort_of_a_parent_stops_its_lanes() {
     assert_eq!(run.json()["status"], "awaiting_agent", "{}", run.stdout);
     let abort = sandbox.run(&["abort", "par", "--reason", "enough"]);
     assert_eq!(abort.code, 0, "{}", abort.stderr);
-    assert!(abort.stdout.contains("par.lane-a, par.lane-b"), "{}", abort.stdout);
+    assert!(
+        abort.stdout.contains("par.lane-a, par.lane-b"),
+        "{}",
+        abort.stdout
+    );
     for cast in ["par", "par.lane-a", "par.lane-b"] {
         assert_eq!(head(&sandbox, cast)["status"], "aborted", "{cast}");
     }
@@ -165,7 +172,9 @@ fn a_run_killed_while_four_lanes_run_is_finished_by_resume() {
     let agent = format!("cmd:sh {}", fixture("scripts/lane-agent.sh"));
     let child = sandbox
         .command_on(&sandbox.db())
-        .args(["run", &config, "--task", "t", "--cast", "par", "--agent", &agent])
+        .args([
+            "run", &config, "--task", "t", "--cast", "par", "--agent", &agent,
+        ])
         .env("LANE_AGENT_SLEEP", "0.6")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -175,10 +184,7 @@ fn a_run_killed_while_four_lanes_run_is_finished_by_resume() {
     // Wait until all four lanes have recorded a completion, so they are running.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the lanes never ran"
-        );
+        assert!(std::time::Instant::now() < deadline, "the lanes never ran");
         std::thread::sleep(std::time::Duration::from_millis(100));
         let casts = sandbox.run(&["casts", "--json"]);
         if casts.code != 0 {
@@ -207,7 +213,10 @@ fn a_run_killed_while_four_lanes_run_is_finished_by_resume() {
     let _ = child.wait();
     for lane in ["a", "b", "c", "d"] {
         let h = head(&sandbox, &format!("par.lane-{lane}"));
-        assert_ne!(h["status"], "completed", "lane {lane} had finished already: {h}");
+        assert_ne!(
+            h["status"], "completed",
+            "lane {lane} had finished already: {h}"
+        );
     }
 
     let resumed = sandbox
@@ -231,7 +240,11 @@ fn a_run_killed_while_four_lanes_run_is_finished_by_resume() {
         let mut unique = done.clone();
         unique.sort();
         unique.dedup();
-        assert_eq!(unique.len(), done.len(), "{cast} completed a visit twice: {done:?}");
+        assert_eq!(
+            unique.len(),
+            done.len(),
+            "{cast} completed a visit twice: {done:?}"
+        );
         // The prelude once, and Build and Eval for each of the lane's two items.
         assert_eq!(done.len(), 5, "{cast}: {done:?}");
     }

@@ -143,19 +143,16 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     let top_concurrency = read_parallelism(top)?;
     let materia = materia::read_all(materia_obj)?;
 
+    let top_level = sockets::TopLevel {
+        limits,
+        budget,
+        cycles_outside_loops,
+        top_concurrency,
+    };
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
     for (name, value) in loadouts_obj {
         let path = join("loadouts", name);
-        let built = sockets::build_loadout(
-            name,
-            value,
-            &path,
-            &materia,
-            limits,
-            budget,
-            cycles_outside_loops,
-            top_concurrency,
-        )?;
+        let built = sockets::build_loadout(name, value, &path, &materia, &top_level)?;
         loadouts.push(built.map(|mut loadout| {
             loadout.max_tool_calls = max_tool_calls;
             loadout
@@ -213,10 +210,14 @@ fn read_parallelism(top: &json::Obj) -> Result<Option<u32>, LoadError> {
     let Some(parallelism) = opt_object(top, "parallelism", "", "`parallelism`")? else {
         return Ok(None);
     };
-    Ok(
-        opt_int(parallelism, "maxConcurrency", "parallelism", 1, u64::from(u32::MAX))?
-            .and_then(|v| u32::try_from(v).ok()),
-    )
+    Ok(opt_int(
+        parallelism,
+        "maxConcurrency",
+        "parallelism",
+        1,
+        u64::from(u32::MAX),
+    )?
+    .and_then(|v| u32::try_from(v).ok()))
 }
 
 /// Top-level `budget` (`maxCostUsd` / `stopAtLimit` are dropped, as in the reference).

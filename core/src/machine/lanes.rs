@@ -144,8 +144,13 @@ impl Decider<'_, '_> {
         ) else {
             return Err(refuse(self.state, "no lanes are running".into()));
         };
-        let names: Vec<(&str, &CastId)> = set.plan.iter().map(|l| (l.name.as_str(), &l.cast)).collect();
-        let given: Vec<(&str, &CastId)> = lanes.iter().map(|l| (l.name.as_str(), &l.cast)).collect();
+        let names: Vec<(&str, &CastId)> = set
+            .plan
+            .iter()
+            .map(|l| (l.name.as_str(), &l.cast))
+            .collect();
+        let given: Vec<(&str, &CastId)> =
+            lanes.iter().map(|l| (l.name.as_str(), &l.cast)).collect();
         if names != given {
             return Err(refuse(
                 self.state,

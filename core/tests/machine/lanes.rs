@@ -47,7 +47,7 @@ fn lanes_config() -> Value {
     })
 }
 
-fn plan_output(streams: Value) -> Value {
+fn plan_output(streams: &Value) -> Value {
     json!({
         "workItems": [
             { "title": "one", "context": "first" },
@@ -60,7 +60,7 @@ fn plan_output(streams: Value) -> Value {
 
 fn planned() -> Cast {
     let mut cast = given(&lanes_config());
-    let events = cast.json(&plan_output(json!([
+    let events = cast.json(&plan_output(&json!([
         { "name": "a", "workItemIndexes": [0, 2] },
         { "name": "b", "workItemIndexes": [1] }
     ])));
@@ -154,7 +154,7 @@ fn an_accepted_parallel_plan_records_the_lanes_and_asks_the_driver_to_run_them()
 #[test]
 fn a_schedule_that_misses_or_repeats_an_item_gets_a_repair_turn() {
     let mut cast = given(&lanes_config());
-    let events = cast.json(&plan_output(json!([
+    let events = cast.json(&plan_output(&json!([
         { "name": "a", "workItemIndexes": [0, 0] },
         { "name": "a", "workItemIndexes": [7] }
     ])));

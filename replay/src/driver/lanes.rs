@@ -176,9 +176,11 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                 hash: head.hash,
                 output: state.last_output.clone(),
                 satisfied: state.last_satisfied,
-                reason: state.failure.as_ref().map(|f| f.reason.clone()).or_else(|| {
-                    (status == LaneStatus::Aborted).then(|| "aborted".to_owned())
-                }),
+                reason: state
+                    .failure
+                    .as_ref()
+                    .map(|f| f.reason.clone())
+                    .or_else(|| (status == LaneStatus::Aborted).then(|| "aborted".to_owned())),
                 usage: state.usage,
             });
         }

@@ -84,7 +84,9 @@ fn a_parallel_cast_runs_its_lanes_to_the_fan_in_and_every_stream_re_decides() {
     for lane in &joined.lanes {
         assert_eq!((lane.head, lane.hash), head(&log, lane.cast.as_str()));
     }
-    let lane_a = log.read(&CastId::new("par.lane-a"), Seq::FIRST, None).unwrap();
+    let lane_a = log
+        .read(&CastId::new("par.lane-a"), Seq::FIRST, None)
+        .unwrap();
     let Ok(Event::LaneStarted(first)) = lane_a[0].event() else {
         panic!("lane a starts with {}", lane_a[0].kind);
     };
@@ -118,7 +120,7 @@ fn heads_of_the_parent_and_each_lane_are_the_same_whatever_order_the_lanes_finis
 fn lanes_overlap_by_their_recorded_times() {
     // A real clock and a durable log: the lanes' recorded spans overlap.
     let dir = tempfile::tempdir().unwrap();
-    let log = SqliteLog::open(&dir.path().join("castlog.db")).unwrap();
+    let log = SqliteLog::open(dir.path().join("castlog.db")).unwrap();
     let clock = castlog_replay::clock::SystemClock;
     let started = started(fixture("loadouts/lanes.json"), None, "par");
     let mut driver = Driver::start(&log, &clock, started, dir.path()).unwrap();

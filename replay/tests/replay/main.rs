@@ -59,6 +59,8 @@ macro_rules! pass_to_inner {
 
 /// Driving fixture casts on the in-memory log with a fixed clock.
 mod drive;
+/// Parallel lanes: fan-out, join, determinism whatever the finishing order, overlap.
+mod lanes;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
 mod openai_tools;
@@ -70,7 +72,5 @@ mod race;
 mod recorded;
 /// Re-deciding a log: exact reproduction, and the first divergence named by seq.
 mod redecide;
-/// Parallel lanes: fan-out, join, determinism whatever the finishing order, overlap.
-mod lanes;
 /// Snapshots of rendered prompts.
 mod snapshots;

@@ -128,10 +128,7 @@ pub(super) fn derive(
         .max_concurrency
         .or(top_concurrency)
         .unwrap_or(DEFAULT_MAX_CONCURRENCY);
-    let entry = prelude
-        .first()
-        .cloned()
-        .unwrap_or_else(|| at.clone());
+    let entry = prelude.first().cloned().unwrap_or_else(|| at.clone());
     Ok(Lanes {
         generator: g.id.clone(),
         entry,
@@ -176,7 +173,10 @@ mod tests {
     #[case("Parallel-Interactive")]
     fn the_bundled_parallel_loadouts_load_and_resolve_their_lanes(#[case] name: &str) {
         // As shipped, only a utility castlog does not provide stops them, never the lanes.
-        let shipped = load_config(DEFAULT).unwrap().resolve(Some(name)).unwrap_err();
+        let shipped = load_config(DEFAULT)
+            .unwrap()
+            .resolve(Some(name))
+            .unwrap_err();
         assert!(shipped.reason.contains("shipped utility"), "{shipped}");
         assert!(!shipped.reason.contains("parallel"), "{shipped}");
 
@@ -258,7 +258,10 @@ mod tests {
             c["loadouts"]["Parallel-Experimental"]["sockets"]["Socket-5"]["edges"] =
                 json!([{"when": "satisfied", "to": "Socket-6"}]);
         });
-        assert_eq!(e.path, "loadouts.Parallel-Experimental.sockets.Socket-5.edges");
+        assert_eq!(
+            e.path,
+            "loadouts.Parallel-Experimental.sockets.Socket-5.edges"
+        );
         assert!(e.reason.contains("once in every lane"), "{e}");
     }
 

@@ -16,6 +16,19 @@ use crate::loadout::{
     Advance, Budget, Edge, ItemSource, Limits, Loadout, Parse, Socket, SocketKind, UtilitySpec,
 };
 
+/// The config's top-level settings every loadout takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TopLevel {
+    /// `limits`.
+    pub limits: Limits,
+    /// `budget`.
+    pub budget: Budget,
+    /// `limits.maxCyclesOutsideLoops`.
+    pub cycles_outside_loops: u32,
+    /// `parallelism.maxConcurrency`.
+    pub top_concurrency: Option<u32>,
+}
+
 /// Reads one loadout. The outer error fails the whole config; the inner one only fails
 /// resolving this loadout (shipped utilities castlog lacks).
 pub(super) fn build_loadout(
@@ -23,11 +36,14 @@ pub(super) fn build_loadout(
     value: &Json,
     path: &str,
     materia: &[MateriaDef],
-    limits: Limits,
-    budget: Budget,
-    cycles_outside_loops: u32,
-    top_concurrency: Option<u32>,
+    top: &TopLevel,
 ) -> Result<Result<Loadout, LoadError>, LoadError> {
+    let TopLevel {
+        limits,
+        budget,
+        cycles_outside_loops,
+        top_concurrency,
+    } = *top;
     let obj = as_object(value, path, &format!("loadout {name:?}"))?;
     reject_keys(
         obj,

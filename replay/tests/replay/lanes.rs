@@ -138,3 +138,60 @@ fn lanes_overlap_by_their_recorded_times() {
         "lane a ran {a_start}..{a_end}, lane b {b_start}..{b_end}"
     );
 }
+
+/// A lane agent that sets the interrupt flag (Ctrl-C) after its first answer.
+struct Interrupting {
+    inner: ScriptedAgent,
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Agent for Interrupting {
+    fn turn(&mut self, request: &TurnRequest<'_>) -> AgentTurn {
+        let answer = self.inner.turn(request);
+        self.flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        answer
+    }
+    fn local(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn ctrl_c_aborts_the_parent_and_its_running_lanes_and_resume_finishes_them() {
+    let log = InMemoryLog::new();
+    let clock = FixedClock::at(1_800_000_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let script = fixture("scripts/lanes.jsonl");
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = started(fixture("loadouts/lanes.json"), None, "par");
+    let mut driver = Driver::start(&log, &clock, started, dir.path()).unwrap();
+    driver.interrupt_on(std::sync::Arc::clone(&flag));
+    let lane_flag = std::sync::Arc::clone(&flag);
+    let lane_script = script.clone();
+    driver.lanes_with(Box::new(move |lane, used| {
+        let inner = ScriptedAgent::open_lane(&lane_script, &lane.name, used).unwrap();
+        Ok(Box::new(Interrupting {
+            inner,
+            flag: std::sync::Arc::clone(&lane_flag),
+        }) as Box<dyn Agent>)
+    }));
+    let mut agent = ScriptedAgent::open(&script, 0).unwrap();
+    assert_eq!(driver.drive(&mut agent).unwrap().status, Status::Aborted);
+    drop(driver);
+    for cast in ["par", "par.lane-a", "par.lane-b"] {
+        let (state, _) = castlog_replay::driver::fold(&log, &CastId::new(cast)).unwrap();
+        assert_eq!(state.status, Status::Aborted, "{cast}");
+    }
+
+    // `castlog resume` of the parent: the aborted lanes go on where they stopped.
+    flag.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut driver = Driver::open(&log, &clock, &CastId::new("par"), dir.path()).unwrap();
+    driver.apply(&castlog_core::input::Input::Resume).unwrap();
+    driver.lanes_with(lane_agents("a", Duration::ZERO));
+    let used = driver.answers_used;
+    let mut agent = ScriptedAgent::open(&script, used).unwrap();
+    assert_eq!(driver.drive(&mut agent).unwrap().status, Status::Completed);
+    for cast in ["par", "par.lane-a", "par.lane-b"] {
+        assert_eq!(redecide(&log, &CastId::new(cast)).unwrap(), None, "{cast}");
+    }
+}

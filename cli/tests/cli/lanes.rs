@@ -251,3 +251,47 @@ fn a_run_killed_while_four_lanes_run_is_finished_by_resume() {
     let verify = sandbox.run(&["verify", "--all", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
+
+#[test]
+fn a_recast_while_the_lanes_run_is_refused_and_one_of_a_lane_forks_only_that_lane() {
+    let sandbox = Sandbox::new();
+    run(&sandbox, &fixture(CONFIG), "lanes.jsonl", "par");
+    // Seq 7 is the plan: the lanes run from there until the join.
+    let refused = sandbox.run(&[
+        "recast",
+        "par",
+        "--at",
+        "7",
+        "--agent",
+        &scripted("lanes.jsonl"),
+        "--cast",
+        "par-2",
+    ]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("parallel lanes run"),
+        "{}",
+        refused.stderr
+    );
+    // A lane recast from its first decision runs that lane's loop again, alone.
+    let lane = sandbox.run(&[
+        "recast",
+        "par.lane-b",
+        "--at",
+        "Socket-3:1",
+        "--agent",
+        &scripted("lanes.jsonl"),
+        "--cast",
+        "lane-b-again",
+        "--json",
+    ]);
+    assert_eq!(lane.code, 0, "{}", lane.stderr);
+    let casts = sandbox.run(&["casts", "--json"]).json();
+    let ids: Vec<&str> = casts["casts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cast"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["par", "par.lane-a", "par.lane-b", "lane-b-again"]);
+}

@@ -155,7 +155,9 @@ fn lane_events_encode_as_pinned() {
     });
     let text = String::from_utf8(joined.encode()).unwrap();
     assert!(
-        text.starts_with(r#"{"lanes":[{"name":"a","cast":"p.lane-a","status":"completed","head":46,"hash":""#),
+        text.starts_with(
+            r#"{"lanes":[{"name":"a","cast":"p.lane-a","status":"completed","head":46,"hash":""#
+        ),
         "{text}"
     );
     assert!(

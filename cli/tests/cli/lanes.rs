@@ -82,6 +82,24 @@ fn a_parallel_loadout_runs_to_completion_with_a_scripted_agent() {
     assert_eq!(lanes[1]["workItemIndexes"], serde_json::json!([1, 3]));
     let verify = sandbox.run(&["verify", "--all", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
+
+    // Watching: state shows the lanes and a lane its place; export writes a folder per lane.
+    let state = sandbox.run(&["state", "par", "--json"]).json();
+    assert_eq!(state["lanes"]["plan"][1]["cast"], "par.lane-b", "{state}");
+    assert_eq!(
+        state["lanes"]["joined"][0]["status"], "completed",
+        "{state}"
+    );
+    let lane = sandbox.run(&["state", "par.lane-a", "--json"]).json();
+    assert_eq!(lane["lane"]["items"], serde_json::json!([0, 2]), "{lane}");
+    let dir = sandbox.path("art");
+    let export = sandbox.run(&["export", "par", "--artifacts", dir.to_str().unwrap()]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    for lane in ["a", "b"] {
+        let manifest = dir.join("lanes").join(lane).join("manifest.json");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains(&format!("par.lane-{lane}")), "{text}");
+    }
 }
 
 #[test]

@@ -313,3 +313,25 @@ fn a_recast_while_the_lanes_run_is_refused_and_one_of_a_lane_forks_only_that_lan
         .collect();
     assert_eq!(ids, ["par", "par.lane-a", "par.lane-b", "lane-b-again"]);
 }
+
+#[test]
+fn a_worker_drives_a_queued_parallel_cast_and_its_lanes() {
+    let sandbox = Sandbox::new();
+    let submit = sandbox.run(&[
+        "submit",
+        &fixture(CONFIG),
+        "--task",
+        "t",
+        "--agent",
+        &scripted("lanes.jsonl"),
+        "--cast",
+        "queued",
+    ]);
+    assert_eq!(submit.code, 0, "{}", submit.stderr);
+    let worker = sandbox.run(&["worker", "--until-idle"]);
+    assert_eq!(worker.code, 0, "{}", worker.stderr);
+    for cast in ["queued", "queued.lane-a", "queued.lane-b"] {
+        assert_eq!(head(&sandbox, cast)["status"], "completed", "{cast}");
+    }
+    assert_eq!(sandbox.run(&["verify", "--all"]).code, 0);
+}

@@ -567,6 +567,24 @@ impl CastState {
             }
             Event::LanesJoined(e) => {
                 if let Some(lanes) = &mut self.lanes {
+                    // The lanes' tokens count for the parent: what each used since it was
+                    // last joined (a revived lane's total includes its earlier use).
+                    for lane in &e.lanes {
+                        let before = lanes
+                            .joined
+                            .as_ref()
+                            .and_then(|j| j.iter().find(|o| o.cast == lane.cast))
+                            .map(|o| o.usage)
+                            .unwrap_or_default();
+                        self.usage.input = self
+                            .usage
+                            .input
+                            .saturating_add(lane.usage.input.saturating_sub(before.input));
+                        self.usage.output = self
+                            .usage
+                            .output
+                            .saturating_add(lane.usage.output.saturating_sub(before.output));
+                    }
                     lanes.joined = Some(e.lanes.clone());
                     lanes.revive = false;
                 }

@@ -3,7 +3,7 @@
 //! and the barrier: the fan-in and the loop's exit route, or the parent failing for a lane
 //! that did not complete, and revive running the lanes again.
 
-use castlog_core::event::{Event, LaneOutcome, LaneStarted, LaneStatus, Usage};
+use castlog_core::event::{Event, LaneOutcome, LaneStarted, LaneStatus};
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_core::input::Input;
 use castlog_core::machine::decide::start_lane;
@@ -108,17 +108,18 @@ fn outcome(lane: &Cast, status: LaneStatus) -> LaneOutcome {
         output: lane.state.last_output.clone(),
         satisfied: lane.state.last_satisfied,
         reason: lane.state.failure.as_ref().map(|f| f.reason.clone()),
-        usage: Usage::default(),
+        usage: lane.state.usage,
     }
 }
 
-/// Runs a lane's items to its loop's exit: Prep, then Build and Eval for each.
+/// Runs a lane's items to its loop's exit: Prep, then Build and Eval for each (10 tokens a
+/// reply).
 fn finish(lane: &mut Cast) {
     lane.utility(r#"{"state": {"prepared": true}}"#);
     let items = lane.state.lane.as_ref().unwrap().items.len();
     for _ in 0..items {
-        lane.reply("built");
-        lane.json(&json!({ "satisfied": true, "context": "fine" }));
+        lane.reply_using("built", 6, 4);
+        lane.reply_using(r#"{"satisfied": true, "context": "fine"}"#, 6, 4);
     }
 }
 
@@ -288,6 +289,12 @@ fn a_failed_lane_fails_the_parent_and_revive_runs_the_lanes_again() {
         panic!("no lanes");
     };
     assert!(!lanes.revive);
+    // Each lane's tokens count once for the parent, however often it was joined (lane a was
+    // joined twice).
+    assert_eq!(
+        parent.state.usage.total(),
+        a.state.usage.total() + b.state.usage.total()
+    );
 }
 
 #[test]

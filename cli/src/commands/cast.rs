@@ -205,6 +205,28 @@ pub(crate) fn lane_agents<'a>(
     })
 }
 
+/// The agent for driving `state`'s cast: for a lane (driven on its own by `resume`, `revive`
+/// or a recast of it), the lane's agent as its parent's drive would make it; else [`agent`].
+pub(crate) fn agent_for(
+    spec: &str,
+    used: usize,
+    log: &Database,
+    state: &CastState,
+    globals: &crate::globals::Globals,
+) -> Result<Box<dyn Agent>, CliError> {
+    match &state.lane {
+        Some(lane) if !spec.starts_with("recorded:") => {
+            let plan = castlog_core::event::LanePlan {
+                name: lane.name.clone(),
+                cast: state.cast.clone(),
+                items: lane.items.clone(),
+            };
+            lane_agents(spec, globals)(&plan, used).map_err(CliError::from)
+        }
+        _ => agent(spec, used, Some(log), Some(&state.cast), globals),
+    }
+}
+
 pub(crate) fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
@@ -392,7 +414,7 @@ pub(crate) fn feed(
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
     // answers already used are the same before and after.
     let agent = spec
-        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast), globals))
+        .map(|spec| agent_for(spec, driver.answers_used, &log, &driver.state, globals))
         .transpose()?;
     driver.apply(input)?;
     let stop = match agent {

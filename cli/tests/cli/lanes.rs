@@ -304,6 +304,8 @@ fn a_recast_while_the_lanes_run_is_refused_and_one_of_a_lane_forks_only_that_lan
         "--json",
     ]);
     assert_eq!(lane.code, 0, "{}", lane.stderr);
+    // It answers from lane b's lines, as the lane did, and ends where the lane's loop exits.
+    assert_eq!(lane.json()["status"], "completed", "{}", lane.stdout);
     let casts = sandbox.run(&["casts", "--json"]).json();
     let ids: Vec<&str> = casts["casts"]
         .as_array()

@@ -341,6 +341,36 @@ pub fn watch<'a, L: EventLog + ?Sized>(
     driver.interrupt_on(flag);
 }
 
+/// A line per lane event that says where a lane is: each socket start (socket, visit,
+/// materia, item) and how the lane ended, on stderr (`castlog: lane a: ...`).
+pub fn watch_lanes<L: EventLog + ?Sized>(
+    driver: &mut castlog_replay::driver::Driver<'_, L>,
+    json: bool,
+) {
+    if json || QUIET.load(Ordering::Relaxed) {
+        return;
+    }
+    driver.observe_lanes(Box::new(|lane, notice| {
+        let Notice::Recorded { event, .. } = notice else {
+            return;
+        };
+        let said = match event {
+            Event::SocketStarted(e) => format!(
+                "{}:{} {}{}",
+                e.socket,
+                e.visit,
+                e.materia_label,
+                e.item.as_ref().map(|i| format!(" {i}")).unwrap_or_default()
+            ),
+            Event::CastCompleted(_) => "completed".to_owned(),
+            Event::CastFailed(e) => format!("failed: {}", e.reason),
+            Event::CastAborted(e) => format!("aborted: {}", e.reason),
+            _ => return,
+        };
+        crate::output::to_stderr(format_args!("lane {}: {said}", lane.name));
+    }));
+}
+
 /// What the built-in Ignore-Artifacts did to which file, from its recorded output: a cast must
 /// not change a file unnoticed.
 fn ignore_notice(event: &Event, dir: &std::path::Path) -> Option<String> {

@@ -151,6 +151,13 @@ events! {
     MateriaEvent(MateriaEvent) = "materia_event", v 1;
     /// A utility's `scopeTransition` changed the directory the cast's later sockets act in.
     ScopeActivated(ScopeActivated) = "scope_activated", v 1;
+    // ----- parallel lanes -----
+    /// A parallel generator's work items were placed in lanes.
+    LanesPlanned(LanesPlanned) = "lanes_planned", v 1;
+    /// A lane began: the first event of a lane cast, committing to its parent's plan.
+    LaneStarted(LaneStarted) = "lane_started", v 1;
+    /// Every lane was terminal: the barrier, each lane's head in plan order.
+    LanesJoined(LanesJoined) = "lanes_joined", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
     DataAssigned(DataAssigned) = "data_assigned", v 1;
@@ -200,6 +207,7 @@ events! {
 mod budget;
 mod cause;
 mod dispatch;
+mod lanes;
 mod materia;
 mod posting;
 mod scope;
@@ -212,6 +220,7 @@ pub use cause::PayloadCause;
 pub use dispatch::{
     AgentFailed, AgentReplied, Destination, FailureClass, Placement, PromptDispatched, PromptHeld,
 };
+pub use lanes::{LaneOutcome, LanePlan, LaneStarted, LaneStatus, LanesJoined, LanesPlanned};
 pub use materia::MateriaEvent;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,

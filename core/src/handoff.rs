@@ -208,7 +208,12 @@ pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<S
     let open = conformance >= 1 && reads_dollar(socket);
     if agent {
         for key in map.keys() {
-            if !open && !CANONICAL_KEYS.contains(&key.as_str()) && !consumed.contains(key) {
+            let schedule = socket.parallel && key == "parallelSchedule";
+            if !open
+                && !schedule
+                && !CANONICAL_KEYS.contains(&key.as_str())
+                && !consumed.contains(key)
+            {
                 issues.push(format!(
                     "unexpected top-level field \"{key}\": only workItems, satisfied and context are allowed; put explanations in context"
                 ));
@@ -254,6 +259,13 @@ pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<S
             work_item_issues(i, item, &mut issues);
         }
     }
+    if socket.parallel {
+        let items = match map.get("workItems") {
+            Some(Value::Array(items)) => items.len(),
+            _ => 0,
+        };
+        schedule_issues(map.get("parallelSchedule"), items, &mut issues);
+    }
     for (_, source) in &socket.assign {
         if let Some(path) = source.trim().strip_prefix("$.")
             && crate::path::get(value, path).is_none()
@@ -264,6 +276,88 @@ pub fn validate_under(socket: &Socket, value: &Value, conformance: u32) -> Vec<S
         }
     }
     issues
+}
+
+/// A parallel generator's `parallelSchedule {version: 1, streams: [{name, workItemIndexes}]}`:
+/// every work item index exactly once, each stream named (letters, digits, `-`, `_`; unique)
+/// and given at least one item.
+fn schedule_issues(schedule: Option<&Value>, items: usize, issues: &mut Vec<String>) {
+    const SHAPE: &str =
+        "{\"version\": 1, \"streams\": [{\"name\": \"a\", \"workItemIndexes\": [0, 1]}, ...]}";
+    let Some(Value::Object(schedule)) = schedule else {
+        issues.push(format!(
+            "\"parallelSchedule\" at $.parallelSchedule is required of a parallel generator: {SHAPE}, covering every work item index exactly once"
+        ));
+        return;
+    };
+    if schedule.get("version") != Some(&Value::from(1)) {
+        issues.push("$.parallelSchedule.version must be 1".to_owned());
+    }
+    let Some(Value::Array(streams)) = schedule.get("streams") else {
+        issues.push(format!(
+            "$.parallelSchedule.streams must be an array: {SHAPE}"
+        ));
+        return;
+    };
+    if streams.is_empty() {
+        issues.push("$.parallelSchedule.streams must name at least one stream".to_owned());
+    }
+    let mut seen = vec![0u32; items];
+    let mut names: Vec<&str> = Vec::new();
+    for (i, stream) in streams.iter().enumerate() {
+        let at = format!("$.parallelSchedule.streams.{i}");
+        let name = stream.get("name").and_then(Value::as_str).unwrap_or("");
+        let good = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !good {
+            issues.push(format!(
+                "{at}.name must be a name of letters, digits, - and _ (at most 64)"
+            ));
+        } else if names.contains(&name) {
+            issues.push(format!(
+                "{at}.name {name:?} is used twice; name each stream once"
+            ));
+        } else {
+            names.push(name);
+        }
+        let Some(Value::Array(indexes)) = stream.get("workItemIndexes") else {
+            issues.push(format!(
+                "{at}.workItemIndexes must be an array of work item indexes"
+            ));
+            continue;
+        };
+        if indexes.is_empty() {
+            issues.push(format!(
+                "{at}.workItemIndexes is empty; give the stream at least one item"
+            ));
+        }
+        for index in indexes {
+            match index.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(n) if n < items => {
+                    if let Some(count) = seen.get_mut(n) {
+                        *count += 1;
+                    }
+                }
+                _ => issues.push(format!(
+                    "{at}.workItemIndexes holds {index}, which is not the index of one of the {items} work items"
+                )),
+            }
+        }
+    }
+    for (n, count) in seen.iter().enumerate() {
+        match count {
+            0 => issues.push(format!(
+                "work item {n} is in no stream of $.parallelSchedule"
+            )),
+            1 => {}
+            _ => issues.push(format!(
+                "work item {n} is in {count} streams of $.parallelSchedule; put it in exactly one"
+            )),
+        }
+    }
 }
 
 fn work_item_issues(index: usize, item: &Value, issues: &mut Vec<String>) {
@@ -314,6 +408,7 @@ mod tests {
                 tools: None,
             }),
             generator,
+            parallel: false,
             parse: Parse::Json,
             assign: assign
                 .iter()

@@ -16,6 +16,11 @@ use crate::id::{ClaimId, DispatchKey, SocketId, Visit};
 #[serde(tag = "input", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Input {
+    /// Every lane of the plan is terminal (`Next::RunLanes`): their outcomes, in plan order.
+    JoinLanes {
+        /// One outcome per lane, in plan order.
+        lanes: Vec<crate::event::LaneOutcome>,
+    },
     /// The agent answered the prompt in flight.
     AgentReplied {
         /// What the agent replied, verbatim.

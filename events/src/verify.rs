@@ -39,6 +39,9 @@ pub enum ProblemKind {
     Unreadable,
     /// Re-running the machine over the recorded inputs gives other events.
     Divergence,
+    /// A parent's `lanes_joined` names a lane head (seq and hash) its lane's chain does not
+    /// hold.
+    Lane,
     /// A kept state snapshot or projection checkpoint is not what a fold of the log gives at
     /// its seq (it is ignored when damaged; one that decodes but differs would mislead
     /// `state --at`, `replay` or `export --artifacts`).

@@ -203,6 +203,50 @@ pub fn describe(event: &Event) -> String {
             "{} ({}) interrupted: outcome unknown, not run again",
             e.call, e.tool
         ),
+        Event::LanesPlanned(e) => format!(
+            "{} planned {} lanes ({} at a time): {}",
+            e.socket,
+            e.lanes.len(),
+            e.max_concurrency,
+            e.lanes
+                .iter()
+                .map(|l| format!(
+                    "{} [{}]",
+                    l.name,
+                    l.items
+                        .iter()
+                        .map(|i| format!("WI-{}", i + 1))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Event::LaneStarted(e) => format!(
+            "lane {} of {} (forked at seq {}), items {}",
+            e.name,
+            e.parent,
+            e.parent_seq,
+            e.items
+                .iter()
+                .map(|i| format!("WI-{}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Event::LanesJoined(e) => format!(
+            "lanes joined: {}",
+            e.lanes
+                .iter()
+                .map(|l| format!(
+                    "{} {} at {} {}",
+                    l.name,
+                    l.status.as_str(),
+                    l.head,
+                    l.hash.to_hex().chars().take(12).collect::<String>()
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Event::WorkspaceCheckpointed(e) => format!(
             "{}:{} files {}checkpointed as tree {}",
             e.socket,

@@ -274,7 +274,19 @@ pub struct ScriptedAgent {
 
 impl ScriptedAgent {
     /// Reads a script and skips the first `consumed` lines (already answered in the log).
+    /// Lines that name a lane (`"lane": NAME`) are left out: they are that lane's.
     pub fn open(path: &Path, consumed: usize) -> Result<Self, AgentError> {
+        Self::open_for(path, None, consumed)
+    }
+
+    /// The script of the parallel lane `lane`: only the lines that name it (`"lane": NAME`),
+    /// the first `consumed` of them skipped. Each lane answers from its own lines, so the
+    /// answers do not depend on the order the lanes run in.
+    pub fn open_lane(path: &Path, lane: &str, consumed: usize) -> Result<Self, AgentError> {
+        Self::open_for(path, Some(lane), consumed)
+    }
+
+    fn open_for(path: &Path, lane: Option<&str>, consumed: usize) -> Result<Self, AgentError> {
         let shown = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| AgentError::Unreadable {
             path: shown.clone(),
@@ -288,7 +300,11 @@ impl ScriptedAgent {
                 message: "not UTF-8 text; save the script as UTF-8".into(),
             }
         })?;
-        let lines = parse_script(&text, &shown)?;
+        let lines = parse_script(&text, &shown)?
+            .into_iter()
+            .filter(|(_, of, _)| of.as_deref() == lane)
+            .map(|(number, _, line)| (number, line))
+            .collect();
         Ok(Self {
             path: path.to_path_buf(),
             lines,
@@ -312,7 +328,10 @@ impl ScriptedAgent {
     }
 }
 
-fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, AgentError> {
+/// A script's lines: each with its file line number and the lane it names, if any.
+type Lines = Vec<(usize, Option<String>, ScriptLine)>;
+
+fn parse_script(text: &str, shown: &str) -> Result<Lines, AgentError> {
     let mut out = Vec::new();
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
@@ -332,6 +351,11 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
             ))
         })?;
         let field = |name: &str| value.get(name);
+        let lane = match field("lane") {
+            None => None,
+            Some(serde_json::Value::String(name)) if !name.is_empty() => Some(name.clone()),
+            Some(_) => return Err(bad("\"lane\" must be the name of a lane".into())),
+        };
         let usage = || match field("usage") {
             None | Some(serde_json::Value::Null) => Ok(None),
             Some(u) => serde_json::from_value::<Usage>(u.clone())
@@ -386,7 +410,7 @@ fn parse_script(text: &str, shown: &str) -> Result<Vec<(usize, ScriptLine)>, Age
                 "expected one of {\"reply\"}, {\"tool_calls\": [...]}, {\"error\", \"message\"}, {\"user\"}, {\"continue\": true}".into(),
             ));
         };
-        out.push((line, parsed));
+        out.push((line, lane, parsed));
     }
     Ok(out)
 }
@@ -492,6 +516,8 @@ pub struct CommandAgent {
     launcher: Launcher,
     /// Set on Ctrl-C: the program's group is killed and the turn is an interruption.
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Variables added to the program's environment (a lane's `CASTLOG_LANE`, `CASTLOG_CAST`).
+    env: Vec<(String, String)>,
 }
 
 impl CommandAgent {
@@ -504,7 +530,15 @@ impl CommandAgent {
             json: false,
             launcher: Launcher::default(),
             cancel: None,
+            env: Vec::new(),
         }
+    }
+
+    /// Adds `name=value` to the program's environment.
+    #[must_use]
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// Starts the program with `launcher` (its environment, scrubbing and records).
@@ -550,10 +584,11 @@ impl Agent for CommandAgent {
             }
             _ => (self.argv.as_slice(), self.cwd.as_path()),
         };
-        match process::run_cancellable(
+        match process::run_cancellable_with(
             &self.launcher,
             argv,
             cwd,
+            &self.env,
             input.as_bytes(),
             self.timeout,
             self.cancel.as_deref(),

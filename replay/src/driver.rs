@@ -35,6 +35,7 @@ use crate::agent::Agent;
 mod checkpoint;
 mod effects;
 mod fold;
+mod lanes;
 mod pipeline;
 mod post;
 mod snapshot;
@@ -42,6 +43,7 @@ mod tools;
 
 use fold::fold_with;
 pub use fold::{fold, fold_until, fold_until_fresh};
+pub use lanes::{LaneAgents, LaneObserver, abort_lanes, check_lane_heads};
 use pipeline::{InFlight, pending};
 pub use snapshot::{SNAPSHOT_EVERY, check_snapshots, sealed_snapshot};
 
@@ -130,6 +132,14 @@ pub enum DriveError {
     /// The folded state asks for nothing the driver can do (see [`Inconsistent`]).
     #[error(transparent)]
     Inconsistent(#[from] Inconsistent),
+    /// The agent of a parallel lane could not be made (a script that does not read, ...).
+    #[error("the agent of lane {lane}: {message}")]
+    LaneAgent {
+        /// The lane's cast.
+        lane: CastId,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Why an event of a cast does not fold.
@@ -217,6 +227,10 @@ pub struct Driver<'a, L: EventLog + ?Sized> {
     calls_recorded: std::collections::HashSet<String>,
     /// Whether socket completions are checkpointed (a git working directory).
     checkpoints: checkpoint::Checkpoints,
+    /// The agents of a parallel generator's lanes, one built per lane.
+    lane_agents: Option<LaneAgents<'a>>,
+    /// Told about the lanes' events and waits.
+    lane_observer: Option<LaneObserver<'a>>,
 }
 
 impl<L: EventLog + ?Sized> std::fmt::Debug for Driver<'_, L> {
@@ -315,6 +329,8 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
             launcher: crate::process::Launcher::default(),
             calls_recorded: Default::default(),
             checkpoints: Default::default(),
+            lane_agents: None,
+            lane_observer: None,
         }
     }
 
@@ -483,6 +499,12 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     self.start_post(&step, &spec)?;
                     ControlFlow::Continue(())
                 }
+                Next::RunLanes {
+                    lanes,
+                    planned_at,
+                    max_concurrency,
+                    revive,
+                } => self.run_lanes(&lanes, planned_at, max_concurrency, revive)?,
                 Next::AwaitClaim { .. } => {
                     if self.adopt_inherited_resolution()? {
                         ControlFlow::Continue(())

@@ -293,6 +293,19 @@ pub fn run_cancellable(
     spawn_and_wait(launcher, argv, cwd, &[], input, timeout, cancel)
 }
 
+/// [`run_cancellable`] with `env` added to the environment (a lane's `CASTLOG_LANE`).
+pub fn run_cancellable_with(
+    launcher: &Launcher,
+    argv: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    input: &[u8],
+    timeout: Duration,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Finished, SpawnError> {
+    spawn_and_wait(launcher, argv, cwd, env, input, timeout, cancel)
+}
+
 fn spawn_and_wait(
     launcher: &Launcher,
     argv: &[String],

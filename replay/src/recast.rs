@@ -199,6 +199,17 @@ pub enum PointError {
         /// What was given.
         at: String,
     },
+    /// A fork point while the parent's lanes run: the lanes are the parent's, so a child
+    /// forked there would share them.
+    #[error(
+        "seq {seq} of cast {cast} is while its parallel lanes run; recast from before its plan (the child plans again), after the lanes were joined, or recast one lane"
+    )]
+    InsideLanes {
+        /// Cast asked of.
+        cast: CastId,
+        /// The fork seq.
+        seq: Seq,
+    },
     /// A fork seq past the parent's end.
     #[error("cast {cast} has no seq {seq}")]
     NoSeq {
@@ -354,6 +365,17 @@ pub fn recast<'a, L: EventLog + ?Sized>(
         .into());
     };
     let (parent_state, _) = fold_until(log, &plan.parent, plan.at)?;
+    if parent_state
+        .current
+        .as_ref()
+        .is_some_and(|c| c.phase == Phase::RunningLanes)
+    {
+        return Err(PointError::InsideLanes {
+            cast: plan.parent.clone(),
+            seq: plan.at,
+        }
+        .into());
+    }
     let loadout_hash: Option<Digest> = plan.loadout.as_ref().map(loadout_hash);
     let forked = CastForked {
         cast: plan.child.clone(),

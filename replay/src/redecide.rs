@@ -110,6 +110,40 @@ fn redecide_records(
                 Err(err) => return diverge(Seq::FIRST, "a foldable fork".into(), err.to_string()),
             }
         }
+        Ok(Event::LaneStarted(started)) => {
+            // A lane starts from its parent's state at the plan; its first decision (the
+            // lane's start and its entry socket) is re-decided like a cast's start.
+            let at_ms = first.at_ms;
+            let parent =
+                match crate::driver::fold_until_fresh(log, &started.parent, started.parent_seq) {
+                    Ok((parent, _)) => parent,
+                    Err(err) => {
+                        return diverge(
+                            Seq::FIRST,
+                            "a foldable parent of the lane".into(),
+                            err.to_string(),
+                        );
+                    }
+                };
+            let env = Env::new(at_ms, blob_hash);
+            let (state, decision) = match decide::start_lane(&parent, started, &env) {
+                Ok(done) => done,
+                Err(err) => return diverge(Seq::FIRST, "a startable lane".into(), err.to_string()),
+            };
+            prev = log
+                .head(cast)?
+                .and_then(|h| h.parent)
+                .map_or(castlog_core::id::Digest::ZERO, |p| p.hash);
+            let stretch = Stretch {
+                cast,
+                position: 0,
+                at_ms,
+            };
+            if let Some(d) = stretch.compare(&decision.events, first, records, &mut prev) {
+                return Ok(Some(d));
+            }
+            (state, decision.events.len() as u64)
+        }
         // A log that is not a machine cast (e.g. `bench append`'s) has no decisions to redo.
         Ok(_) => return Ok(None),
     };

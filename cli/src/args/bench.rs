@@ -97,6 +97,28 @@ pub enum BenchCommand {
     ///
     /// Example: castlog bench tools --calls 10000 --durability full --json
     Tools(BenchToolsArgs),
+    /// The wall time of one parallel cast with its lanes run side by side, and the same cast
+    /// with `maxConcurrency: 1`.
+    ///
+    /// The lanes fixture's loadout (a parallel plan, a prelude utility, a build/eval loop, a
+    /// narrator) runs with a `cmd:` agent that sleeps --sleep-ms per call and plans 8 work
+    /// items in 4 lanes; once with 4 lanes at a time, once with 1. The figure is each wall
+    /// time and their ratio (`parallel_vs_serial`, under 0.4 when the lanes overlap). Without
+    /// --db the runs use a fresh temporary database.
+    ///
+    /// Example: castlog bench lanes --json
+    Lanes(BenchLanesArgs),
+}
+
+/// `bench lanes`.
+#[derive(Debug, Args)]
+pub struct BenchLanesArgs {
+    /// How long the agent takes per call, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub sleep_ms: u64,
+    /// Print one JSON document on stdout (the figures are JSON either way).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `bench workers`.

@@ -28,6 +28,7 @@ pub fn run(db: Option<&Path>, command: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Posts(args) => super::bench_posts::posts(db, &args),
         BenchCommand::Workers(args) => super::bench_workers::workers(db, &args),
         BenchCommand::Tools(args) => super::bench_tools::tools(db, &args),
+        BenchCommand::Lanes(args) => super::bench_lanes::lanes(db, &args),
     }
 }
 

@@ -165,6 +165,67 @@ fn agent_spec(
     )))
 }
 
+/// The agents of a parallel cast's lanes: each lane gets a fresh agent from the same SPEC.
+/// A script answers a lane from its lines that name it (`"lane": NAME`); a `cmd:` program
+/// is told the lane in `CASTLOG_LANE` and the lane's cast in `CASTLOG_CAST`.
+pub(crate) fn lane_agents<'a>(
+    spec: &'a str,
+    globals: &'a crate::globals::Globals,
+) -> castlog_replay::driver::LaneAgents<'a> {
+    Box::new(move |lane, used| {
+        let failed = |message: String| castlog_replay::driver::DriveError::LaneAgent {
+            lane: lane.cast.clone(),
+            message,
+        };
+        if let Some(file) = spec.strip_prefix("scripted:") {
+            let agent = ScriptedAgent::open_lane(Path::new(file), &lane.name, used)
+                .map_err(|e| failed(e.to_string()))?;
+            return Ok(Box::new(agent.with_attempts(globals.retry.attempts)) as Box<dyn Agent>);
+        }
+        if let Some(rest) = spec.strip_prefix("cmd:") {
+            let timeout = globals.agent_timeout_or(COMMAND_TIMEOUT);
+            let agent = CommandAgent::new(command_argv(rest), cwd(), timeout)
+                .with_launcher(globals.launcher.clone())
+                .with_env("CASTLOG_LANE", &lane.name)
+                .with_env("CASTLOG_CAST", lane.cast.as_str());
+            return Ok(Box::new(if globals.agent_json {
+                agent.with_json_messages()
+            } else {
+                agent
+            }) as Box<dyn Agent>);
+        }
+        if spec.starts_with("recorded:") {
+            return Err(failed(
+                "a recorded: agent does not answer parallel lanes; use scripted:, cmd: or openai:"
+                    .into(),
+            ));
+        }
+        agent_spec(spec, used, None, None, globals).map_err(|e| failed(e.message))
+    })
+}
+
+/// The agent for driving `state`'s cast: for a lane (driven on its own by `resume`, `revive`
+/// or a recast of it), the lane's agent as its parent's drive would make it; else [`agent`].
+pub(crate) fn agent_for(
+    spec: &str,
+    used: usize,
+    log: &Database,
+    state: &CastState,
+    globals: &crate::globals::Globals,
+) -> Result<Box<dyn Agent>, CliError> {
+    match &state.lane {
+        Some(lane) if !spec.starts_with("recorded:") => {
+            let plan = castlog_core::event::LanePlan {
+                name: lane.name.clone(),
+                cast: state.cast.clone(),
+                items: lane.items.clone(),
+            };
+            lane_agents(spec, globals)(&plan, used).map_err(CliError::from)
+        }
+        _ => agent(spec, used, Some(log), Some(&state.cast), globals),
+    }
+}
+
 pub(crate) fn new_cast_id(log: &Database, clock: &SystemClock) -> Result<CastId, CliError> {
     let stamp = output::timestamp(clock.now_ms())
         .replace([':', '.'], "-")
@@ -281,13 +342,15 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     let stop = {
         let mut driver = Driver::start(&log, &clock, started, &utilities_in)?;
         driver.launch_with(globals.launcher.clone());
+        driver.lanes_with(lane_agents(&args.agent, globals));
+        crate::progress::watch_lanes(&mut driver, args.json);
         if let Some(sender) = sender {
             driver.post_with(sender);
         }
         let live = (!args.json).then(|| Rc::clone(&tail));
         let stream = super::otlp::Stream::of(db, &cast, globals);
         // The cast exists now (`cast_started` is recorded): its sinks are told from here on.
-        hooks = super::eventing::Hooks::of(db, &log, &cast, Some(config.eventing));
+        hooks = super::eventing::Hooks::of(db, &log, &cast, Some(config.config.eventing));
         let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
         crate::progress::watch(&mut driver, agent.as_mut(), args.json, live, stream, waker);
         // The cast exists from here on: an error names it (its id may have been generated).
@@ -354,11 +417,15 @@ pub(crate) fn feed(
     // cast moved on with nobody to answer it. Recording the input adds no answer, so the
     // answers already used are the same before and after.
     let agent = spec
-        .map(|spec| agent(spec, driver.answers_used, Some(&log), Some(&cast), globals))
+        .map(|spec| agent_for(spec, driver.answers_used, &log, &driver.state, globals))
         .transpose()?;
     driver.apply(input)?;
     let stop = match agent {
         Some(mut agent) => {
+            if let Some(spec) = spec {
+                driver.lanes_with(lane_agents(spec, globals));
+                crate::progress::watch_lanes(&mut driver, json);
+            }
             let live = (!json).then(|| Rc::clone(&tail));
             let stream = super::otlp::Stream::of(db, &cast, globals);
             let waker = hooks.as_ref().map(super::eventing::Hooks::waker);
@@ -460,7 +527,28 @@ pub fn abort(
         &PostArgs::default(),
         args.json,
         globals,
-    )
+    )?;
+    // A parent's lanes stop with it.
+    let log = super::open(db)?;
+    let cast = CastId::new(args.cast.as_str());
+    let aborted = castlog_replay::driver::abort_lanes(
+        &log,
+        &SystemClock,
+        &cast,
+        &args.reason,
+        &cast_cwd(&log, &cast),
+    )?;
+    if !aborted.is_empty() && !args.json {
+        crate::say!(
+            "aborted its lanes: {}",
+            aborted
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// `castlog revive`.
@@ -578,6 +666,8 @@ fn state_fields(
         "failure": state.failure,
         "claims": state.claims.values().collect::<Vec<_>>(),
         "scope": state.scope,
+        "lanes": state.lanes,
+        "lane": state.lane,
         "head": state.head,
     })
 }
@@ -638,6 +728,31 @@ pub fn state(db: &Path, args: &StateArgs) -> Result<(), CliError> {
                 .unwrap_or_default(),
             if state.cost_warned { " (warned)" } else { "" }
         );
+    }
+    if let Some(lane) = &state.lane {
+        crate::say!(
+            "lane {} of {}, items {}",
+            lane.name,
+            lane.parent,
+            lane.items
+                .iter()
+                .map(|i| format!("WI-{}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    if let Some(lanes) = &state.lanes {
+        for plan in &lanes.plan {
+            let joined = lanes
+                .joined
+                .as_ref()
+                .and_then(|j| j.iter().find(|o| o.cast == plan.cast))
+                .map_or_else(
+                    || "not joined".to_owned(),
+                    |o| format!("{} at {}", o.status.as_str(), o.head),
+                );
+            crate::say!("lane {} ({}): {joined}", plan.name, plan.cast);
+        }
     }
     crate::say!(
         "cursors {}",

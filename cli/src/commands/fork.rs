@@ -117,11 +117,11 @@ pub fn recast(
     }
     // A recorded agent must skip what the child already holds (the parent's prefix).
     let mut agent = match (&args.agent, agent) {
-        (Some(spec), Some(_)) => Some(super::cast::agent(
+        (Some(spec), Some(_)) => Some(super::cast::agent_for(
             spec,
             0,
-            Some(&log),
-            Some(&child),
+            &log,
+            &driver.state,
             globals,
         )?),
         _ => None,

@@ -50,6 +50,7 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
     if !args.all {
         heads.retain(|h| h.kind == StreamKind::Cast);
     }
+    group_lanes(&mut heads);
     let fleet = super::fleet::Fleet::read(&log)?;
     let mut rows: Vec<CastRow> = heads
         .iter()
@@ -100,6 +101,33 @@ pub fn casts(db: &Path, args: &CastsArgs) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// Whether `head` is a parallel lane of its fork parent (`PARENT.lane-NAME`).
+fn is_lane(head: &CastHead) -> bool {
+    head.parent
+        .as_ref()
+        .is_some_and(|p| head.cast.as_str().starts_with(&format!("{}.lane-", p.cast)))
+}
+
+/// Lists every lane right after its parent (in the order the lanes were created), the other
+/// casts in the order the log lists them.
+fn group_lanes(heads: &mut Vec<CastHead>) {
+    let all = std::mem::take(heads);
+    let listed: std::collections::HashSet<CastId> = all.iter().map(|h| h.cast.clone()).collect();
+    let (lanes, others): (Vec<CastHead>, Vec<CastHead>) = all
+        .into_iter()
+        .partition(|h| is_lane(h) && h.parent.as_ref().is_some_and(|p| listed.contains(&p.cast)));
+    for head in others {
+        let cast = head.cast.clone();
+        heads.push(head);
+        heads.extend(
+            lanes
+                .iter()
+                .filter(|l| l.parent.as_ref().is_some_and(|p| p.cast == cast))
+                .cloned(),
+        );
+    }
 }
 
 /// The head of `cast`, or a user error naming it.

@@ -3,6 +3,7 @@
 pub mod anchor;
 pub mod bench;
 mod bench_ceiling;
+pub mod bench_lanes;
 mod bench_measure;
 pub mod bench_posts;
 pub mod bench_reads;

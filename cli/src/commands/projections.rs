@@ -109,8 +109,37 @@ fn text(
 pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<(), CliError> {
     let log = super::open(db)?;
     let cast = super::inspect::head_of(&log, cast)?.cast;
-    let (manifest, _) = caught::<Manifest>(&log, &cast)?;
-    let policy = prompt::policy_of(&log, &cast)?;
+    let mut files = write_artifacts(&log, &cast, dir)?;
+    // A parent's lanes: one folder each, `lanes/NAME/`, laid out like the parent's.
+    let lanes = castlog_replay::driver::fold(&log, &cast)
+        .ok()
+        .and_then(|(state, _)| state.lanes)
+        .map(|l| l.plan)
+        .unwrap_or_default();
+    for lane in &lanes {
+        if log.head(&lane.cast)?.is_some() {
+            files += write_artifacts(&log, &lane.cast, &dir.join("lanes").join(&lane.name))?;
+        }
+    }
+    if json_out {
+        return output::json(
+            &json!({ "cast": cast, "dir": dir.display().to_string(), "files": files }),
+        );
+    }
+    crate::say!("wrote {files} files for cast {cast} into {}", dir.display());
+    Ok(())
+}
+
+/// Writes the artifacts of one cast (its manifest's entries and `manifest.json`) into `dir`;
+/// returns the number of files written.
+fn write_artifacts(
+    log: &castlog_events::Database,
+    cast: &castlog_core::id::CastId,
+    dir: &Path,
+) -> Result<usize, CliError> {
+    let (log, cast) = (log, cast.clone());
+    let (manifest, _) = caught::<Manifest>(log, &cast)?;
+    let policy = prompt::policy_of(log, &cast)?;
     let write = |path: &Path, bytes: &[u8]| -> Result<(), CliError> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -122,23 +151,22 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
     for entry in &manifest.entries {
         let bytes = match &entry.content {
             Content::Text { seq } => {
-                text(&log, &cast, &entry.content, *seq, &entry.path)?.into_bytes()
+                text(log, &cast, &entry.content, *seq, &entry.path)?.into_bytes()
             }
             Content::Json { seq } => {
-                let text = text(&log, &cast, &entry.content, *seq, &entry.path)?;
+                let text = text(log, &cast, &entry.content, *seq, &entry.path)?;
                 let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
                 text.push('\n');
                 text.into_bytes()
             }
             Content::Prompt { seq } => {
-                let (hash, placements) = named(&log, &cast, *seq, &entry.path, |event| {
+                let (hash, placements) = named(log, &cast, *seq, &entry.path, |event| {
                     prompt_of(&entry.content, event)
                 })?;
-                let messages =
-                    prompt::messages(&log, &policy, &hash, &placements).map_err(|e| {
-                        CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
-                    })?;
+                let messages = prompt::messages(log, &policy, &hash, &placements).map_err(|e| {
+                    CliError::from(e).context(format!("the prompt of seq {}", entry.seq))
+                })?;
                 let mut text = format!(
                     "# {} visit {} turn {}\n",
                     entry.socket,
@@ -162,15 +190,5 @@ pub fn artifacts(db: &Path, cast: &str, dir: &Path, json_out: bool) -> Result<()
         .unwrap_or_default();
     text.push('\n');
     write(&dir.join("manifest.json"), text.as_bytes())?;
-    if json_out {
-        return output::json(
-            &json!({ "cast": cast, "dir": dir.display().to_string(), "files": manifest.entries.len() + 1 }),
-        );
-    }
-    crate::say!(
-        "wrote {} files for cast {cast} into {}",
-        manifest.entries.len() + 1,
-        dir.display()
-    );
-    Ok(())
+    Ok(manifest.entries.len() + 1)
 }

@@ -292,6 +292,14 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
                 // A cast the machine does not fold keeps no snapshots.
                 _ => Ok(Vec::new()),
             })?;
+        for (seq, message) in castlog_replay::driver::check_lane_heads(log, &head.cast)? {
+            report.problems.push(Problem {
+                cast: head.cast.clone(),
+                seq,
+                kind: ProblemKind::Lane,
+                message,
+            });
+        }
         let checkpoints = projection_checkpoints(log, &head.cast)?;
         for (seq, message) in snapshots.into_iter().chain(checkpoints) {
             report.problems.push(Problem {

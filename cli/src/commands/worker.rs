@@ -191,6 +191,8 @@ impl Work<'_> {
         let cwd = super::cast::cwd();
         let mut driver = Driver::open(&leased, &clock, &lease.cast, &cwd)?;
         driver.launch_with(globals.launcher.clone());
+        // A parallel cast's lanes are driven here too, their appends fenced by this lease.
+        driver.lanes_with(super::cast::lane_agents(&lease.agent, &globals));
         let agent = super::cast::agent(
             &lease.agent,
             driver.answers_used,

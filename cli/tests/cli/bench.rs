@@ -457,3 +457,21 @@ fn bench_tools_records_its_calls_in_casts_that_verify() {
         shown.stdout
     );
 }
+
+#[test]
+fn bench_lanes_prints_both_wall_times_and_their_ratio() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["bench", "lanes", "--sleep-ms", "0", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let figures = run.json();
+    for key in [
+        "parallel_wall_s",
+        "serial_wall_s",
+        "parallel_vs_serial",
+        "agent_calls",
+    ] {
+        assert!(figures[key].is_number(), "{key}: {figures}");
+    }
+    assert_eq!(figures["lanes"], 4);
+    assert_eq!(figures["work_items"], 8);
+}

@@ -301,7 +301,9 @@ fn consult_takes_the_stamp_and_finalizes_the_multi_turn_plan_once() {
 #[rstest]
 #[case::experimental("Parallel-Experimental")]
 #[case::interactive("Parallel-Interactive")]
-fn parallel_loadouts_are_refused_before_anything_is_recorded(#[case] loadout: &str) {
+fn bundled_parallel_loadouts_without_their_shipped_utilities_are_refused_before_anything_is_recorded(
+    #[case] loadout: &str,
+) {
     let sandbox = Sandbox::new();
     let config = fixture("pi-materia-default.json");
     let agent = format!("scripted:{}", fixture("scripts/full-auto.jsonl"));
@@ -319,7 +321,7 @@ fn parallel_loadouts_are_refused_before_anything_is_recorded(#[case] loadout: &s
     assert_no_panic(&run);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
-        run.stderr.contains("parallel loadouts are not supported"),
+        run.stderr.contains("does not provide the shipped utility"),
         "{}",
         run.stderr
     );

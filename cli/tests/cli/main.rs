@@ -23,6 +23,7 @@ mod exit_status;
 mod fence;
 mod hostile;
 mod json_errors;
+mod lanes;
 mod lifetime;
 mod lint_clean;
 mod log_commands;

@@ -140,3 +140,67 @@ fn scope_activated_round_trips_with_its_payload_pinned() {
         r#"{"socket":"Socket-4","visit":1,"previous":"lane-a"}"#
     );
 }
+
+/// The stored form of the lane events, pinned: a change here would make recorded lanes and
+/// their parents stop verifying.
+#[test]
+fn lane_events_encode_as_pinned() {
+    let cast = CastId::new("p.lane-a");
+    let planned = Event::from(LanesPlanned {
+        socket: SocketId::new("Socket-1"),
+        lanes: vec![LanePlan {
+            name: "a".into(),
+            cast: cast.clone(),
+            items: vec![0, 2],
+        }],
+        max_concurrency: 2,
+    });
+    assert_eq!(
+        String::from_utf8(planned.encode()).unwrap(),
+        r#"{"socket":"Socket-1","lanes":[{"name":"a","cast":"p.lane-a","items":[0,2]}],"max_concurrency":2}"#
+    );
+    let started = Event::from(LaneStarted {
+        cast: cast.clone(),
+        parent: CastId::new("p"),
+        parent_seq: Seq(7),
+        parent_hash: Digest([0; 32]),
+        name: "a".into(),
+        items: vec![0, 2],
+    });
+    let text = String::from_utf8(started.encode()).unwrap();
+    assert!(
+        text.starts_with(r#"{"cast":"p.lane-a","parent":"p","parent_seq":7,"parent_hash":""#),
+        "{text}"
+    );
+    assert!(text.ends_with(r#"","name":"a","items":[0,2]}"#), "{text}");
+    let joined = Event::from(LanesJoined {
+        lanes: vec![LaneOutcome {
+            name: "a".into(),
+            cast,
+            status: LaneStatus::Completed,
+            head: Seq(46),
+            hash: Digest([0; 32]),
+            output: None,
+            satisfied: Some(true),
+            reason: None,
+            usage: Usage::default(),
+        }],
+    });
+    let text = String::from_utf8(joined.encode()).unwrap();
+    assert!(
+        text.starts_with(
+            r#"{"lanes":[{"name":"a","cast":"p.lane-a","status":"completed","head":46,"hash":""#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(r#"","satisfied":true,"usage":{"input":0,"output":0}}]}"#),
+        "{text}"
+    );
+    for event in [planned, started, joined] {
+        assert_eq!(
+            Event::decode(event.kind(), event.version(), &event.encode()),
+            Ok(event)
+        );
+    }
+}

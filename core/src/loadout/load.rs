@@ -7,11 +7,11 @@
 //! Errors name the JSON path of the offending value (`loadouts.Full-Auto.sockets.Socket-5.
 //! edges[1].when`) and say what to do.
 //!
-//! Two kinds of problem only fail [`Config::resolve`] for the loadout concerned, so that the
-//! bundled config loads unchanged: parallel generator materia (castlog runs no parallel lanes)
-//! and shipped utilities castlog does not provide (pi-materia's Node scripts other than
-//! `ensure-ignored.mjs`, `detect-vcs.mjs`, `commit-sigil.mjs`, `mime-bootstrap.mjs` and
-//! `mime-maintain.mjs`, and the `vcs.*` built-in aliases).
+//! One kind of problem only fails [`Config::resolve`] for the loadout concerned, so that the
+//! bundled config loads unchanged: shipped utilities castlog does not provide (pi-materia's
+//! Node scripts other than `ensure-ignored.mjs`, `detect-vcs.mjs`, `commit-sigil.mjs`,
+//! `mime-bootstrap.mjs` and `mime-maintain.mjs`, and `vcs.*` aliases without a built-in). A
+//! parallel generator's lanes are checked like the rest of the graph (`lanes`).
 //!
 //! [`layers`] merges pi-materia's config layers (bundled default, user, project, explicit)
 //! into one config text before it is loaded here.
@@ -20,6 +20,7 @@ mod cycles;
 mod draft;
 mod eventing;
 mod json;
+mod lanes;
 pub mod layers;
 mod loops;
 mod materia;
@@ -154,20 +155,19 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         budget.max_cost_usd = None;
     }
     let eventing = eventing::read_eventing(top)?;
+    let top_concurrency = read_parallelism(top)?;
     let materia = materia::read_all(materia_obj)?;
 
+    let top_level = sockets::TopLevel {
+        limits,
+        budget,
+        cycles_outside_loops,
+        top_concurrency,
+    };
     let mut loadouts = Vec::with_capacity(loadouts_obj.len());
     for (name, value) in loadouts_obj {
         let path = join("loadouts", name);
-        let built = sockets::build_loadout(
-            name,
-            value,
-            &path,
-            &materia,
-            limits,
-            budget,
-            cycles_outside_loops,
-        )?;
+        let built = sockets::build_loadout(name, value, &path, &materia, &top_level)?;
         loadouts.push(built.map(|mut loadout| {
             loadout.max_tool_calls = max_tool_calls;
             loadout.prices = prices.clone();
@@ -269,6 +269,21 @@ fn read_prices(top: &json::Obj) -> Result<BTreeMap<String, Price>, LoadError> {
         );
     }
     Ok(prices)
+}
+
+/// `parallelism.maxConcurrency`: the app-wide bound on lanes running at once.
+fn read_parallelism(top: &json::Obj) -> Result<Option<u32>, LoadError> {
+    let Some(parallelism) = opt_object(top, "parallelism", "", "`parallelism`")? else {
+        return Ok(None);
+    };
+    Ok(opt_int(
+        parallelism,
+        "maxConcurrency",
+        "parallelism",
+        1,
+        u64::from(u32::MAX),
+    )?
+    .and_then(|v| u32::try_from(v).ok()))
 }
 
 /// Top-level `budget` (`stopAtLimit` is dropped, as in the reference; `maxCostUsd` is kept

@@ -112,6 +112,10 @@ pub struct LoopRegion {
     /// `state.workItems`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub itemless: bool,
+    /// `parallel.maxConcurrency`: how many lanes of a parallel generator feeding this loop
+    /// run at once (overrides the config's `parallelism.maxConcurrency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
 }
 
 /// What runs a utility socket.
@@ -208,6 +212,10 @@ pub struct Socket {
     /// Whether the materia is a generator (emits `workItems`).
     #[serde(default)]
     pub generator: bool,
+    /// Whether the generator is parallel: it also emits a `parallelSchedule` and its items
+    /// run in lanes (see [`Lanes`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel: bool,
     /// Effective parse mode.
     pub parse: Parse,
     /// Effective assignments `(target, source)`, in order.
@@ -315,6 +323,39 @@ pub struct Loadout {
     /// or `*` for any other) to its price. Empty when not configured: no cost is computed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// The parallel region, when a parallel generator places its items in lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<Lanes>,
+}
+
+/// The parallel region of a loadout: a parallel generator's items run in lanes, each a child
+/// cast that runs the prelude (the sockets between the generator and the loop) once and then
+/// the loop over its own items; the parent joins them and follows the loop's exit route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lanes {
+    /// The parallel generator.
+    pub generator: SocketId,
+    /// The socket every lane starts at (the first of the prelude, else the loop's first).
+    pub entry: SocketId,
+    /// The prelude: sockets between the generator and the loop, run once per lane.
+    #[serde(default)]
+    pub prelude: Vec<SocketId>,
+    /// The id of the loop each lane walks.
+    pub loop_id: String,
+    /// Lanes that run at once: the loop's `parallel.maxConcurrency`, else the config's
+    /// `parallelism.maxConcurrency`, else 2.
+    pub max_concurrency: u32,
+}
+
+impl Lanes {
+    /// Whether `socket` runs inside the lanes (prelude or loop member).
+    pub fn contains(&self, loadout: &Loadout, socket: &SocketId) -> bool {
+        self.prelude.contains(socket)
+            || loadout
+                .loops
+                .iter()
+                .any(|l| l.id == self.loop_id && l.sockets.contains(socket))
+    }
 }
 
 /// Tool calls a visit may make when `limits.maxToolCalls` is not configured.

@@ -403,6 +403,15 @@ impl Decider<'_, '_> {
                 by: socket_id.clone(),
             });
         }
+        if socket.parallel
+            && loadout
+                .lanes
+                .as_ref()
+                .is_some_and(|l| &l.generator == socket_id)
+        {
+            self.plan_lanes(socket_id, &whole);
+            return;
+        }
         let mut exhausted = false;
         if let Some(advance) = &socket.advance {
             let scope = Scope {
@@ -469,6 +478,13 @@ impl Decider<'_, '_> {
             let (to, when) = route.map_or((Target::End, When::Always), |r| {
                 (target_of(&r.target), r.condition)
             });
+            // A lane ends where its loop exits: the exit route is the parent's, after the
+            // barrier.
+            let to = if self.state.lane.is_some() {
+                Target::End
+            } else {
+                to
+            };
             self.emit(EdgeTaken {
                 from: socket_id.clone(),
                 to: to.clone(),
@@ -646,6 +662,8 @@ impl Decider<'_, '_> {
                 Some(Phase::AwaitingRefinement) => {}
                 Some(Phase::AwaitingDispatch) => self.dispatch(Turn(1), false),
                 Some(Phase::RunningTools) => self.recover_tools(),
+                // The lanes run again: the failed and aborted ones are revived.
+                Some(Phase::RunningLanes) => {}
                 _ => self.enter(&socket, false),
             },
         }

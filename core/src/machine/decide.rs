@@ -18,6 +18,7 @@ use crate::machine::{CastState, NoAdvance, Phase, Status, item_key};
 use crate::prompt;
 
 mod inverse;
+pub use super::lanes::{lane_id, start_lane};
 pub use inverse::input_of;
 
 /// What a decision produced.
@@ -206,7 +207,10 @@ impl<'s, 'a> Decider<'s, 'a> {
                 .find(|r| r.condition == crate::event::When::Always)
                 .map(|r| r.target.clone());
             let to = match exit {
-                Some(crate::loadout::EdgeTarget::Socket(s)) => Target::Socket(s),
+                // A lane ends where its loop exits.
+                Some(crate::loadout::EdgeTarget::Socket(s)) if self.state.lane.is_none() => {
+                    Target::Socket(s)
+                }
                 _ => Target::End,
             };
             self.emit(crate::event::EdgeTaken {
@@ -790,6 +794,7 @@ impl CastState {
                 sent_before,
             } => d.start_post(*dry_run, held, sent_before.as_ref())?,
             Input::PostOutcome { claim, outcome } => d.post_outcome(claim, outcome)?,
+            Input::JoinLanes { lanes } => d.join_lanes(lanes)?,
         }
         Ok(d.out)
     }

@@ -104,6 +104,8 @@ impl CastState {
             scheduled: None,
             steering: Vec::new(),
             claims: Default::default(),
+            lanes: None,
+            lane: None,
             head: Seq(1),
             sent_bodies: SentBodies::default(),
         })
@@ -190,7 +192,13 @@ impl CastState {
         let items = self.items_of(&source);
         let value = items.get(usize::try_from(index).ok()?)?.clone();
         let key = if source.items.contains("workItems") {
-            ItemKey::new(format!("WI-{}", index + 1))
+            // A lane's items are its parent's: keyed by their place in the parent's list.
+            let global = self
+                .lane
+                .as_ref()
+                .and_then(|l| l.items.get(usize::try_from(index).ok()?).copied())
+                .unwrap_or(index);
+            ItemKey::new(format!("WI-{}", global + 1))
         } else {
             ItemKey::new(index.to_string())
         };
@@ -283,6 +291,11 @@ impl CastState {
             Event::CastRevived(_) => {
                 self.failure = None;
                 self.status = Status::Running;
+                if let (Some(lanes), Some(c)) = (&mut self.lanes, &self.current)
+                    && c.phase == Phase::RunningLanes
+                {
+                    lanes.revive = true;
+                }
                 if let Some(c) = &mut self.current {
                     // A held prompt was never sent: it goes out as it was recorded.
                     c.recovering = if c.held { held_note(c) } else { true };
@@ -546,6 +559,44 @@ impl CastState {
                 }
             }
             Event::SteeringNoted(e) => self.steering.push((e.text.clone(), e.locked)),
+            Event::LanesPlanned(e) => {
+                self.lanes = Some(super::LaneSet {
+                    socket: e.socket.clone(),
+                    plan: e.lanes.clone(),
+                    planned_at: self.head,
+                    max_concurrency: e.max_concurrency,
+                    revive: false,
+                    joined: None,
+                });
+                if let Some(c) = &mut self.current {
+                    c.phase = Phase::RunningLanes;
+                }
+                self.status = Status::Running;
+            }
+            Event::LanesJoined(e) => {
+                if let Some(lanes) = &mut self.lanes {
+                    // The lanes' tokens count for the parent: what each used since it was
+                    // last joined (a revived lane's total includes its earlier use).
+                    for lane in &e.lanes {
+                        let before = lanes
+                            .joined
+                            .as_ref()
+                            .and_then(|j| j.iter().find(|o| o.cast == lane.cast))
+                            .map(|o| o.usage)
+                            .unwrap_or_default();
+                        self.usage.input = self
+                            .usage
+                            .input
+                            .saturating_add(lane.usage.input.saturating_sub(before.input));
+                        self.usage.output = self
+                            .usage
+                            .output
+                            .saturating_add(lane.usage.output.saturating_sub(before.output));
+                    }
+                    lanes.joined = Some(e.lanes.clone());
+                    lanes.revive = false;
+                }
+            }
             Event::PostClaimed(_)
             | Event::PostStaged(_)
             | Event::PostRefused(_)

@@ -12,6 +12,7 @@ mod budget;
 mod complete;
 pub mod decide;
 mod evolve;
+mod lanes;
 pub mod next;
 mod post;
 pub mod snapshot;
@@ -91,6 +92,9 @@ pub enum Phase {
     /// A post is claimed and its send outcome is not known: the sender is running, or it failed
     /// without saying, or the process stopped. Nothing resends it; a person resolves the claim.
     AwaitingPostOutcome,
+    /// A parallel generator's lanes run (child casts); the visit waits for them all to be
+    /// terminal (`Next::RunLanes`), then joins them.
+    RunningLanes,
     /// The visit is complete (routing happened or the cast stopped).
     Done,
 }
@@ -314,12 +318,49 @@ pub struct CastState {
     /// Claims of this cast's post sockets (a recast inherits its parent's), by id. Their
     /// `claimed_ms` is 0: the time lives in the log's envelope, which the state never sees.
     pub claims: BTreeMap<ClaimId, Claim>,
+    /// The lanes of the parallel generator this cast planned, while they run and once joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<LaneSet>,
+    /// What lane of which parent this cast is, when it is a lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<LaneOf>,
     /// Seq of the last event folded in; the next append takes `head.next()`.
     pub head: Seq,
     /// Entry bodies this state's decisions already handed over for storage (see
     /// [`SentBodies`]).
     #[serde(skip)]
     pub sent_bodies: SentBodies,
+}
+
+/// A parent's lanes (`lanes_planned`, then `lanes_joined`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneSet {
+    /// The parallel generator that planned them.
+    pub socket: SocketId,
+    /// The lanes in plan order.
+    pub plan: Vec<crate::event::LanePlan>,
+    /// Seq of the `lanes_planned` event: every lane forks from the parent there.
+    pub planned_at: Seq,
+    /// How many run at once.
+    pub max_concurrency: u32,
+    /// The parent was revived while its lanes were not all completed: failed and aborted
+    /// lanes are revived when the lanes run next.
+    #[serde(default, skip_serializing_if = "crate::event::is_false")]
+    pub revive: bool,
+    /// The outcomes of the last join, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined: Option<Vec<crate::event::LaneOutcome>>,
+}
+
+/// The lane a lane cast is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneOf {
+    /// The parent cast.
+    pub parent: CastId,
+    /// The lane's name in the plan.
+    pub name: String,
+    /// The parent's work item indexes it walks (its own items, in order).
+    pub items: Vec<u64>,
 }
 
 /// The digests of the entry bodies earlier decisions of this state returned as blobs, so a

@@ -84,6 +84,20 @@ pub enum Next {
         /// Claim the visit made, pending in this cast's log.
         claim: ClaimId,
     },
+    /// A parallel generator's lanes run: the shell creates the lane casts not yet in the log
+    /// (in plan order), drives every lane not terminal (at most `max_concurrency` at a time;
+    /// with `revive`, failed and aborted lanes are revived first), and when all are terminal
+    /// feeds back `JoinLanes` with each lane's outcome in plan order.
+    RunLanes {
+        /// The lanes in plan order.
+        lanes: Vec<crate::event::LanePlan>,
+        /// Seq of the parent's `lanes_planned`, where every lane forks from.
+        planned_at: crate::id::Seq,
+        /// How many run at once.
+        max_concurrency: u32,
+        /// Whether failed and aborted lanes are revived (the parent was revived).
+        revive: bool,
+    },
     /// Nothing happens without a person: the cast completed, failed or was aborted, or it is
     /// between visits with nothing to do.
     Stopped {
@@ -124,6 +138,16 @@ pub enum Inconsistent {
         "cast {cast} runs tool calls at {socket} but none is without an outcome; `castlog verify {cast}` checks its log"
     )]
     NoToolCall {
+        /// The cast.
+        cast: CastId,
+        /// The socket.
+        socket: SocketId,
+    },
+    /// The visit runs lanes and the cast has no plan.
+    #[error(
+        "cast {cast} runs lanes at {socket} but records no plan; `castlog verify {cast}` checks its log"
+    )]
+    NoLanes {
         /// The cast.
         cast: CastId,
         /// The socket.
@@ -204,6 +228,20 @@ impl CastState {
                 },
                 None => {
                     return Err(Inconsistent::NoClaim {
+                        cast: self.cast.clone(),
+                        socket: socket(),
+                    });
+                }
+            },
+            Phase::RunningLanes => match &self.lanes {
+                Some(lanes) => Next::RunLanes {
+                    lanes: lanes.plan.clone(),
+                    planned_at: lanes.planned_at,
+                    max_concurrency: lanes.max_concurrency,
+                    revive: lanes.revive,
+                },
+                None => {
+                    return Err(Inconsistent::NoLanes {
                         cast: self.cast.clone(),
                         socket: socket(),
                     });

@@ -68,5 +68,6 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
         max_cycles_outside_loops: None,
         max_tool_calls: None,
         prices: Default::default(),
+        lanes: None,
     })
 }

@@ -549,8 +549,13 @@ impl CastState {
         if socket.parse == Parse::Text {
             return format!("{lead}Return a concise implementation summary in plain text.");
         }
+        let fields = if socket.parallel {
+            "workItems, satisfied, context, parallelSchedule"
+        } else {
+            "workItems, satisfied, context"
+        };
         let mut lines = vec![format!(
-            "{lead}Return exactly one JSON object and nothing else (no code fences). Allowed top-level fields: workItems, satisfied, context."
+            "{lead}Return exactly one JSON object and nothing else (no code fences). Allowed top-level fields: {fields}."
         )];
         let mut required = Vec::new();
         if handoff::needs_satisfied(socket) {
@@ -561,6 +566,12 @@ impl CastState {
         if handoff::needs_work_items(socket) {
             required.push(
                 "\"workItems\" at $.workItems: array of {\"title\", \"context\"} objects, both non-empty strings, nothing else"
+                    .to_owned(),
+            );
+        }
+        if socket.parallel {
+            required.push(
+                "\"parallelSchedule\" at $.parallelSchedule: {\"version\": 1, \"streams\": [{\"name\", \"workItemIndexes\"}]}, each work item's 0-based index in exactly one stream; each stream runs as a lane of its own, alongside the others, so put items that touch the same files in the same stream"
                     .to_owned(),
             );
         }

@@ -53,9 +53,12 @@ fn the_bundled_config_loads_with_five_loadouts_and_runs_three() {
     for name in ["Parallel-Experimental", "Parallel-Interactive"] {
         let error = config.resolve(Some(name)).unwrap_err();
         assert!(
-            error.reason.contains("parallel loadouts are not supported"),
+            error
+                .reason
+                .contains("does not provide the shipped utility"),
             "{error}"
         );
+        assert!(!error.reason.contains("parallel"), "{error}");
     }
     let full = config.resolve(Some("Full-Auto")).unwrap();
     let eval = full.socket(&sid("Socket-5")).unwrap();

@@ -14,6 +14,7 @@ mod cycles; // every cycle bounded: sockets outside loops, revive, recorded cast
 mod defaults; // the bundled pi-materia config run through the machine (item 39)
 mod dispatch; // deferred dispatch idempotency in the log, stale replies (item 30)
 mod handoff; // envelope, state patches, workItems ownership, validation and repair (3-6, 22-25)
+mod lanes; // parallel lanes: the plan, a lane's start and end, the barrier, revive
 mod lifecycle; // failures, interruptions, resume, abort, revive, rejections, determinism (26-28, 32-33)
 mod loops; // items, advance, exits, empty loops, traversal and no-advance guards (9-15)
 mod multiturn; // refinement, finalization, transcript (29-31)

@@ -113,6 +113,22 @@ pub(super) fn fold_with(
                     }
                 }
             }
+            (None, Event::LaneStarted(started)) => {
+                // A lane: the parent's state at its plan, with the lane's own items.
+                match fold_with(
+                    log,
+                    &started.parent,
+                    started.parent_seq,
+                    snapshots,
+                    &mut |_, _| {},
+                ) {
+                    Ok((parent, _)) => state = Some(CastState::lane(&parent, started)),
+                    Err(err) => {
+                        failure = Some(err);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
             (None, _) => {
                 failure = Some(DriveError::Fold {
                     cast: cast.clone(),

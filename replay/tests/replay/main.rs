@@ -59,6 +59,8 @@ macro_rules! pass_to_inner {
 
 /// Driving fixture casts on the in-memory log with a fixed clock.
 mod drive;
+/// Parallel lanes: fan-out, join, determinism whatever the finishing order, overlap.
+mod lanes;
 /// The `openai:` agent against a chat-completions server started on 127.0.0.1.
 mod openai;
 mod openai_tools;

@@ -175,9 +175,10 @@ fn read_loop(
     }
 
     check_cycle(&members, drafts, &join(path, "sockets"))?;
-    if let Some(parallel) = opt_object(obj, "parallel", path, "`parallel`")? {
-        positive_u32(parallel, "maxConcurrency", &join(path, "parallel"))?;
-    }
+    let max_concurrency = match opt_object(obj, "parallel", path, "`parallel`")? {
+        Some(parallel) => positive_u32(parallel, "maxConcurrency", &join(path, "parallel"))?,
+        None => None,
+    };
 
     Ok(LoopRegion {
         id: id.to_owned(),
@@ -189,6 +190,7 @@ fn read_loop(
         iterator,
         exits,
         itemless,
+        max_concurrency,
     })
 }
 

@@ -34,8 +34,10 @@ pub(super) struct MateriaDef {
     pub label: String,
     /// `generator: true`.
     pub generator: bool,
-    /// `parallel: true` (castlog refuses to resolve loadouts using it).
+    /// `parallel: true`: a generator whose items run in lanes.
     pub parallel: bool,
+    /// `parallelSafe: true`: a socket placing it may be copied into parallel lanes.
+    pub parallel_safe: bool,
     /// Agent or utility settings.
     pub body: Body,
 }
@@ -116,6 +118,7 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
                 path,
                 generator: false,
                 parallel: false,
+                parallel_safe: false,
             });
         }
         Some("agent") => {
@@ -151,6 +154,7 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
         ));
     }
 
+    let parallel_safe = opt_bool(obj, "parallelSafe", &path)?.unwrap_or(false);
     let body = if is_utility {
         Body::Utility(read_utility(obj, &path, generator)?)
     } else {
@@ -162,6 +166,7 @@ fn read_one(id: &str, value: &Json) -> Result<MateriaDef, LoadError> {
         label,
         generator,
         parallel,
+        parallel_safe,
         body,
     })
 }

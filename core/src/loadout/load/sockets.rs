@@ -9,24 +9,41 @@ use super::json::{
     reject_keys, req_nonempty_str, req_str, string_map,
 };
 use super::materia::{Body, MateriaDef, Program, add_work_items_assign, positive_u32};
-use super::{cycles, loops};
+use super::{cycles, lanes, loops};
 use crate::event::When;
 use crate::id::{MateriaName, SocketId};
 use crate::loadout::{
     Advance, Budget, Edge, ItemSource, Limits, Loadout, Parse, Socket, SocketKind, UtilitySpec,
 };
 
+/// The config's top-level settings every loadout takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TopLevel {
+    /// `limits`.
+    pub limits: Limits,
+    /// `budget`.
+    pub budget: Budget,
+    /// `limits.maxCyclesOutsideLoops`.
+    pub cycles_outside_loops: u32,
+    /// `parallelism.maxConcurrency`.
+    pub top_concurrency: Option<u32>,
+}
+
 /// Reads one loadout. The outer error fails the whole config; the inner one only fails
-/// resolving this loadout (parallel materia, shipped utilities castlog lacks).
+/// resolving this loadout (shipped utilities castlog lacks).
 pub(super) fn build_loadout(
     name: &str,
     value: &Json,
     path: &str,
     materia: &[MateriaDef],
-    limits: Limits,
-    budget: Budget,
-    cycles_outside_loops: u32,
+    top: &TopLevel,
 ) -> Result<Result<Loadout, LoadError>, LoadError> {
+    let TopLevel {
+        limits,
+        budget,
+        cycles_outside_loops,
+        top_concurrency,
+    } = *top;
     let obj = as_object(value, path, &format!("loadout {name:?}"))?;
     reject_keys(
         obj,
@@ -87,23 +104,31 @@ pub(super) fn build_loadout(
     }
 
     // Parallel loadouts feed their loop through per-lane prelude sockets, so the single
-    // generator edge into the loop is only required of the loadouts castlog can run.
-    let parallel = drafts.iter().position(|d| d.materia.parallel);
-    let loops = loops::read_loops(obj, path, &mut drafts, parallel.is_none())?;
+    // generator edge into the loop is only required of loadouts without lanes.
+    let parallel: Vec<usize> = drafts
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.materia.parallel)
+        .map(|(i, _)| i)
+        .collect();
+    let mut loops = loops::read_loops(obj, path, &mut drafts, parallel.is_empty())?;
     refuse_utility_parse(&drafts)?;
     cycles::refuse_closed_cycles(&drafts, &loops)?;
+    let lanes = match parallel.as_slice() {
+        [] => None,
+        [one] => Some(lanes::derive(*one, &drafts, &mut loops, top_concurrency)?),
+        [_, second, ..] => {
+            let d = drafts.get(*second).map_or(path, |d| d.path.as_str());
+            return Err(err(
+                &join(d, "materia"),
+                format!(
+                    "loadout {name:?} places more than one parallel generator; keep one, and make \
+                     the others plain generators"
+                ),
+            ));
+        }
+    };
 
-    if let Some(d) = parallel.and_then(|i| drafts.get(i)) {
-        return Ok(Err(err(
-            &join(&d.path, "materia"),
-            format!(
-                "parallel loadouts are not supported: loadout {name:?} places the parallel \
-                 generator {:?} at {}; castlog runs one lane, so pick another loadout or use a \
-                 materia without `parallel`",
-                d.materia.id, d.id
-            ),
-        )));
-    }
     let mut sockets = BTreeMap::new();
     for d in drafts {
         let kind = match &d.materia.body {
@@ -134,6 +159,7 @@ pub(super) fn build_loadout(
                 label: d.materia.label.clone(),
                 kind,
                 generator: d.materia.generator,
+                parallel: d.materia.parallel,
                 parse: d.parse,
                 assign: d.assign,
                 edges: d.edges,
@@ -153,6 +179,7 @@ pub(super) fn build_loadout(
         max_cycles_outside_loops: Some(cycles_outside_loops),
         max_tool_calls: None,
         prices: Default::default(),
+        lanes,
     }))
 }
 

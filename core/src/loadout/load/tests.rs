@@ -220,20 +220,6 @@ fn default_planning_consult_and_hojo_consult_resolve() {
     assert_eq!(socket(&h, "Socket-7").advance, advance(Some("satisfied")));
 }
 
-#[rstest]
-#[case("Parallel-Experimental")]
-#[case("Parallel-Interactive")]
-fn default_parallel_loadouts_fail_to_resolve(#[case] name: &str) {
-    let config = load_config(DEFAULT).unwrap();
-    let e = config.resolve(Some(name)).unwrap_err();
-    assert!(
-        e.reason.contains("parallel loadouts are not supported"),
-        "{e}"
-    );
-    assert!(e.reason.contains(name), "{e}");
-    assert_eq!(e.path, format!("loadouts.{name}.sockets.Socket-4.materia"));
-}
-
 /// `l` as its frozen form keeps it: everything but the tool scopes, which `cast_started`
 /// records beside the loadout.
 fn frozen(mut l: Loadout) -> Loadout {

@@ -36,6 +36,9 @@ pub fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             truncated: e.truncated,
             duration_ms: e.duration_ms,
         },
+        Event::LanesJoined(e) => Input::JoinLanes {
+            lanes: e.lanes.clone(),
+        },
         Event::WorkspaceCheckpointed(e) => Input::CheckpointWorkspace {
             socket: e.socket.clone(),
             visit: e.visit,

@@ -18,6 +18,9 @@ pub struct Globals {
     pub agent_timeout: Option<Duration>,
     /// `--fallback SPEC`: the live agent a `recorded:` agent asks on a miss.
     pub fallback: Option<String>,
+    /// `--structured`: whether an `openai:` agent sends the handoff contract as a response
+    /// format.
+    pub structured: castlog_replay::openai::Structured,
     /// `--exit-status`: a command that drives a cast exits 4 when it ends failed and 5 when it
     /// waits for an agent or a person.
     pub exit_status: bool,

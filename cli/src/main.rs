@@ -97,6 +97,12 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
             .agent_timeout
             .map(std::time::Duration::from_secs),
         fallback: drive.agent.fallback.clone(),
+        structured: drive
+            .agent
+            .structured
+            .as_deref()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default(),
         exit_status: drive.exit_status,
         otel_content: drive.trace.otel_content,
         otlp_endpoint: drive.trace.otlp_endpoint.clone(),

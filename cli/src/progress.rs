@@ -177,7 +177,8 @@ impl Progress {
                     self.cost = Some(self.cost.unwrap_or(0) + c.micros);
                 }
             }
-            Event::AgentFailed(e) if e.class == FailureClass::Transient => {
+            // A refused response format is asked again at once: no attempt of the prompt.
+            Event::AgentFailed(e) if e.class == FailureClass::Transient && !e.structured_off => {
                 self.failures = e.attempt;
             }
             Event::PromptDispatched(_) => self.failures = 0,
@@ -420,6 +421,7 @@ mod tests {
             class,
             message: String::new(),
             attempt,
+            structured_off: false,
         })
     }
 
@@ -437,6 +439,13 @@ mod tests {
                 .contains("s L · i · attempt 3/5")
         );
         p.count(&failed(1, FailureClass::Interruption));
+        assert!(p.line("s", "L", None, 1).contains("attempt 3/5"));
+        // A refused response format is no attempt of the prompt.
+        let Event::AgentFailed(mut refused) = failed(9, FailureClass::Transient) else {
+            unreachable!()
+        };
+        refused.structured_off = true;
+        p.count(&Event::AgentFailed(refused));
         assert!(p.line("s", "L", None, 1).contains("attempt 3/5"));
         p.count(&Event::AgentReplied(AgentReplied {
             socket: SocketId::new("s"),

@@ -25,6 +25,10 @@ mod scope;
 use crate::loadout::Socket;
 pub use scope::{ScopeTransition, take_scope};
 
+mod schema;
+
+pub use schema::{SCHEMA_NAME, contract_schema};
+
 /// The keys an agent may always emit.
 pub const CANONICAL_KEYS: [&str; 4] = ["workItems", "satisfied", "context", "text"];
 

@@ -78,6 +78,13 @@ pub enum Input {
         /// What went wrong.
         message: String,
     },
+    /// The agent's server refused the handoff contract sent as a response format
+    /// (`--structured auto`): structured output is off for the rest of the cast, and the
+    /// prompt in flight is asked again without it.
+    StructuredOutputRefused {
+        /// What the server answered.
+        message: String,
+    },
     /// A utility process ended.
     UtilityFinished {
         /// Exit code, if it exited.

@@ -4,6 +4,9 @@
 //! where its content comes from: raw output, parsed JSON, refinement drafts, rejected outputs
 //! (which the reference overwrote on a repair), and the rendered prompt of every dispatch.
 //! Paths are sanitized (`[^a-z0-9._-]` becomes `-`), so the tree is the same on every run.
+//!
+//! Tool calls are artifacts too, one file per call ([`tool_call_entries`]), listed by a fold of
+//! their own: the manifest's checkpoints stay what earlier builds wrote.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +16,10 @@ use castlog_events::Recorded;
 use serde::{Deserialize, Serialize};
 
 use crate::projection::Projection;
+
+mod tool_calls;
+
+pub use tool_calls::{ToolCallEntries, tool_call_entries};
 
 /// Where an artifact's bytes come from. Texts and prompts are named by the event that holds
 /// them, not copied: the manifest of a long cast stays small ([`text_of`] and
@@ -40,12 +47,22 @@ pub enum Content {
         /// The `prompt_dispatched` event's seq.
         seq: u64,
     },
+    /// A tool call ([`tool_call_entries`]): the `tool_called` at `seq` (its arguments) and,
+    /// once recorded, the `tool_finished` or `tool_interrupted` at `outcome` (its result),
+    /// written as one JSON document.
+    ToolCall {
+        /// The `tool_called` event's seq.
+        seq: u64,
+        /// The seq of its outcome; `None` when none is recorded (a call cut off by a crash).
+        outcome: Option<u64>,
+    },
 }
 
 /// One artifact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    /// `socket_output`, `socket_json`, `refinement`, `rejected_output`, `context`.
+    /// `socket_output`, `socket_json`, `refinement`, `rejected_output`, `context`,
+    /// `tool_call`.
     pub kind: String,
     /// Socket whose visit produced the artifact.
     pub socket: String,

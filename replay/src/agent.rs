@@ -40,6 +40,10 @@ pub struct TurnRequest<'a> {
     /// The directory of the cast's execution scope, when a utility activated one: a `cmd:`
     /// agent's program runs there (`None`: where the agent was set up to run).
     pub cwd: Option<&'a std::path::Path>,
+    /// The handoff contract as a JSON Schema, for a JSON socket while the cast has structured
+    /// output (an agent that can, sends it as a response format: `--structured`); `None`
+    /// otherwise.
+    pub schema: Option<&'a serde_json::Value>,
 }
 
 /// What an agent answered.
@@ -67,6 +71,12 @@ pub enum AgentTurn {
         /// Transient or interruption.
         class: FailureClass,
         /// What the agent's adapter said, recorded in `agent_failed`.
+        message: String,
+    },
+    /// The server refused the handoff contract sent as a response format (`--structured
+    /// auto`): the driver records it and asks again without one, for the rest of the cast.
+    StructuredRefused {
+        /// What the server answered, recorded in `agent_failed`.
         message: String,
     },
     /// The person's refinement message (scripted only).
@@ -108,6 +118,12 @@ pub trait Agent {
     /// no flag (a script answers at once).
     fn cancel_on(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         drop(flag);
+    }
+
+    /// Whether this agent sends the handoff contract on (a response format): only then does
+    /// the driver build it for [`TurnRequest::schema`]. False by default.
+    fn wants_schema(&self) -> bool {
+        false
     }
 
     /// Whether the driver may run the tool calls this agent asks for. False for an agent
@@ -153,10 +169,16 @@ pub fn ask(agent: &mut dyn Agent, prompt: String) -> Result<String, AskError> {
         thinking: None,
         tools: &[],
         cwd: None,
+        schema: None,
     }) {
         AgentTurn::Reply { text, .. } => Ok(text),
         AgentTurn::ToolCalls { .. } => Err(AskError::ToolCalls),
         AgentTurn::Failed { class, message } => Err(AskError::Failed { class, message }),
+        // No schema was sent, so none can be refused; said as the failure it is if it was.
+        AgentTurn::StructuredRefused { message } => Err(AskError::Failed {
+            class: FailureClass::Interruption,
+            message,
+        }),
         AgentTurn::Exhausted(message) => Err(AskError::Exhausted(message)),
         AgentTurn::Refine(_) | AgentTurn::Continue => Err(AskError::NotAReply),
     }
@@ -681,6 +703,7 @@ mod tests {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         };
         let paused = agent.turn(&ask(true));
         assert!(
@@ -713,6 +736,7 @@ mod tests {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         });
         assert!(
             matches!(&turn, AgentTurn::Reply { text, .. } if text == "hello\n"),
@@ -741,6 +765,7 @@ mod tests {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         });
         let AgentTurn::Failed { class, message } = turn else {
             panic!("an over-long reply is a failure: {turn:?}");
@@ -770,6 +795,7 @@ mod tests {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         };
         let started = std::time::Instant::now();
         let turn = agent.turn(&request);

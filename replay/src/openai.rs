@@ -6,6 +6,9 @@
 //! trailing mandate). The reply is `choices[0].message.content`; `usage.prompt_tokens` and
 //! `usage.completion_tokens` become the recorded [`Usage`].
 //!
+//! For a JSON socket the handoff contract can go along as a JSON Schema response format
+//! (`--structured`, see [`structured`]).
+//!
 //! # Failures
 //! - HTTP 429, HTTP 5xx, a refused or dropped connection and a timeout are
 //!   [`FailureClass::Transient`]: the driver asks again, up to the agent's attempts (its
@@ -33,8 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use castlog_core::env::Clock;
-use castlog_core::event::{FailureClass, Usage};
-use castlog_core::prompt::Message;
+use castlog_core::event::FailureClass;
 use reqwest::StatusCode;
 use reqwest::Url;
 use reqwest::blocking::Client;
@@ -44,6 +46,12 @@ use serde_json::{Value, json};
 use crate::agent::{Agent, AgentTurn, CANCELLED, TurnRequest};
 use crate::retry::{Retrier, RetryPolicy};
 use crate::secrets::Redactor;
+
+pub mod structured;
+mod wire;
+
+pub use structured::Structured;
+use wire::{parse_reply, tool_calls, wire_messages};
 
 /// The request timeout when none is given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -141,6 +149,8 @@ pub struct OpenAiAgent {
     cancel: Option<Arc<AtomicBool>>,
     client: Client,
     redactor: Redactor,
+    /// Whether the handoff contract of a JSON socket goes along as a response format.
+    structured: Structured,
 }
 
 /// What came back from one request, read on the thread that sent it.
@@ -159,6 +169,7 @@ impl fmt::Debug for OpenAiAgent {
             .field("timeout", &self.timeout)
             .field("retry", self.retrier.policy())
             .field("failures", &self.failures)
+            .field("structured", &self.structured)
             .finish()
     }
 }
@@ -204,6 +215,7 @@ impl OpenAiAgent {
             cancel: None,
             client,
             redactor: Redactor::default(),
+            structured: Structured::Off,
         })
     }
 
@@ -230,6 +242,14 @@ impl OpenAiAgent {
             ..RetryPolicy::default()
         };
         self.with_retries(Retrier::new(policy, 0))
+    }
+
+    /// Sends the handoff contract of a JSON socket as a response format as `structured` says
+    /// (`--structured`; off by default).
+    #[must_use]
+    pub fn with_structured(mut self, structured: Structured) -> Self {
+        self.structured = structured;
+        self
     }
 
     /// Reads the time a `Retry-After` date is measured from on `clock`.
@@ -282,6 +302,12 @@ impl OpenAiAgent {
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(crate::tools::schema::openai_tools(request.tools));
         }
+        let schema = request
+            .schema
+            .filter(|_| self.structured != Structured::Off);
+        if let Some(schema) = schema {
+            body["response_format"] = structured::response_format(schema);
+        }
         let mut request = self
             .client
             .post(self.endpoint.clone())
@@ -323,6 +349,20 @@ impl OpenAiAgent {
         }
         if !status.is_success() {
             let message = format!("{at} answered HTTP {status}: {}", excerpt(&text));
+            if schema.is_some()
+                && self.structured == Structured::Auto
+                && structured::refuses_response_format(status.as_u16(), &text)
+            {
+                let message = format!(
+                    "{message}; structured output is off for the rest of the cast (--structured auto)"
+                );
+                return (
+                    AgentTurn::StructuredRefused {
+                        message: self.scrub(&message),
+                    },
+                    None,
+                );
+            }
             return (self.failed(FailureClass::Interruption, &message), None);
         }
         let turn = match tool_calls(&text) {
@@ -481,144 +521,10 @@ impl Agent for OpenAiAgent {
     fn cancel_on(&mut self, flag: Arc<AtomicBool>) {
         self.cancel = Some(flag);
     }
-}
 
-/// The recorded prompt in the chat-completions shape: an `assistantToolCall` entry (its text
-/// the call as `{"id", "name", "arguments"}`) becomes an assistant message with `tool_calls`,
-/// a `toolResult` entry a `tool` message with its `tool_call_id`; every other message is
-/// `{"role", "content"}` as recorded. An entry whose text does not read as a call (a damaged
-/// or hand-made record) is sent as plain assistant text.
-fn wire_messages(messages: &[Message]) -> Vec<Value> {
-    messages
-        .iter()
-        .map(|m| {
-            let plain = || json!({ "role": m.role.as_str(), "content": m.content });
-            let Some(call) = &m.tool_call else {
-                return plain();
-            };
-            match m.role {
-                castlog_core::prompt::Role::Tool => {
-                    json!({ "role": "tool", "tool_call_id": call, "content": m.content })
-                }
-                castlog_core::prompt::Role::Assistant => {
-                    let Ok(shown) = serde_json::from_str::<Value>(&m.content) else {
-                        return plain();
-                    };
-                    let name = shown.get("name").and_then(Value::as_str).unwrap_or("");
-                    // OpenAI sends arguments as a JSON string; one recorded as a value is
-                    // sent back encoded.
-                    let arguments = match shown.get("arguments") {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(other) => other.to_string(),
-                        None => "{}".into(),
-                    };
-                    json!({
-                        "role": "assistant",
-                        "content": null,
-                        "tool_calls": [{
-                            "id": call,
-                            "type": "function",
-                            "function": { "name": name, "arguments": arguments },
-                        }],
-                    })
-                }
-                _ => plain(),
-            }
-        })
-        .collect()
-}
-
-/// The tool calls of a chat-completions body (`choices[0].message.tool_calls`, each
-/// `{"id", "function": {"name", "arguments"}}`), with the text and usage beside them; `None`
-/// when it asks for none. Arguments are kept as received (OpenAI sends a JSON string).
-fn tool_calls(
-    text: &str,
-) -> Option<(String, Option<Usage>, Vec<castlog_core::event::ToolRequest>)> {
-    let value: Value = serde_json::from_str(text).ok()?;
-    let message = value.get("choices")?.as_array()?.first()?.get("message")?;
-    let list = message
-        .get("tool_calls")?
-        .as_array()
-        .filter(|l| !l.is_empty())?;
-    let calls = list
-        .iter()
-        .map(|c| {
-            let function = c.get("function");
-            castlog_core::event::ToolRequest {
-                call: c.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
-                tool: function
-                    .and_then(|f| f.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-                arguments: function
-                    .and_then(|f| f.get("arguments"))
-                    .cloned()
-                    .unwrap_or_else(|| json!({})),
-            }
-        })
-        .collect();
-    let reply = message
-        .get("content")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let usage = value.get("usage").filter(|u| u.is_object()).map(|u| {
-        let count = |name: &str| u.get(name).and_then(Value::as_u64).unwrap_or(0);
-        Usage {
-            input: count("prompt_tokens"),
-            output: count("completion_tokens"),
-        }
-    });
-    Some((reply, usage, calls))
-}
-
-/// Reads `choices[0].message.content` and the usage out of a chat-completions body.
-fn parse_reply(text: &str) -> Result<(String, Option<Usage>), String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("the body is not JSON ({e})"))?;
-    let Some(choices) = value.get("choices") else {
-        if let Some(error) = value.get("error") {
-            let said = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_owned);
-            return Err(format!("the body is an error, not choices: {said}"));
-        }
-        return Err("the body has no \"choices\"".into());
-    };
-    let first = choices
-        .as_array()
-        .and_then(|c| c.first())
-        .ok_or_else(|| "\"choices\" is empty or not a list".to_owned())?;
-    let content = first
-        .get("message")
-        .and_then(|m| m.get("content"))
-        .ok_or_else(|| "choices[0].message.content is missing".to_owned())?;
-    let reply = match content {
-        Value::String(s) => s.clone(),
-        // Some servers send content as parts: [{"type": "text", "text": "..."}].
-        Value::Array(parts) if !parts.is_empty() => {
-            let mut out = String::new();
-            for part in parts {
-                let Some(text) = part.get("text").and_then(Value::as_str) else {
-                    return Err("choices[0].message.content has a part without text".into());
-                };
-                out.push_str(text);
-            }
-            out
-        }
-        Value::Null => return Err("choices[0].message.content is null".into()),
-        _ => return Err("choices[0].message.content is not text".into()),
-    };
-    let usage = value.get("usage").filter(|u| u.is_object()).map(|u| {
-        let count = |name: &str| u.get(name).and_then(Value::as_u64).unwrap_or(0);
-        Usage {
-            input: count("prompt_tokens"),
-            output: count("completion_tokens"),
-        }
-    });
-    Ok((reply, usage))
+    fn wants_schema(&self) -> bool {
+        self.structured != Structured::Off
+    }
 }
 
 /// The URL without credentials, query or fragment.
@@ -727,44 +633,6 @@ mod tests {
         assert!(parse_spec("http://x#").is_err());
         assert!(parse_spec("ftp://x#m").is_err());
         assert!(parse_spec("not a url#m").is_err());
-    }
-
-    #[test]
-    fn replies_parse_and_bad_bodies_are_named() {
-        let (text, usage) = parse_reply(
-            r#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
-        )
-        .unwrap();
-        assert_eq!(text, "hi");
-        assert_eq!(
-            usage,
-            Some(Usage {
-                input: 5,
-                output: 2
-            })
-        );
-        let (text, usage) = parse_reply(
-            r#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}"#,
-        )
-        .unwrap();
-        assert_eq!((text.as_str(), usage), ("ab", None));
-        assert!(parse_reply("<html>").unwrap_err().contains("not JSON"));
-        assert!(parse_reply("{}").unwrap_err().contains("no \"choices\""));
-        assert!(
-            parse_reply(r#"{"choices":[]}"#)
-                .unwrap_err()
-                .contains("empty")
-        );
-        assert!(
-            parse_reply(r#"{"choices":[{"message":{}}]}"#)
-                .unwrap_err()
-                .contains("content is missing")
-        );
-        assert!(
-            parse_reply(r#"{"error":{"message":"model not found"}}"#)
-                .unwrap_err()
-                .contains("model not found")
-        );
     }
 
     #[test]

@@ -72,6 +72,8 @@ enum Answer {
     Failed {
         class: FailureClass,
         message: String,
+        /// The server refused the response format (`--structured auto`).
+        structured_off: bool,
     },
 }
 
@@ -127,6 +129,7 @@ impl Index {
                             Answer::Failed {
                                 class: e.class,
                                 message: e.message,
+                                structured_off: e.structured_off,
                             },
                         );
                     }
@@ -346,7 +349,17 @@ impl Agent for RecordedAgent {
                         }
                     }
                 }
-                Answer::Failed { class, message } => {
+                Answer::Failed {
+                    message,
+                    structured_off: true,
+                    ..
+                } => {
+                    self.last = None;
+                    AgentTurn::StructuredRefused {
+                        message: message.clone(),
+                    }
+                }
+                Answer::Failed { class, message, .. } => {
                     self.last = None;
                     AgentTurn::Failed {
                         class: *class,
@@ -369,6 +382,10 @@ impl Agent for RecordedAgent {
             k + 1,
             held
         ))
+    }
+
+    fn wants_schema(&self) -> bool {
+        self.fallback.as_ref().is_some_and(|f| f.wants_schema())
     }
 
     fn origin(&self) -> Option<String> {

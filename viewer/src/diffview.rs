@@ -69,7 +69,7 @@ fn step(s: &StepDiff, a: &CastReport, b: &CastReport, first: bool) -> Markup {
             }
             @for c in &s.changes {
                 div.change data-field=(c.field) {
-                    h4 { (c.field) @if let Some(p) = &c.path { " " code { (p) } } }
+                    h4 { (c.field) @if let Some(n) = c.call { " " code { "call " (n) } } @if let Some(p) = &c.path { " " code { (p) } } }
                     @if let Some(d) = &c.diff { (text_diff(d)) }
                     @if c.a.is_some() || c.b.is_some() {
                         div.sides {

@@ -39,6 +39,13 @@ pub struct AgentOptions {
     #[arg(long, value_name = "SHARE", value_parser = parse_jitter)]
     pub jitter: Option<f64>,
 
+    /// Whether an `openai:` agent sends a JSON socket's handoff contract as a JSON Schema
+    /// (`response_format: {type: "json_schema"}`): `on`, `off`, or `auto` (sent until the server
+    /// answers HTTP 400 naming `response_format`, then off for the rest of the cast, which the
+    /// log records) [default: off]. Output is validated either way; the repair turn stays.
+    #[arg(long, value_name = "on|off|auto", value_parser = ["on", "off", "auto"])]
+    pub structured: Option<String>,
+
     /// The live agent a `recorded:CAST` agent asks when the recording has no answer for a
     /// prompt (without it, a miss stops the cast as awaiting_agent, naming the prompt hash).
     #[arg(long)]
@@ -101,6 +108,7 @@ impl DriveOptions {
                 backoff: b.backoff.or(a.backoff),
                 jitter: b.jitter.or(a.jitter),
                 fallback: b.fallback.or(a.fallback),
+                structured: b.structured.or(a.structured),
                 pass_env,
             },
             trace: TraceOptions {

@@ -131,7 +131,8 @@ fn agent_spec(
             globals.agent_timeout_or(OPENAI_TIMEOUT),
         )?
         .with_redactor(globals.launcher.redactor().clone())
-        .with_retries(Retrier::new(globals.retry.clone(), globals.retry_seed));
+        .with_retries(Retrier::new(globals.retry.clone(), globals.retry_seed))
+        .with_structured(globals.structured);
         return Ok(Box::new(agent));
     }
     if let Some(source) = spec.strip_prefix("recorded:") {

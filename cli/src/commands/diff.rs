@@ -104,6 +104,28 @@ fn print_text(report: &Value) {
         for c in row["changes"].as_array().into_iter().flatten() {
             match c["field"].as_str() {
                 Some("routing") => crate::say!("  routing: {} => {}", c["a"], c["b"]),
+                Some("tool_call") => {
+                    let side = |s: &Value| {
+                        if s.is_null() {
+                            return "none".to_owned();
+                        }
+                        format!(
+                            "{} {} -> {}",
+                            s["tool"].as_str().unwrap_or(""),
+                            s["arguments"],
+                            s["status"].as_str().unwrap_or("")
+                        )
+                    };
+                    crate::say!(
+                        "  tool call {}:\n    a {}\n    b {}",
+                        c["call"],
+                        side(&c["a"]),
+                        side(&c["b"])
+                    );
+                    if let Some(diff) = c["diff"].as_str() {
+                        crate::say!("  result:\n{diff}");
+                    }
+                }
                 Some("data") => crate::say!(
                     "  {}: {} => {}",
                     c["path"].as_str().unwrap_or(""),

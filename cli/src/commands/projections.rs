@@ -94,6 +94,53 @@ fn named<T>(
         })
 }
 
+/// A tool call's artifact: the call as the agent asked for it (`tool_called` at `seq`) and its
+/// outcome (`tool_finished` or `tool_interrupted` at `outcome`), as one pretty JSON document.
+/// A call with no outcome recorded (cut off by a crash) says so.
+fn tool_call_file(
+    log: &Database,
+    cast: &CastId,
+    seq: u64,
+    outcome: Option<u64>,
+    path: &str,
+) -> Result<String, CliError> {
+    use castlog_core::event::Event;
+    let called = named(log, cast, seq, path, |event| match event {
+        Event::ToolCalled(e) => Some(e),
+        _ => None,
+    })?;
+    let mut doc = json!({
+        "call": called.call,
+        "tool": called.tool,
+        "socket": called.socket,
+        "visit": called.visit,
+        "turn": called.turn,
+        "arguments": called.arguments,
+    });
+    let ended = match outcome {
+        Some(at) => Some(named(log, cast, at, path, |event| match event {
+            Event::ToolFinished(e) => Some(Ok(e)),
+            Event::ToolInterrupted(e) => Some(Err(e)),
+            _ => None,
+        })?),
+        None => None,
+    };
+    match ended {
+        Some(Ok(f)) => {
+            doc["outcome"] = json!(if f.error { "error" } else { "ok" });
+            doc["result"] = json!(f.output);
+            doc["exit"] = json!(f.exit);
+            doc["truncated"] = json!(f.truncated);
+            doc["duration_ms"] = json!(f.duration_ms);
+        }
+        Some(Err(_)) => doc["outcome"] = json!("interrupted"),
+        None => doc["outcome"] = json!("unknown"),
+    }
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    Ok(text)
+}
+
 /// The text an artifact's `content` names, read from the event at `seq`.
 fn text(
     log: &Database,
@@ -139,6 +186,16 @@ fn write_artifacts(
 ) -> Result<usize, CliError> {
     let (log, cast) = (log, cast.clone());
     let (manifest, _) = caught::<Manifest>(log, &cast)?;
+    // The tool calls' files beside the manifest's, in seq order.
+    let mut entries = manifest.entries;
+    let mut calls = castlog_projections::manifest::ToolCallEntries::default();
+    // Read as it goes: one event at a time.
+    log.scan(&cast, Seq::FIRST, &mut |record| {
+        calls.push(&record);
+        std::ops::ControlFlow::Continue(())
+    })?;
+    entries.extend(calls.entries);
+    entries.sort_by_key(|e| e.seq);
     let policy = prompt::policy_of(log, &cast)?;
     let write = |path: &Path, bytes: &[u8]| -> Result<(), CliError> {
         if let Some(parent) = path.parent() {
@@ -148,7 +205,7 @@ fn write_artifacts(
         std::fs::write(path, bytes)
             .map_err(|e| CliError::user(format!("cannot write {}: {e}", path.display())))
     };
-    for entry in &manifest.entries {
+    for entry in &entries {
         let bytes = match &entry.content {
             Content::Text { seq } => {
                 text(log, &cast, &entry.content, *seq, &entry.path)?.into_bytes()
@@ -178,11 +235,13 @@ fn write_artifacts(
                 }
                 text.into_bytes()
             }
+            Content::ToolCall { seq, outcome } => {
+                tool_call_file(&log, &cast, *seq, *outcome, &entry.path)?.into_bytes()
+            }
         };
         write(&dir.join(&entry.path), &bytes)?;
     }
-    let listing: Vec<_> = manifest
-        .entries
+    let listing: Vec<_> = entries
         .iter()
         .map(|e| json!({ "kind": e.kind, "socket": e.socket, "visit": e.visit, "item": e.item, "turn": e.turn, "path": e.path, "seq": e.seq }))
         .collect();
@@ -190,5 +249,5 @@ fn write_artifacts(
         .unwrap_or_default();
     text.push('\n');
     write(&dir.join("manifest.json"), text.as_bytes())?;
-    Ok(manifest.entries.len() + 1)
+    Ok(entries.len() + 1)
 }

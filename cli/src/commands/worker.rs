@@ -389,4 +389,21 @@ impl Agent for Limited<'_> {
     fn last_answer_at(&self) -> Option<String> {
         self.inner.last_answer_at()
     }
+
+    fn wants_schema(&self) -> bool {
+        self.inner.wants_schema()
+    }
+
+    fn runs_tools(&self) -> bool {
+        self.inner.runs_tools()
+    }
+
+    fn recorded_tool(
+        &mut self,
+        call: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Option<castlog_core::input::Input> {
+        self.inner.recorded_tool(call, tool, arguments)
+    }
 }

@@ -45,6 +45,7 @@ mod scorecard;
 mod secrets;
 mod serve;
 mod streams;
+mod structured;
 mod terminal;
 mod tool_loop;
 mod tools;

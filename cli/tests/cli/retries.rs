@@ -18,9 +18,9 @@ const TWO_STEPS: &str = r#"{"activeLoadout": "Two", "loadouts": {"Two": {"entry"
   "materia": {"Say": {"type": "agent", "tools": "none", "prompt": "Say something about {{request}}."}}}"#;
 
 /// One canned HTTP answer: status line, extra headers, body.
-type Canned = (&'static str, Vec<String>, String);
+pub type Canned = (&'static str, Vec<String>, String);
 
-fn reply(text: &str) -> Canned {
+pub fn reply(text: &str) -> Canned {
     let body = serde_json::json!({
         "choices": [{"message": {"role": "assistant", "content": text}}],
         "usage": {"prompt_tokens": 7, "completion_tokens": 3}
@@ -41,9 +41,18 @@ fn busy(status: &'static str, retry_after: Option<&str>) -> Canned {
 
 /// Serves `answers` in order, one per connection, then the last one for ever; returns the
 /// `openai:` SPEC that reaches it.
-fn serve(answers: Vec<Canned>) -> String {
+pub fn serve(answers: Vec<Canned>) -> String {
+    serve_recording(answers).0
+}
+
+/// [`serve`], keeping the body of every request it was sent.
+pub fn serve_recording(
+    answers: Vec<Canned>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&seen);
     std::thread::spawn(move || {
         for (served, stream) in listener.incoming().flatten().enumerate() {
             let mut reader = BufReader::new(stream);
@@ -61,6 +70,9 @@ fn serve(answers: Vec<Canned>) -> String {
             }
             let mut body = vec![0; length];
             let _ = reader.read_exact(&mut body);
+            kept.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
             let (status, headers, body) = &answers[served.min(answers.len() - 1)];
             let mut stream = reader.into_inner();
             let mut head = format!(
@@ -74,7 +86,7 @@ fn serve(answers: Vec<Canned>) -> String {
             let _ = write!(stream, "{head}\r\n{body}");
         }
     });
-    format!("openai:http://127.0.0.1:{port}/v1#m")
+    (format!("openai:http://127.0.0.1:{port}/v1#m"), seen)
 }
 
 fn run_two_steps(sandbox: &Sandbox, cast: &str, agent: &str, options: &[&str]) -> Run {

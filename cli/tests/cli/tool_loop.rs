@@ -358,3 +358,161 @@ fn a_recast_with_another_config_runs_with_its_tool_scopes() {
     let output = finished[0]["output"].as_str().unwrap();
     assert!(output.contains("not allowed"), "{output}");
 }
+
+/// `limits.loopBreakAfter` sets the loop-break gate's threshold: with 2, two identical failing
+/// reads raise the ticket where the default (3) raises none; the frozen loadout in
+/// `cast_started` records it, so the cast re-decides with it; 0 is refused.
+#[test]
+fn loop_break_after_in_the_config_sets_the_gates_threshold() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.path("work");
+    std::fs::create_dir(&work).unwrap();
+    let read =
+        "{\"tool_calls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"missing.txt\"}}]}\n";
+    let script = sandbox.write(
+        "twice.jsonl",
+        &format!("{read}{read}{{\"reply\": \"gave up\"}}\n"),
+    );
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("loadouts/tools.json")).unwrap())
+            .unwrap();
+    config["limits"] = serde_json::json!({ "loopBreakAfter": 2 });
+    let two = sandbox.write("two.json", &config.to_string());
+    config["limits"] = serde_json::json!({ "loopBreakAfter": 0 });
+    let zero = sandbox.write("zero.json", &config.to_string());
+    let run = |cast: &str, config: &str| {
+        let mut cmd = sandbox.command_on(&sandbox.db());
+        cmd.args([
+            "run",
+            config,
+            "--task",
+            "read a missing file",
+            "--cast",
+            cast,
+        ])
+        .args(["--agent", &format!("scripted:{script}")])
+        .args(["--workdir", work.to_str().unwrap()]);
+        sandbox.finish(&mut cmd)
+    };
+    for (cast, config, ticket) in [
+        ("two", two.as_str(), true),
+        ("default", fixture("loadouts/tools.json").as_str(), false),
+    ] {
+        let done = run(cast, config);
+        assert_eq!(done.code, 0, "{cast}: {}", done.stderr);
+        let prompt = sandbox.run(&["prompt", cast, "Socket-1", "--turn", "3"]);
+        assert_eq!(prompt.code, 0, "{}", prompt.stderr);
+        assert_eq!(
+            prompt.stdout.contains("The same tool call failed 2 times"),
+            ticket,
+            "{cast}: {}",
+            prompt.stdout
+        );
+        let started = &events(&sandbox, cast)[0].1;
+        assert_eq!(
+            started["loadout"].get("loop_break_after").cloned(),
+            ticket.then(|| serde_json::json!(2)),
+            "{started}"
+        );
+    }
+    let verify = sandbox.run(&["verify", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
+    let refused = run("zero", &zero);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("loopBreakAfter"),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// `diff` aligns the tool calls of a step by their place in the visit and shows what differs
+/// (tool, arguments, status, a diff of the results); `export --artifacts` writes one file per
+/// call with its arguments and result.
+#[test]
+fn diff_aligns_tool_calls_and_export_writes_one_file_per_call() {
+    let sandbox = Sandbox::new();
+    let (wa, wb) = (sandbox.path("wa"), sandbox.path("wb"));
+    std::fs::create_dir(&wa).unwrap();
+    std::fs::create_dir(&wb).unwrap();
+    let script = std::fs::read_to_string(fixture("scripts/tools.jsonl")).unwrap();
+    // The other cast writes another greeting, so its edit fails: its second call differs in
+    // status and result, its first in arguments.
+    let other = sandbox.write("other.jsonl", &script.replace("hello\\n", "hi\\n"));
+    let run = run_tools(&sandbox, "a", "Tools", &scripted("tools.jsonl"), &wa);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = run_tools(&sandbox, "b", "Tools", &format!("scripted:{other}"), &wb);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let diff = sandbox.run(&["diff", "a", "b", "--json"]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let report = diff.json();
+    let step = &report["steps"][0];
+    assert_eq!(step["status"], "changed", "{report}");
+    let calls: Vec<&serde_json::Value> = step["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["field"] == "tool_call")
+        .collect();
+    let places: Vec<u64> = calls.iter().map(|c| c["call"].as_u64().unwrap()).collect();
+    assert_eq!(places, [1, 2, 3], "{report}");
+    assert_eq!(calls[0]["a"]["tool"], "write");
+    assert_eq!(calls[0]["a"]["arguments"]["content"], "hello\n");
+    assert_eq!(calls[0]["b"]["arguments"]["content"], "hi\n");
+    assert_eq!(calls[1]["a"]["status"], "ok");
+    assert_eq!(calls[1]["b"]["status"], "error");
+    assert!(
+        calls[1]["diff"]
+            .as_str()
+            .unwrap()
+            .starts_with("--- a\n+++ b\n")
+    );
+    // The read of the third place shows each side's file.
+    assert!(
+        calls[2]["diff"].as_str().unwrap().contains("+hi"),
+        "{}",
+        calls[2]
+    );
+    let text = sandbox.run(&["diff", "a", "b"]);
+    assert!(
+        text.stdout.contains("  tool call 2:\n    a edit {")
+            && text.stdout.contains("-> ok\n    b edit {")
+            && text.stdout.contains("-> error\n"),
+        "{}",
+        text.stdout
+    );
+
+    let dir = sandbox.path("artifacts");
+    let export = sandbox.run(&["export", "a", "--artifacts", dir.to_str().unwrap()]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let tools = dir.join("sockets/socket-1");
+    let mut files: Vec<String> = std::fs::read_dir(&tools)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tool-"))
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "1.tool-1-write.json",
+            "1.tool-2-edit.json",
+            "1.tool-3-read.json",
+            "1.tool-4-bash.json"
+        ]
+    );
+    let bash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tools.join("1.tool-4-bash.json")).unwrap())
+            .unwrap();
+    assert_eq!(bash["tool"], "bash");
+    assert_eq!(bash["arguments"]["command"], "ls tool-demo");
+    assert_eq!(bash["outcome"], "ok");
+    assert_eq!(bash["exit"], 0);
+    assert!(
+        bash["result"].as_str().unwrap().contains("greet.txt"),
+        "{bash}"
+    );
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"tool_call\""), "{manifest}");
+}

@@ -127,6 +127,11 @@ pub struct AgentFailed {
     /// The attempt number of this turn (1-based).
     #[serde(default = "one")]
     pub attempt: u32,
+    /// The server refused the handoff contract sent as a response format (an HTTP 400 naming
+    /// `response_format`, under `--structured auto`): structured output is off for the rest of
+    /// the cast and the prompt is asked again at once without it. Absent when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub structured_off: bool,
 }
 
 fn one() -> u32 {

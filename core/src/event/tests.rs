@@ -204,3 +204,33 @@ fn lane_events_encode_as_pinned() {
         );
     }
 }
+
+#[test]
+fn a_refused_response_format_is_an_agent_failure_flag_left_out_when_false() {
+    use crate::event::{AgentFailed, FailureClass};
+    use crate::id::{SocketId, Turn, Visit};
+    let failed = |structured_off| {
+        Event::from(AgentFailed {
+            socket: SocketId::new("Eval"),
+            visit: Visit(1),
+            turn: Turn(1),
+            class: FailureClass::Transient,
+            message: "HTTP 400".into(),
+            attempt: 1,
+            structured_off,
+        })
+    };
+    let plain = String::from_utf8(failed(false).encode()).unwrap();
+    assert_eq!(
+        plain,
+        r#"{"socket":"Eval","visit":1,"turn":1,"class":"transient","message":"HTTP 400","attempt":1}"#
+    );
+    let refused = failed(true);
+    let bytes = refused.encode();
+    assert!(
+        String::from_utf8(bytes.clone())
+            .unwrap()
+            .ends_with(r#""structured_off":true}"#)
+    );
+    assert_eq!(Event::decode("agent_failed", 1, &bytes), Ok(refused));
+}

@@ -148,7 +148,8 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
     };
 
     let (limits, cycles_outside_loops) = read_limits(top)?;
-    let max_tool_calls = read_max_tool_calls(top)?;
+    let max_tool_calls = read_tool_limit(top, "maxToolCalls")?;
+    let loop_break_after = read_tool_limit(top, "loopBreakAfter")?;
     let prices = read_prices(top)?;
     let mut budget = read_budget(top)?;
     if prices.is_empty() {
@@ -171,6 +172,7 @@ pub fn load_config(text: &str) -> Result<Config, LoadError> {
         loadouts.push(built.map(|mut loadout| {
             loadout.max_tool_calls = max_tool_calls;
             loadout.prices = prices.clone();
+            loadout.loop_break_after = loop_break_after;
             loadout
         }));
     }
@@ -211,15 +213,14 @@ fn read_limits(top: &json::Obj) -> Result<(Limits, u32), LoadError> {
     ))
 }
 
-/// `limits.maxToolCalls`, when configured (castlog's own: the tool calls of one socket visit).
-fn read_max_tool_calls(top: &json::Obj) -> Result<Option<u32>, LoadError> {
+/// A tool limit of `limits`, when configured (castlog's own, a positive integer):
+/// `maxToolCalls` (the tool calls of one socket visit) or `loopBreakAfter` (identical failing
+/// calls before the loop-break ticket).
+fn read_tool_limit(top: &json::Obj, key: &str) -> Result<Option<u32>, LoadError> {
     let Some(limits) = opt_object(top, "limits", "", "`limits`")? else {
         return Ok(None);
     };
-    Ok(
-        opt_int(limits, "maxToolCalls", "limits", 1, u64::from(u32::MAX))?
-            .and_then(|v| u32::try_from(v).ok()),
-    )
+    Ok(opt_int(limits, key, "limits", 1, u64::from(u32::MAX))?.and_then(|v| u32::try_from(v).ok()))
 }
 
 /// Top-level `prices` (castlog's own): model id to `{inputUsdPerMillion, outputUsdPerMillion}`.

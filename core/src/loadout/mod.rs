@@ -326,6 +326,12 @@ pub struct Loadout {
     /// The parallel region, when a parallel generator places its items in lanes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lanes: Option<Lanes>,
+    /// `limits.loopBreakAfter`: how often the same failing tool call (tool, arguments and
+    /// error alike) is made in one visit before the prompt carries a recovery ticket about it
+    /// (the loop-break gate). `None` when not configured: [`DEFAULT_LOOP_BREAK_AFTER`]. Kept in
+    /// the frozen loadout, so a cast re-decides with the threshold it ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_break_after: Option<u32>,
 }
 
 /// The parallel region of a loadout: a parallel generator's items run in lanes, each a child
@@ -360,6 +366,10 @@ impl Lanes {
 
 /// Tool calls a visit may make when `limits.maxToolCalls` is not configured.
 pub const DEFAULT_MAX_TOOL_CALLS: u32 = 50;
+
+/// Identical failing tool calls that raise the loop-break ticket when `limits.loopBreakAfter`
+/// is not configured.
+pub const DEFAULT_LOOP_BREAK_AFTER: u32 = 3;
 
 impl Loadout {
     /// The price of a reply at `socket`: its materia's `model`'s, else the `*` entry's; with

@@ -697,6 +697,24 @@ impl CastState {
                     class: *class,
                     message: message.clone(),
                     attempt: current.transient_failures + 1,
+                    structured_off: false,
+                });
+            }
+            Input::StructuredOutputRefused { message } => {
+                let current = waiting_in(
+                    d.state,
+                    Phase::AwaitingReply,
+                    "a refused response format",
+                    "no prompt is waiting for a reply",
+                )?;
+                d.emit(crate::event::AgentFailed {
+                    socket: current.socket.clone(),
+                    visit: current.visit,
+                    turn: current.turn,
+                    class: crate::event::FailureClass::Transient,
+                    message: message.clone(),
+                    attempt: current.transient_failures + 1,
+                    structured_off: true,
                 });
             }
             Input::UserRefined { text, origin } => {

@@ -97,6 +97,7 @@ impl CastState {
             budget_warned: false,
             cost_micros: 0,
             cost_warned: false,
+            structured_off: false,
             failure: None,
             last_source: None,
             last_satisfied: None,
@@ -393,6 +394,9 @@ impl CastState {
             Event::ToolInterrupted(e) => {
                 self.tool_outcome(&e.call, super::ToolOutcome::Interrupted);
             }
+            // The server refused the response format: the prompt is asked again at once
+            // without it, and this counts as no failure of the prompt.
+            Event::AgentFailed(e) if e.structured_off => self.structured_off = true,
             Event::AgentFailed(e) => {
                 if let Some(c) = &mut self.current {
                     match e.class {

@@ -301,6 +301,11 @@ pub struct CastState {
     /// Whether the cost warning was given (`budget_warning` with `cost`).
     #[serde(default, skip_serializing_if = "crate::event::is_false")]
     pub cost_warned: bool,
+    /// Whether the agent's server refused structured output (`agent_failed` with
+    /// `structured_off`, under `--structured auto`): the handoff contract is no longer sent as
+    /// a response format for the rest of the cast.
+    #[serde(default, skip_serializing_if = "crate::event::is_false")]
+    pub structured_off: bool,
     /// Why it failed.
     pub failure: Option<CastFailed>,
     /// The most recent dispatch keys already dispatched (idempotency, in the log). Bounded: a

@@ -69,5 +69,6 @@ pub(super) fn empty_loadout() -> std::sync::Arc<Loadout> {
         max_tool_calls: None,
         prices: Default::default(),
         lanes: None,
+        loop_break_after: None,
     })
 }

@@ -127,13 +127,11 @@ const CONTEXT_PARAGRAPHS: usize = 6;
 /// cast recorded without the rule (0) shows every kept paragraph.
 pub const HANDOFF_RULE: u32 = 1;
 
-/// How often the same failing tool call (tool, arguments and error alike) is made in one visit
-/// before the prompt carries a recovery ticket about it (the loop-break gate).
-pub const TOOL_LOOP_BREAK: usize = 3;
-
-/// The loop-break gate: the ticket for the first failing call of the visit made
-/// [`TOOL_LOOP_BREAK`] times or more, if any.
-fn loop_break(calls: &[super::ToolCallState]) -> Option<String> {
+/// The loop-break gate: the ticket for the first failing call of the visit made `after` times
+/// or more (`limits.loopBreakAfter`, else
+/// [`DEFAULT_LOOP_BREAK_AFTER`](crate::loadout::DEFAULT_LOOP_BREAK_AFTER)), if any.
+fn loop_break(calls: &[super::ToolCallState], after: u32) -> Option<String> {
+    let after = usize::try_from(after).unwrap_or(usize::MAX);
     let failures: Vec<(&str, &Value, &str)> = calls
         .iter()
         .filter_map(|t| match &t.outcome {
@@ -150,7 +148,7 @@ fn loop_break(calls: &[super::ToolCallState]) -> Option<String> {
         .collect();
     let (tool, arguments, error) = failures
         .iter()
-        .find(|f| failures.iter().filter(|g| g == f).count() >= TOOL_LOOP_BREAK)?;
+        .find(|f| failures.iter().filter(|g| g == f).count() >= after)?;
     let times = failures
         .iter()
         .filter(|g| (g.0, g.1, g.2) == (*tool, *arguments, *error))
@@ -412,7 +410,11 @@ impl CastState {
                 );
             }
         }
-        if let Some(ticket) = loop_break(&current.tool_calls) {
+        let after = self
+            .loadout
+            .loop_break_after
+            .unwrap_or(crate::loadout::DEFAULT_LOOP_BREAK_AFTER);
+        if let Some(ticket) = loop_break(&current.tool_calls, after) {
             push(
                 "recoveryTicket:toolLoop".into(),
                 "recoveryTicket",

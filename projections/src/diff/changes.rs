@@ -1,5 +1,6 @@
-//! What differs between two aligned steps: prompt text, placements, output (unified text
-//! diffs from the `similar` crate), routing and `state.data` writes.
+//! What differs between two aligned steps: prompt text, placements, tool calls (aligned by
+//! their place in the visit), output (unified text diffs from the `similar` crate), routing
+//! and `state.data` writes.
 
 use std::collections::BTreeSet;
 
@@ -10,18 +11,24 @@ use serde_json::Value;
 use similar::TextDiff;
 
 use super::DiffError;
-use super::step::Step;
+use super::step::{Step, ToolStep};
 use crate::prompt;
 
 /// One difference between two aligned steps.
 ///
 /// Text fields (`prompt`, `placements`, `output`) carry a unified `diff`; `routing` carries
 /// both sides' edge (`FROM -> TO (WHEN)`) in `a` and `b`; `data` carries the `state.` path in
-/// `path` and both sides' values (absent on a side that did not write it).
+/// `path` and both sides' values (absent on a side that did not write it); `tool_call` carries
+/// the call's place in the visit in `call` (1-based), each side's call in `a` and `b` (`{id,
+/// tool, arguments, status}`, absent on a side that made no such call) and, when both have a
+/// result and the results differ, a unified `diff` of the results.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
-    /// `prompt`, `placements`, `output`, `routing` or `data`.
+    /// `prompt`, `placements`, `tool_call`, `output`, `routing` or `data`.
     pub field: &'static str,
+    /// The place of a `tool_call` change's call in the visit (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<usize>,
     /// A unified diff of a text field (`--- a`, `+++ b`, two lines of context).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
@@ -40,6 +47,7 @@ impl Change {
     fn text(field: &'static str, a: &str, b: &str) -> Self {
         Change {
             field,
+            call: None,
             diff: Some(text_diff(a, b)),
             path: None,
             a: None,
@@ -64,6 +72,15 @@ fn prompt_text(
     Ok(text)
 }
 
+/// `text` ending in a newline.
+fn lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_empty() || text.ends_with('\n') {
+        text.into()
+    } else {
+        format!("{text}\n").into()
+    }
+}
+
 /// A unified line diff with two lines of context, headed `a` and `b`.
 pub fn text_diff(a: &str, b: &str) -> String {
     TextDiff::from_lines(a, b)
@@ -80,8 +97,8 @@ pub(super) struct Sides<'a, L: EventLog + ?Sized> {
     pub(super) b: std::borrow::Cow<'static, Policy>,
 }
 
-/// Every difference between two steps, in the order `prompt`, `placements`, `output`,
-/// `routing`, then `data` by path.
+/// Every difference between two steps, in the order `prompt`, `placements`, `tool_call` by
+/// place, `output`, `routing`, then `data` by path.
 pub(super) fn compare<L: EventLog + ?Sized>(
     sides: &Sides<'_, L>,
     a: &Step,
@@ -103,6 +120,37 @@ pub(super) fn compare<L: EventLog + ?Sized>(
             &b.placements.join("\n"),
         ));
     }
+    for n in 0..a.tools.len().max(b.tools.len()) {
+        let (ta, tb) = (a.tools.get(n), b.tools.get(n));
+        if let (Some(x), Some(y)) = (ta, tb)
+            && x.alike(y)
+        {
+            continue;
+        }
+        let diff = match (ta.and_then(|t| t.result()), tb.and_then(|t| t.result())) {
+            // Compared as lines: a result without a final newline gets one.
+            (Some(ra), Some(rb)) if ra != rb => Some(text_diff(&lines(ra), &lines(rb))),
+            _ => None,
+        };
+        let side = |t: Option<&ToolStep>| {
+            t.map(|t| {
+                serde_json::json!({
+                    "id": t.id,
+                    "tool": t.tool,
+                    "arguments": t.arguments,
+                    "status": t.status(),
+                })
+            })
+        };
+        changes.push(Change {
+            field: "tool_call",
+            call: Some(n + 1),
+            diff,
+            path: None,
+            a: side(ta),
+            b: side(tb),
+        });
+    }
     if a.output != b.output {
         changes.push(Change::text(
             "output",
@@ -113,6 +161,7 @@ pub(super) fn compare<L: EventLog + ?Sized>(
     if a.routing != b.routing {
         changes.push(Change {
             field: "routing",
+            call: None,
             diff: None,
             path: None,
             a: a.routing.clone().map(Value::String),
@@ -125,6 +174,7 @@ pub(super) fn compare<L: EventLog + ?Sized>(
         if va != vb {
             changes.push(Change {
                 field: "data",
+                call: None,
                 diff: None,
                 path: Some(format!("state.{path}")),
                 a: va.cloned(),

@@ -4,7 +4,8 @@
 //! then its own events) without the fork markers. The two are walked once, side by side: their
 //! common prefix is the run of events that are the same once the cast id is set aside, the
 //! first divergence is the pair of events after it. Steps are socket visits, aligned by
-//! (socket, item, visit); for each step the rendered prompts (text diff and placements), the
+//! (socket, item, visit); for each step the rendered prompts (text diff and placements), its
+//! tool calls (aligned by their place in the visit: tool, arguments, status and result), the
 //! output, the edge taken after it and the `state.data` writes it made are compared. The
 //! loadouts are compared by hash, then by socket and setting.
 //!

@@ -20,6 +20,74 @@ pub(super) struct Step {
     pub(super) output: Option<String>,
     pub(super) routing: Option<String>,
     pub(super) data: BTreeMap<String, Value>,
+    /// The visit's tool calls in the order they were made.
+    pub(super) tools: Vec<ToolStep>,
+}
+
+/// One tool call of a step: what is compared of it (the call id, which agents choose freely,
+/// is kept for showing only).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ToolStep {
+    pub(super) id: String,
+    pub(super) tool: String,
+    pub(super) arguments: Value,
+    pub(super) outcome: ToolEnd,
+}
+
+/// How a tool call ended, as far as the log says.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum ToolEnd {
+    /// No outcome recorded (the step ended, or the cast was cut off, before one).
+    Unknown,
+    /// Cut off and not run again (`tool_interrupted`).
+    Interrupted,
+    /// Its result.
+    Finished {
+        output: String,
+        exit: Option<i32>,
+        error: bool,
+        truncated: bool,
+    },
+}
+
+impl ToolStep {
+    /// Whether two calls are the same but for their ids.
+    pub(super) fn alike(&self, other: &ToolStep) -> bool {
+        (self.tool.as_str(), &self.arguments, &self.outcome)
+            == (other.tool.as_str(), &other.arguments, &other.outcome)
+    }
+
+    /// `ok`, `error`, `interrupted` or `unknown`, with `exit N` and `truncated` when they
+    /// apply.
+    pub(super) fn status(&self) -> String {
+        match &self.outcome {
+            ToolEnd::Unknown => "unknown".into(),
+            ToolEnd::Interrupted => "interrupted".into(),
+            ToolEnd::Finished {
+                exit,
+                error,
+                truncated,
+                ..
+            } => {
+                let mut status = if *error { "error" } else { "ok" }.to_owned();
+                if let Some(code) = exit {
+                    status.push_str(&format!(", exit {code}"));
+                }
+                if *truncated {
+                    status.push_str(", truncated");
+                }
+                status
+            }
+        }
+    }
+
+    /// The result text, when there is one.
+    pub(super) fn result(&self) -> Option<&str> {
+        match &self.outcome {
+            ToolEnd::Finished { output, .. } => Some(output),
+            _ => None,
+        }
+    }
 }
 
 impl Step {
@@ -49,6 +117,22 @@ impl Step {
                     .push((e.turn.get(), e.prompt_hash, e.placements));
             }
             Event::SocketCompleted(e) => self.output = Some(e.output),
+            Event::ToolCalled(e) => self.tools.push(ToolStep {
+                id: e.call,
+                tool: e.tool,
+                arguments: e.arguments,
+                outcome: ToolEnd::Unknown,
+            }),
+            Event::ToolFinished(e) => self.ended(
+                &e.call,
+                ToolEnd::Finished {
+                    output: e.output,
+                    exit: e.exit,
+                    error: e.error,
+                    truncated: e.truncated,
+                },
+            ),
+            Event::ToolInterrupted(e) => self.ended(&e.call, ToolEnd::Interrupted),
             Event::DataAssigned(e) => {
                 self.data.insert(e.path, e.value);
             }
@@ -61,6 +145,18 @@ impl Step {
                 self.routing = Some(format!("{} -> {to} ({when})", e.from));
             }
             _ => {}
+        }
+    }
+
+    /// Records the outcome of the latest call `id` that has none yet.
+    fn ended(&mut self, id: &str, end: ToolEnd) {
+        if let Some(t) = self
+            .tools
+            .iter_mut()
+            .rev()
+            .find(|t| t.id == id && t.outcome == ToolEnd::Unknown)
+        {
+            t.outcome = end;
         }
     }
 
@@ -96,6 +192,19 @@ impl Step {
                 .unwrap_or_default()
                 .as_bytes(),
         );
+        part(&(self.tools.len() as u64).to_be_bytes());
+        for t in &self.tools {
+            part(t.tool.as_bytes());
+            part(t.arguments.to_string().as_bytes());
+            part(t.status().as_bytes());
+            match t.result() {
+                Some(r) => {
+                    part(b"some");
+                    part(r.as_bytes());
+                }
+                None => part(b"none"),
+            }
+        }
         castlog_events::chain::blob_hash(&bytes)
     }
 }
@@ -235,6 +344,29 @@ mod tests {
             },
             Step {
                 prompts: vec![(1, Digest([0; 32]), Vec::new())],
+                ..Step::default()
+            },
+            Step {
+                tools: vec![ToolStep {
+                    id: "c".into(),
+                    tool: "read".into(),
+                    arguments: Value::Null,
+                    outcome: ToolEnd::Unknown,
+                }],
+                ..Step::default()
+            },
+            Step {
+                tools: vec![ToolStep {
+                    id: "c".into(),
+                    tool: "read".into(),
+                    arguments: Value::Null,
+                    outcome: ToolEnd::Finished {
+                        output: String::new(),
+                        exit: None,
+                        error: false,
+                        truncated: false,
+                    },
+                }],
                 ..Step::default()
             },
         ];

@@ -759,6 +759,7 @@ mod tests {
                 class: FailureClass::Interruption,
                 message: "gone".into(),
                 attempt: 1,
+                structured_off: false,
             }),
         ]);
         let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();

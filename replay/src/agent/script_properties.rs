@@ -35,6 +35,7 @@ fn read_and_ask(bytes: &[u8]) -> Result<(), String> {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         };
         if let AgentTurn::Exhausted(message) = agent.turn(&request)
             && let Some(why) = rust_formatting(&message)

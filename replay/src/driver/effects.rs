@@ -68,6 +68,17 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
         )
     }
 
+    /// The handoff contract of the socket in flight as a JSON Schema, when it parses JSON and
+    /// the cast has not had structured output refused.
+    fn contract_schema(&self) -> Option<serde_json::Value> {
+        if self.state.structured_off {
+            return None;
+        }
+        let socket = self.state.current_socket()?;
+        (socket.is_agent() && socket.parse == castlog_core::loadout::Parse::Json)
+            .then(|| castlog_core::handoff::contract_schema(socket, self.state.conformance))
+    }
+
     /// Runs a utility socket's program and records what it did; a program's output cannot be
     /// asked again, so its step is durable at once.
     pub(super) fn run_utility(&mut self, spec: &UtilitySpec) -> Result<(), DriveError> {
@@ -104,6 +115,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
         };
         let tools = self.offered_tools();
         let cwd = self.scope_dir();
+        let schema = agent
+            .wants_schema()
+            .then(|| self.contract_schema())
+            .flatten();
         let turn = agent.turn(&TurnRequest {
             messages: &messages,
             refinement: false,
@@ -111,6 +126,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             thinking: spec.and_then(|a| a.thinking.as_deref()),
             tools: &tools,
             cwd: cwd.as_deref(),
+            schema: schema.as_ref(),
         });
         match turn {
             AgentTurn::Reply { text, usage } => {
@@ -122,6 +138,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             // After an interruption the next `Next` is `AwaitResume`.
             AgentTurn::Failed { class, message } => {
                 self.record(&Input::AgentFailed { class, message }, local)?;
+            }
+            // Recorded before the prompt is asked again, now without the response format.
+            AgentTurn::StructuredRefused { message } => {
+                self.record(&Input::StructuredOutputRefused { message }, local)?;
             }
             AgentTurn::Exhausted(message) => {
                 return Ok(ControlFlow::Break(Stop {
@@ -155,6 +175,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
             thinking: None,
             tools: &[],
             cwd: None,
+            schema: None,
         });
         let origin = agent.origin();
         match turn {
@@ -169,7 +190,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                     )),
                 }));
             }
-            AgentTurn::Reply { .. } | AgentTurn::ToolCalls { .. } | AgentTurn::Failed { .. } => {
+            AgentTurn::Reply { .. }
+            | AgentTurn::ToolCalls { .. }
+            | AgentTurn::Failed { .. }
+            | AgentTurn::StructuredRefused { .. } => {
                 return Err(self.wrong_answer(agent, socket, Wanted::PersonInput));
             }
         }

@@ -74,3 +74,6 @@ mod recorded;
 mod redecide;
 /// Snapshots of rendered prompts.
 mod snapshots;
+/// Structured output (`--structured`): the handoff contract as a response format, and the
+/// fallback after a server refuses it.
+mod structured;

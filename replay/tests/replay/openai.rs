@@ -431,6 +431,7 @@ fn a_cancelled_request_is_an_interruption() {
         thinking: None,
         tools: &[],
         cwd: None,
+        schema: None,
     });
     setter.join().unwrap();
     assert_eq!(

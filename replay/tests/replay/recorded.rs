@@ -197,6 +197,7 @@ fn ask(agent: &mut dyn Agent, messages: &[Message]) -> AgentTurn {
         thinking: None,
         tools: &[],
         cwd: None,
+        schema: None,
     })
 }
 

@@ -180,6 +180,7 @@ pub(super) fn build_loadout(
         max_tool_calls: None,
         prices: Default::default(),
         lanes,
+        loop_break_after: None,
     }))
 }
 

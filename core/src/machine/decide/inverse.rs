@@ -49,6 +49,9 @@ pub fn input_of(state: &CastState, event: &Event) -> Option<Input> {
             text: e.text.clone(),
             usage: e.usage,
         },
+        Event::AgentFailed(e) if e.structured_off => Input::StructuredOutputRefused {
+            message: e.message.clone(),
+        },
         Event::AgentFailed(e) => Input::AgentFailed {
             class: e.class,
             message: e.message.clone(),

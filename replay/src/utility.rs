@@ -5,8 +5,10 @@
 //! worktrees and jj workspaces, in `vcs`). The result becomes a `utility_finished` event, so
 //! replay never runs a utility again. Commit-Sigil (`commit-sigil`, [`sigil`]) and
 //! Mime-Bootstrap / Mime-Maintain (`mime-bootstrap`, `mime-maintain`, [`mime`]) have
-//! built-ins too.
+//! built-ins too, and so have the jj-based Blackbelt-Bootstrap / Blackbelt-Maintain of the
+//! bundled parallel loadouts (`blackbelt-bootstrap`, `blackbelt-maintain`, [`blackbelt`]).
 
+mod blackbelt;
 mod mime;
 mod sigil;
 
@@ -34,6 +36,8 @@ const NEEDS: &[(&str, &str, &str)] = &[
     ("spawn-jj-workspace", "vcs.spawnJjWorkspace", "jj"),
     ("integrate-jj-workspaces", "vcs.integrateJjWorkspaces", "jj"),
     ("finalize-jj-workspace", "vcs.finalizeJjWorkspace", "jj"),
+    ("blackbelt-bootstrap", "blackbelt-bootstrap.mjs", "jj"),
+    ("blackbelt-maintain", "blackbelt-maintain.mjs", "jj"),
 ];
 
 /// A built-in utility of a loadout needs a program that is not on PATH.
@@ -56,6 +60,9 @@ pub struct MissingProgram {
 /// (`git` for the worktree utilities, `jj` for pi-materia's jj workspaces) is on PATH; the
 /// first socket whose program is missing is named.
 pub fn check_programs(loadout: &Loadout) -> Result<(), MissingProgram> {
+    // In the sockets' natural order (Socket-3 before Socket-11), so the one named is the first
+    // a reader of the config finds.
+    let mut missing: Vec<MissingProgram> = Vec::new();
     for (id, socket) in &loadout.sockets {
         let SocketKind::Utility(spec) = &socket.kind else {
             continue;
@@ -66,7 +73,7 @@ pub fn check_programs(loadout: &Loadout) -> Result<(), MissingProgram> {
         if let Some((_, utility, program)) = NEEDS.iter().find(|(n, _, _)| n == name)
             && process::locate(program, Path::new("/")).is_err()
         {
-            return Err(MissingProgram {
+            missing.push(MissingProgram {
                 loadout: loadout.name.clone(),
                 socket: id.clone(),
                 utility,
@@ -74,7 +81,21 @@ pub fn check_programs(loadout: &Loadout) -> Result<(), MissingProgram> {
             });
         }
     }
-    Ok(())
+    match missing
+        .into_iter()
+        .min_by(|a, b| natural(a.socket.as_str()).cmp(&natural(b.socket.as_str())))
+    {
+        Some(first) => Err(first),
+        None => Ok(()),
+    }
+}
+
+/// A sort key that orders a trailing number by its value: `("Socket-", 3)` before
+/// `("Socket-", 11)`.
+fn natural(id: &str) -> (&str, u64, &str) {
+    let stem = id.trim_end_matches(|c: char| c.is_ascii_digit());
+    let number = id[stem.len()..].parse().unwrap_or(0);
+    (stem, number, id)
 }
 
 /// The JSON line a utility reads on stdin (the reference's field set): `cwd` is where it runs
@@ -211,6 +232,12 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
             "commit-sigil" => ok(sigil::run(input).to_string()),
             "mime-bootstrap" => ok(mime::bootstrap(input, cwd).to_string()),
             "mime-maintain" => ok(mime::maintain(input, cwd).to_string()),
+            "blackbelt-bootstrap" => {
+                ok(blackbelt::bootstrap(input, cwd, &vcs::jj(launcher, timeout(spec))).to_string())
+            }
+            "blackbelt-maintain" => {
+                ok(blackbelt::maintain(input, cwd, &vcs::jj(launcher, timeout(spec))).to_string())
+            }
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
     }

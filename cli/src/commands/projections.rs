@@ -236,7 +236,7 @@ fn write_artifacts(
                 text.into_bytes()
             }
             Content::ToolCall { seq, outcome } => {
-                tool_call_file(&log, &cast, *seq, *outcome, &entry.path)?.into_bytes()
+                tool_call_file(log, &cast, *seq, *outcome, &entry.path)?.into_bytes()
             }
         };
         write(&dir.join(&entry.path), &bytes)?;

@@ -298,45 +298,6 @@ fn consult_takes_the_stamp_and_finalizes_the_multi_turn_plan_once() {
     assert_eq!(finalized[0]["payload"]["socket"], "Socket-2");
 }
 
-#[rstest]
-#[case::experimental("Parallel-Experimental")]
-#[case::interactive("Parallel-Interactive")]
-fn bundled_parallel_loadouts_without_their_shipped_utilities_are_refused_before_anything_is_recorded(
-    #[case] loadout: &str,
-) {
-    let sandbox = Sandbox::new();
-    let config = fixture("pi-materia-default.json");
-    let agent = format!("scripted:{}", fixture("scripts/full-auto.jsonl"));
-    let run = sandbox.run(&[
-        "run",
-        &config,
-        "--loadout",
-        loadout,
-        "--task",
-        TASK,
-        "--agent",
-        &agent,
-        "--json",
-    ]);
-    assert_no_panic(&run);
-    assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("does not provide the shipped utility"),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stderr.contains(loadout), "{}", run.stderr);
-    run.assert_failure_stdout();
-    if sandbox.db().exists() {
-        let casts = sandbox.run(&["casts", "--json"]).json();
-        assert_eq!(casts["casts"].as_array().unwrap().len(), 0, "{casts}");
-    }
-    assert!(
-        !sandbox.path(".gitignore").exists(),
-        "no utility ran for a refused loadout"
-    );
-}
-
 /// The (kind, payload) of every event, with the cast id replaced by a placeholder.
 fn normalized(sandbox: &Sandbox, cast: &str) -> Vec<(String, String)> {
     events(sandbox, cast)

@@ -7,6 +7,7 @@ mod anchor;
 mod bench;
 mod browser;
 mod budget;
+mod bundled_parallel;
 mod casts;
 mod casts_errors;
 mod casts_pauses;

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Usage;
+use super::{ExecutionScope, Usage};
 use crate::id::{CastId, Digest, Seq, SocketId};
 
 /// One lane of a plan: a stream of the generator's `parallelSchedule`.
@@ -98,6 +98,10 @@ pub struct LaneOutcome {
     /// Tokens its agents reported.
     #[serde(default)]
     pub usage: Usage,
+    /// The execution scope in force in the lane when it ended (its workspace or worktree and
+    /// what that exports), for the fan-in; absent when the lane ran in its base directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ExecutionScope>,
 }
 
 /// Every lane of the plan was terminal: the barrier, with each lane's outcome in plan order.

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::id::{ItemKey, SocketId, Visit};
 
 /// An execution scope a utility activated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionScope {
     /// The scope's id, as the utility named it.
     pub id: String,

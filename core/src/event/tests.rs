@@ -184,6 +184,7 @@ fn lane_events_encode_as_pinned() {
             satisfied: Some(true),
             reason: None,
             usage: Usage::default(),
+            scope: None,
         }],
     });
     let text = String::from_utf8(joined.encode()).unwrap();

@@ -135,7 +135,7 @@ pub enum Exec {
     /// One of castlog's built-in equivalents of pi-materia's shipped scripts.
     Builtin {
         /// `ensure-ignored`, `detect-vcs`, `commit-sigil`, `mime-bootstrap`, `mime-maintain`,
-        /// `echo`, `noop`, or a scope utility (`spawn-git-worktree`, `integrate-git-worktrees`,
+        /// `blackbelt-bootstrap`, `blackbelt-maintain`, `echo`, `noop`, or a scope utility (`spawn-git-worktree`, `integrate-git-worktrees`,
         /// `spawn-jj-workspace`, `integrate-jj-workspaces`, `finalize-jj-workspace`).
         name: String,
     },

@@ -198,16 +198,28 @@ impl Decider<'_, '_> {
         let fan_in = json!({
             "version": 1,
             "satisfied": satisfied,
-            "lanes": set.plan.iter().zip(lanes).map(|(plan, out)| json!({
-                "name": plan.name,
-                "cast": plan.cast,
-                "workItemIndexes": plan.items,
-                "status": out.status.as_str(),
-                "output": out.output,
-                "satisfied": out.satisfied,
-                "head": out.head,
-                "hash": out.hash,
-            })).collect::<Vec<_>>(),
+            "lanes": set.plan.iter().zip(lanes).map(|(plan, out)| {
+                let mut lane = json!({
+                    "name": plan.name,
+                    "cast": plan.cast,
+                    "workItemIndexes": plan.items,
+                    "status": out.status.as_str(),
+                    "output": out.output,
+                    "satisfied": out.satisfied,
+                    "head": out.head,
+                    "hash": out.hash,
+                });
+                // The lane's scope (workspace, worktree) and its exports, for the utility that
+                // integrates the lanes; left out for a lane that ran in its base directory, so
+                // a join recorded before lanes reported scopes re-decides as it was.
+                if let Some(scope) = &out.scope {
+                    lane["scope"] = json!({ "id": scope.id, "cwd": scope.cwd });
+                    if let Some(exports) = &scope.exports {
+                        lane["exports"] = exports.clone();
+                    }
+                }
+                lane
+            }).collect::<Vec<_>>(),
         });
         self.emit(DataAssigned {
             socket: set.socket.clone(),

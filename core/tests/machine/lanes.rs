@@ -109,6 +109,7 @@ fn outcome(lane: &Cast, status: LaneStatus) -> LaneOutcome {
         satisfied: lane.state.last_satisfied,
         reason: lane.state.failure.as_ref().map(|f| f.reason.clone()),
         usage: lane.state.usage,
+        scope: lane.state.scope.clone(),
     }
 }
 

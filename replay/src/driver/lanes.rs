@@ -182,6 +182,7 @@ impl<'a, L: EventLog + ?Sized> Driver<'a, L> {
                     .map(|f| f.reason.clone())
                     .or_else(|| (status == LaneStatus::Aborted).then(|| "aborted".to_owned())),
                 usage: state.usage,
+                scope: state.scope.clone(),
             });
         }
         self.record(&Input::JoinLanes { lanes: outcomes }, false)?;

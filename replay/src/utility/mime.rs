@@ -32,7 +32,7 @@ fn git(cwd: &Path, args: &[&str]) -> Result<String, String> {
 
 /// A utility failure in pi-materia's shape (`satisfied: false`, `state.<ns>.ok: false`), which
 /// fails the cast with `context` as its reason.
-fn failure(namespace: &str, context: &str) -> Value {
+pub(super) fn failure(namespace: &str, context: &str) -> Value {
     json!({
         "satisfied": false,
         "context": context,
@@ -155,15 +155,7 @@ pub(crate) fn maintain(input: &Value, cwd: &Path) -> Value {
         }
         Err(why) => return failure(NS, &why),
     }
-    let title = input
-        .pointer("/item/title")
-        .and_then(Value::as_str)
-        .or_else(|| input.get("itemLabel").and_then(Value::as_str))
-        .filter(|t| !t.trim().is_empty())
-        .map_or_else(
-            || format!("castlog cast {}", input["castId"].as_str().unwrap_or("")),
-            str::to_owned,
-        );
+    let title = item_title(input);
     if let Err(why) = git(cwd, &["add", "--all"]) {
         return failure(NS, &why);
     }
@@ -175,11 +167,7 @@ pub(crate) fn maintain(input: &Value, cwd: &Path) -> Value {
             "state": { NS: { "ok": true, "branch": branch, "commit": Value::Null, "title": title } },
         });
     }
-    let mut message = title.clone();
-    if let Some(context) = input.pointer("/item/context").and_then(Value::as_str) {
-        message.push_str("\n\n");
-        message.push_str(context);
-    }
+    let message = commit_message(input, &title);
     if let Err(why) = git(cwd, &["commit", "--quiet", "--message", &message]) {
         return failure(NS, &why);
     }
@@ -195,6 +183,30 @@ pub(crate) fn maintain(input: &Value, cwd: &Path) -> Value {
             "files": staged.lines().collect::<Vec<_>>(),
         }},
     })
+}
+
+/// The title a checkpoint of the work item is given: the item's `title`, else its label, else
+/// one naming the cast.
+pub(super) fn item_title(input: &Value) -> String {
+    input
+        .pointer("/item/title")
+        .and_then(Value::as_str)
+        .or_else(|| input.get("itemLabel").and_then(Value::as_str))
+        .filter(|t| !t.trim().is_empty())
+        .map_or_else(
+            || format!("castlog cast {}", input["castId"].as_str().unwrap_or("")),
+            str::to_owned,
+        )
+}
+
+/// A checkpoint's message: the title, then the item's `context` as its body when it has one.
+pub(super) fn commit_message(input: &Value, title: &str) -> String {
+    let mut message = title.to_owned();
+    if let Some(context) = input.pointer("/item/context").and_then(Value::as_str) {
+        message.push_str("\n\n");
+        message.push_str(context);
+    }
+    message
 }
 
 #[cfg(test)]

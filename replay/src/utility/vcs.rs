@@ -30,7 +30,7 @@ use super::{failed, ok};
 use crate::process::{self, Finished, Launcher};
 
 /// One VCS program run: its trimmed stdout, or a sentence saying what failed.
-struct Vcs<'a> {
+pub(super) struct Vcs<'a> {
     program: &'static str,
     launcher: &'a Launcher,
     timeout: Duration,
@@ -38,7 +38,7 @@ struct Vcs<'a> {
 }
 
 impl Vcs<'_> {
-    fn run(&self, dir: &Path, args: &[&str]) -> Result<String, String> {
+    pub(super) fn run(&self, dir: &Path, args: &[&str]) -> Result<String, String> {
         let mut argv = vec![self.program.to_owned()];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         let said = argv.join(" ");
@@ -62,7 +62,7 @@ impl Vcs<'_> {
 }
 
 /// A name safe in a ref and a path: letters, digits, `.`, `_` and `-`, others as `-`.
-fn safe_name(text: &str) -> String {
+pub(super) fn safe_name(text: &str) -> String {
     let name: String = text
         .chars()
         .map(|c| {
@@ -129,7 +129,7 @@ fn git<'a>(launcher: &'a Launcher, timeout: Duration) -> Vcs<'a> {
     }
 }
 
-fn jj<'a>(launcher: &'a Launcher, timeout: Duration) -> Vcs<'a> {
+pub(super) fn jj<'a>(launcher: &'a Launcher, timeout: Duration) -> Vcs<'a> {
     Vcs {
         program: "jj",
         launcher,

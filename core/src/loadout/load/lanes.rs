@@ -149,41 +149,26 @@ mod tests {
     /// pi-materia's bundled `config/default.json` (MIT), byte for byte.
     const DEFAULT: &str = include_str!("../../../../fixtures/pi-materia-default.json");
 
-    /// The bundled config with the shipped utilities castlog does not provide given commands,
-    /// keeping every other field (`parallelSafe` included).
-    fn with_commands() -> String {
-        let mut config: Value = serde_json::from_str(DEFAULT).unwrap();
-        for id in [
-            "Blackbelt-Bootstrap",
-            "Blackbelt-Maintain",
-            "Spawn-JJ-Workspace",
-            "Integrate-JJ-Workspaces",
-            "Finalize-JJ-Workspace",
-        ] {
-            let m = config["materia"][id].as_object_mut().unwrap();
-            m.remove("script");
-            m.remove("utility");
-            m.insert("command".into(), json!(["true"]));
-        }
-        config.to_string()
-    }
-
     #[rstest]
     #[case("Parallel-Experimental")]
     #[case("Parallel-Interactive")]
     fn the_bundled_parallel_loadouts_load_and_resolve_their_lanes(#[case] name: &str) {
-        // As shipped, only a utility castlog does not provide stops them, never the lanes.
-        let shipped = load_config(DEFAULT)
-            .unwrap()
-            .resolve(Some(name))
-            .unwrap_err();
-        assert!(shipped.reason.contains("shipped utility"), "{shipped}");
-        assert!(!shipped.reason.contains("parallel"), "{shipped}");
-
-        let loadout = load_config(&with_commands())
-            .unwrap()
-            .resolve(Some(name))
-            .unwrap();
+        // As shipped, unchanged: every utility they place has a built-in.
+        let loadout = load_config(DEFAULT).unwrap().resolve(Some(name)).unwrap();
+        for (socket, builtin) in [
+            ("Socket-3", "blackbelt-bootstrap"),
+            ("Socket-5", "spawn-jj-workspace"),
+            ("Socket-8", "blackbelt-maintain"),
+            ("Socket-9", "integrate-jj-workspaces"),
+            ("Socket-11", "finalize-jj-workspace"),
+        ] {
+            let kind = &loadout.socket(&SocketId::new(socket)).unwrap().kind;
+            assert!(
+                matches!(kind, crate::loadout::SocketKind::Utility(u)
+                    if u.exec == crate::loadout::Exec::Builtin { name: builtin.into() }),
+                "{socket}: {kind:?}"
+            );
+        }
         let lanes = loadout.lanes.clone().expect("a parallel region");
         assert_eq!(lanes.generator, SocketId::new("Socket-4"));
         assert_eq!(lanes.prelude, [SocketId::new("Socket-5")]);
@@ -202,7 +187,7 @@ mod tests {
     }
 
     fn refusal(edit: impl Fn(&mut Value)) -> crate::loadout::LoadError {
-        let mut config: Value = serde_json::from_str(&with_commands()).unwrap();
+        let mut config: Value = serde_json::from_str(DEFAULT).unwrap();
         edit(&mut config);
         let text = config.to_string();
         match load_config(&text) {
@@ -267,7 +252,7 @@ mod tests {
 
     #[test]
     fn the_loops_own_max_concurrency_overrides_the_app_wide_one() {
-        let mut config: Value = serde_json::from_str(&with_commands()).unwrap();
+        let mut config: Value = serde_json::from_str(DEFAULT).unwrap();
         config["parallelism"]["maxConcurrency"] = json!(3);
         let text = config.to_string();
         let l = load_config(&text)

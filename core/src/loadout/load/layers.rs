@@ -529,28 +529,40 @@ mod tests {
     }
 
     #[test]
-    fn eventing_sinks_merge_by_id_and_presets_add_up() {
+    fn eventing_sinks_merge_by_id_and_presets_are_refused_by_name() {
         let merged = load_layers(&[
             layer(LayerKind::Default, None, BUNDLED_DEFAULT),
             layer(
                 LayerKind::User,
                 None,
-                r#"{"eventing": {"sinks": {"a": {"url": "http://a"}}, "presets": ["p"]}}"#,
+                r#"{"eventing": {"sinks": {"a": {"url": "http://a"}}}}"#,
             ),
             layer(
                 LayerKind::Project,
                 None,
-                r#"{"eventing": {"enabled": true, "sinks": {"b": {"url": "http://b"}}, "presets": ["p", "q"]}}"#,
+                r#"{"eventing": {"enabled": true, "sinks": {"b": {"url": "http://b"}}}}"#,
             ),
         ])
         .unwrap();
         let value: serde_json::Value = serde_json::from_str(&merged.merged).unwrap();
         assert_eq!(value["eventing"]["enabled"], true);
-        assert_eq!(value["eventing"]["presets"], serde_json::json!(["p", "q"]));
         assert_eq!(
             value["eventing"]["sinks"],
             serde_json::json!({"a": {"url": "http://a"}, "b": {"url": "http://b"}})
         );
+        // pi-materia's presets name its own agent integrations; castlog has none, and says so
+        // rather than dropping them.
+        let e = load_layers(&[
+            layer(LayerKind::Default, None, BUNDLED_DEFAULT),
+            layer(
+                LayerKind::User,
+                None,
+                r#"{"eventing": {"presets": ["agent-controller"]}}"#,
+            ),
+        ])
+        .unwrap_err();
+        assert_eq!(e.error.path, "eventing.presets", "{e:?}");
+        assert!(e.error.reason.contains("eventing.sinks"), "{e:?}");
     }
 
     #[test]

@@ -363,11 +363,13 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
             "detect-vcs.mjs" => Program::Runs(Exec::Builtin {
                 name: "detect-vcs".into(),
             }),
-            "commit-sigil.mjs" | "mime-bootstrap.mjs" | "mime-maintain.mjs" => {
-                Program::Runs(Exec::Builtin {
-                    name: name.trim_end_matches(".mjs").into(),
-                })
-            }
+            "commit-sigil.mjs"
+            | "mime-bootstrap.mjs"
+            | "mime-maintain.mjs"
+            | "blackbelt-bootstrap.mjs"
+            | "blackbelt-maintain.mjs" => Program::Runs(Exec::Builtin {
+                name: name.trim_end_matches(".mjs").into(),
+            }),
             other => Program::NotProvided(other.to_owned()),
         }
     } else {

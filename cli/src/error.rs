@@ -227,6 +227,12 @@ impl From<castlog_replay::utility::MissingProgram> for CliError {
     }
 }
 
+impl From<castlog_replay::utility::shipped::ShippedError> for CliError {
+    fn from(err: castlog_replay::utility::shipped::ShippedError) -> Self {
+        CliError::user(err.to_string())
+    }
+}
+
 impl From<castlog_replay::openai::OpenAiError> for CliError {
     fn from(err: castlog_replay::openai::OpenAiError) -> Self {
         CliError::user(err.to_string())

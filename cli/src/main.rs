@@ -89,8 +89,14 @@ fn run(cli: Cli, db_on_line: bool) -> Result<(), CliError> {
             ));
         }
     }
+    // A relative install is taken from the directory castlog was started in.
+    let pi_materia = drive
+        .pi_materia
+        .as_ref()
+        .map(|dir| std::env::current_dir().unwrap_or_default().join(dir));
     let globals = globals::Globals {
-        launcher: castlog_replay::process::Launcher::new(&drive.agent.pass_env),
+        launcher: castlog_replay::process::Launcher::new(&drive.agent.pass_env)
+            .with_shipped_scripts(pi_materia.as_deref()),
         agent_json: drive.agent.agent_format.as_deref() == Some("json"),
         agent_timeout: drive
             .agent

@@ -132,6 +132,16 @@ pub enum DriveError {
     /// The folded state asks for nothing the driver can do (see [`Inconsistent`]).
     #[error(transparent)]
     Inconsistent(#[from] Inconsistent),
+    /// A pi-materia shipped script cannot run, or is not the one the cast recorded (nothing
+    /// was run or recorded).
+    #[error("cast {cast}: {source}")]
+    Shipped {
+        /// The cast.
+        cast: CastId,
+        /// What is wrong.
+        #[source]
+        source: Box<crate::utility::shipped::ShippedError>,
+    },
     /// The agent of a parallel lane could not be made (a script that does not read, ...).
     #[error("the agent of lane {lane}: {message}")]
     LaneAgent {

@@ -131,6 +131,9 @@ pub struct Launcher {
     redactor: Redactor,
     /// The cast the programs work for, once known; `None`: not recorded.
     records: Arc<Mutex<Option<children::Records>>>,
+    /// A pi-materia install whose shipped scripts run where castlog has no built-in
+    /// (`--pi-materia DIR`, `PI_MATERIA_HOME`); `None`: they are refused.
+    shipped: Option<Arc<Path>>,
 }
 
 impl Default for Launcher {
@@ -152,6 +155,7 @@ impl Launcher {
                 .collect(),
             redactor: Redactor::from_env(),
             records: Arc::default(),
+            shipped: None,
         }
     }
 
@@ -164,7 +168,21 @@ impl Launcher {
             withheld: Arc::clone(&self.withheld),
             redactor: self.redactor.clone(),
             records: Arc::default(),
+            shipped: self.shipped.clone(),
         }
+    }
+
+    /// Runs pi-materia's shipped scripts from the install at `dir` (see
+    /// [`crate::utility::shipped`]).
+    #[must_use]
+    pub fn with_shipped_scripts(mut self, dir: Option<&Path>) -> Self {
+        self.shipped = dir.map(Arc::from);
+        self
+    }
+
+    /// The pi-materia install shipped scripts run from, when one was given.
+    pub fn shipped_scripts(&self) -> Option<&Path> {
+        self.shipped.as_deref()
     }
 
     /// Scrubs with `redactor` instead.

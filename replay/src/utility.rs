@@ -10,6 +10,7 @@
 
 mod blackbelt;
 mod mime;
+pub mod shipped;
 mod sigil;
 
 use std::path::Path;
@@ -197,18 +198,12 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
             Value::String(text) => text.clone(),
             other => other.to_string(),
         }),
-        Exec::Command { argv } => {
-            let mut line = serde_json::to_vec(input).unwrap_or_default();
-            line.push(b'\n');
-            match process::run(
-                launcher,
-                argv,
-                cwd,
-                &[],
-                &line,
-                Duration::from_millis(spec.timeout_ms),
-            ) {
-                Ok(done) => done,
+        Exec::Command { argv } => run_argv(argv, spec, input, cwd, launcher),
+        Exec::Shipped { .. } => {
+            let socket = input["socketId"].as_str().unwrap_or_default();
+            match shipped::ready(&SocketId::new(socket), spec, launcher) {
+                Ok(Some(argv)) => run_argv(&argv, spec, input, cwd, launcher),
+                Ok(None) => failed("not a shipped script".into()),
                 Err(err) => failed(err.to_string()),
             }
         }
@@ -240,6 +235,22 @@ pub fn run(spec: &UtilitySpec, input: &Value, cwd: &Path, launcher: &Launcher) -
             }
             other => failed(format!("castlog has no built-in utility named {other:?}")),
         },
+    }
+}
+
+/// Runs `argv` with the utility's JSON line on stdin and its timeout.
+fn run_argv(
+    argv: &[String],
+    spec: &UtilitySpec,
+    input: &Value,
+    cwd: &Path,
+    launcher: &Launcher,
+) -> Finished {
+    let mut line = serde_json::to_vec(input).unwrap_or_default();
+    line.push(b'\n');
+    match process::run(launcher, argv, cwd, &[], &line, timeout(spec)) {
+        Ok(done) => done,
+        Err(err) => failed(err.to_string()),
     }
 }
 

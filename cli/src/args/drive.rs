@@ -90,6 +90,18 @@ pub struct DriveOptions {
     /// (awaiting_agent, awaiting_refinement), instead of 0, so scripts can branch on it.
     #[arg(long = "exit-status", help_heading = "Agent options")]
     pub exit_status: bool,
+
+    /// A pi-materia install (its package directory, holding config/utilities): a loadout's
+    /// shipped script that castlog has no built-in for runs from there with its runtime
+    /// (node), on the same JSON-on-stdin protocol as a `command`. The cast records each
+    /// script's hash and refuses a different one later. Without it such a loadout is refused.
+    #[arg(
+        long = "pi-materia",
+        env = "PI_MATERIA_HOME",
+        value_name = "DIR",
+        help_heading = "Agent options"
+    )]
+    pub pi_materia: Option<std::path::PathBuf>,
 }
 
 impl DriveOptions {
@@ -116,6 +128,7 @@ impl DriveOptions {
                 otel_content: self.trace.otel_content || own.trace.otel_content,
             },
             exit_status: self.exit_status || own.exit_status,
+            pi_materia: own.pi_materia.or(self.pi_materia),
         }
     }
 }

@@ -37,7 +37,7 @@ pub fn recast(
             let config =
                 load_config(&text).map_err(|e| CliError::from(e).context(path.display()))?;
             let (state, _) = castlog_replay::driver::fold_until(&log, &parent, at)?;
-            let resolved = config
+            let mut resolved = config
                 .resolve(Some(&state.loadout.name))
                 .map_err(|e| CliError::from(e).context(path.display()))?;
             // The child goes on from the socket in flight at the fork point: it must exist.
@@ -52,6 +52,8 @@ pub fn recast(
                 )));
             }
             castlog_replay::utility::check_programs(&resolved)
+                .map_err(|e| CliError::from(e).context(path.display()))?;
+            castlog_replay::utility::shipped::resolve(&mut resolved, &globals.launcher)
                 .map_err(|e| CliError::from(e).context(path.display()))?;
             Some(resolved)
         }

@@ -38,8 +38,10 @@ pub fn run(
         args.layer.as_deref(),
         &here,
     ))?;
-    let loadout = config.resolve(args.loadout.as_deref())?;
+    let mut loadout = config.resolve(args.loadout.as_deref())?;
     castlog_replay::utility::check_programs(&loadout)?;
+    // The worker runs the script this machine's install has (it checks the hash).
+    castlog_replay::utility::shipped::resolve(&mut loadout, &globals.launcher)?;
     let log = super::open_or_create(db)?;
     let cast = match &args.cast {
         Some(id) => super::chosen_cast(&log, id)?,

@@ -45,6 +45,7 @@ mod scopes;
 mod scorecard;
 mod secrets;
 mod serve;
+mod shipped;
 mod streams;
 mod structured;
 mod terminal;

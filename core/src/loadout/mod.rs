@@ -139,6 +139,19 @@ pub enum Exec {
         /// `spawn-jj-workspace`, `integrate-jj-workspaces`, `finalize-jj-workspace`).
         name: String,
     },
+    /// One of pi-materia's own shipped scripts, which castlog has no built-in for, run from a
+    /// pi-materia install (`--pi-materia DIR` or `PI_MATERIA_HOME`) with its runtime, on the
+    /// same JSON-on-stdin protocol as a `command`.
+    Shipped {
+        /// The script's file name (`scan-repo.mjs`), as the config names it.
+        name: String,
+        /// The program that runs it (`script.runtime`, default `node`).
+        runtime: String,
+        /// The content hash (hex, castlog's blob hash) of the script's bytes, set when a cast starts, so the frozen
+        /// loadout records which script the cast runs and a different one later is refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hash: Option<String>,
+    },
 }
 
 /// An agent socket's settings.

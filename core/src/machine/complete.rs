@@ -235,6 +235,9 @@ impl Decider<'_, '_> {
                 crate::loadout::Exec::Command { argv } => argv.join(" "),
                 crate::loadout::Exec::Builtin { name } => format!("builtin {name}"),
                 crate::loadout::Exec::Output { .. } => "params.output".into(),
+                crate::loadout::Exec::Shipped { name, runtime, .. } => {
+                    format!("{runtime} {name} (shipped)")
+                }
             },
             SocketKind::Agent(_) | SocketKind::Post(_) => String::new(),
         };

@@ -86,7 +86,30 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
         let base = self.base_dir();
         let cwd = self.scope_dir().unwrap_or_else(|| self.cwd.clone());
         let input = utility::input(&self.state, &cwd, &base);
-        let done = utility::run(spec, &input, &cwd, &self.launcher);
+        // A shipped script is checked before it runs: not the one the cast recorded, it is
+        // refused with nothing recorded.
+        let socket = self.state.current.as_ref().map(|c| c.socket.clone());
+        let shipped = match &socket {
+            Some(socket) => {
+                utility::shipped::ready(socket, spec, &self.launcher).map_err(|source| {
+                    DriveError::Shipped {
+                        cast: self.state.cast.clone(),
+                        source: Box::new(source),
+                    }
+                })?
+            }
+            None => None,
+        };
+        let done = match shipped {
+            Some(argv) => {
+                let resolved = UtilitySpec {
+                    exec: castlog_core::loadout::Exec::Command { argv },
+                    ..spec.clone()
+                };
+                utility::run(&resolved, &input, &cwd, &self.launcher)
+            }
+            None => utility::run(spec, &input, &cwd, &self.launcher),
+        };
         self.record(
             &Input::UtilityFinished {
                 code: done.code,

@@ -355,7 +355,7 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
             Some(name) => Program::Runs(Exec::Builtin { name: name.into() }),
             None => Program::NotProvided(alias.to_owned()),
         }
-    } else if let Some(name) = script {
+    } else if let Some((name, runtime)) = script {
         match name {
             "ensure-ignored.mjs" => Program::Runs(Exec::Builtin {
                 name: "ensure-ignored".into(),
@@ -370,7 +370,14 @@ fn read_utility(obj: &Obj, path: &str, generator: bool) -> Result<UtilityDef, Lo
             | "blackbelt-maintain.mjs" => Program::Runs(Exec::Builtin {
                 name: name.trim_end_matches(".mjs").into(),
             }),
-            other => Program::NotProvided(other.to_owned()),
+            // The pull-request utilities act outside (a push, an API call): castlog runs no
+            // outward effect outside its claim ledger, so they are not run from an install.
+            pr if pr.ends_with("-pr.mjs") => Program::NotProvided(pr.to_owned()),
+            other => Program::Runs(Exec::Shipped {
+                name: other.to_owned(),
+                runtime: runtime.to_owned(),
+                hash: None,
+            }),
         }
     } else {
         return Err(err(
@@ -500,7 +507,7 @@ fn read_command(obj: &Obj, path: &str) -> Result<Option<Vec<String>>, LoadError>
 }
 
 /// `script: {kind: "shippedUtility", name, runtime?}`, returning the name.
-fn read_script<'a>(obj: &'a Obj, path: &str) -> Result<Option<&'a str>, LoadError> {
+fn read_script<'a>(obj: &'a Obj, path: &str) -> Result<Option<(&'a str, &'a str)>, LoadError> {
     let Some(script) = opt_object(obj, "script", path, "`script`")? else {
         return Ok(None);
     };
@@ -514,14 +521,22 @@ fn read_script<'a>(obj: &'a Obj, path: &str) -> Result<Option<&'a str>, LoadErro
             ));
         }
     }
-    opt_str(script, "runtime", &at)?;
+    let runtime = opt_nonempty_str(script, "runtime", &at)?.unwrap_or("node");
     let name = opt_nonempty_str(script, "name", &at)?.ok_or_else(|| {
         err(
             &join(&at, "name"),
             "`script.name` is missing; name the shipped utility (e.g. \"detect-vcs.mjs\")",
         )
     })?;
-    Ok(Some(name))
+    if name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(err(
+            &join(&at, "name"),
+            format!(
+                "`script.name` {name:?} must be the file name of a shipped utility (e.g. \"detect-vcs.mjs\"), not a path; for your own program use `command`"
+            ),
+        ));
+    }
+    Ok(Some((name, runtime)))
 }
 
 /// Adds (or checks) a generator's implicit `workItems ← $.workItems` assignment.

@@ -370,6 +370,37 @@ fn loop_members_need_an_edge_cycle() {
 }
 
 #[test]
+fn a_shipped_script_without_a_built_in_resolves_to_be_run_from_an_install_and_a_path_is_refused() {
+    let shipped = |name: &str| {
+        BASE.replace(
+            r#""command": ["node", "./scan.mjs"], "parse": "json", "params": { "depth": 2 }, "timeoutMs": 10000"#,
+            &format!(r#""script": {{ "kind": "shippedUtility", "name": "{name}" }}, "parse": "json""#),
+        )
+    };
+    let loadout = load_config(&shipped("scan-repo.mjs"))
+        .unwrap()
+        .resolve(Some("Mini"))
+        .unwrap();
+    let SocketKind::Utility(spec) = &loadout.socket(&SocketId::new("Socket-1")).unwrap().kind
+    else {
+        panic!("a utility");
+    };
+    assert_eq!(
+        spec.exec,
+        Exec::Shipped {
+            name: "scan-repo.mjs".into(),
+            runtime: "node".into(),
+            hash: None
+        }
+    );
+    for name in ["../x.mjs", "sub/x.mjs", ".hidden.mjs"] {
+        let e = load_config(&shipped(name)).unwrap_err();
+        assert!(e.path.ends_with("script.name"), "{name}: {e}");
+        assert!(e.reason.contains("not a path"), "{name}: {e}");
+    }
+}
+
+#[test]
 fn unsupported_shipped_utility_fails_only_resolve_of_loadouts_using_it() {
     let text = BASE.replace(
         r#""command": ["node", "./scan.mjs"], "parse": "json", "params": { "depth": 2 }, "timeoutMs": 10000"#,

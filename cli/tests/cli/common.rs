@@ -305,3 +305,26 @@ pub fn to_run(out: &Output) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// `cmd` with a git identity of its own (the machine's may have none), for a command whose
+/// programs commit.
+pub fn with_git_identity(cmd: &mut Command) -> &mut Command {
+    cmd.env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+}
+
+/// Runs git in `dir` (with [`with_git_identity`]) and returns its trimmed stdout; a failure
+/// fails the test, naming the arguments.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = with_git_identity(Command::new("git").args(args).current_dir(dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}

@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::common::{Sandbox, fixture, scripted};
+use crate::common::{Sandbox, fixture, git, scripted, with_git_identity};
 
 const CONFIG: &str = "loadouts/lanes.json";
 
@@ -100,6 +100,85 @@ fn a_parallel_loadout_runs_to_completion_with_a_scripted_agent() {
         let text = std::fs::read_to_string(&manifest).unwrap();
         assert!(text.contains(&format!("par.lane-{lane}")), "{text}");
     }
+}
+
+#[test]
+fn git_worktree_lanes_each_work_on_a_branch_and_the_parent_merges_them() {
+    let sandbox = Sandbox::new();
+    let repo = sandbox.path("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "--quiet", "--initial-branch", "main"]);
+    git(
+        &repo,
+        &["commit", "--quiet", "--allow-empty", "--message", "init"],
+    );
+    let mut cmd = sandbox.command_on(&sandbox.db());
+    with_git_identity(&mut cmd)
+        .args([
+            "run",
+            &fixture("loadouts/lanes-git.json"),
+            "--task",
+            "greet",
+        ])
+        .args([
+            "--cast",
+            "gl",
+            "--agent",
+            &scripted("lanes-git.jsonl"),
+            "--json",
+        ])
+        .arg("--workdir")
+        .arg(&repo);
+    let run = sandbox.finish(&mut cmd);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
+
+    let state = sandbox.run(&["state", "gl", "--json"]).json();
+    let data = &state["data"];
+    for (i, lane) in ["a", "b"].iter().enumerate() {
+        let fan = &data["parallelFanIn"]["lanes"][i];
+        assert_eq!(fan["exports"]["vcs"], "git", "{fan}");
+        assert_eq!(
+            fan["exports"]["branch"],
+            format!("castlog/gl.lane-{lane}"),
+            "{fan}"
+        );
+        assert_eq!(
+            data["gitIntegration"]["lanes"][i]["branch"],
+            format!("castlog/gl.lane-{lane}"),
+            "{data}"
+        );
+    }
+    // Each lane wrote on its own branch, and the parent merged both into its directory.
+    assert_eq!(
+        git(&repo, &["show", "castlog/gl.lane-a:greet.txt"]),
+        "hello"
+    );
+    assert_eq!(
+        git(&repo, &["show", "castlog/gl.lane-b:bye.txt"]),
+        "goodbye"
+    );
+    assert!(
+        git(&repo, &["ls-tree", "--name-only", "castlog/gl.lane-a"])
+            .lines()
+            .all(|f| f != "bye.txt"),
+        "lane a never saw lane b's file"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("greet.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("bye.txt")).unwrap(),
+        "goodbye\n"
+    );
+    assert!(
+        git(&repo, &["log", "--format=%s", "main"]).contains("Merge branch 'castlog/gl.lane-b'"),
+        "{}",
+        git(&repo, &["log", "--format=%s", "main"])
+    );
+    let verify = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
 
 #[test]

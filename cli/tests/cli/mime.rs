@@ -4,37 +4,14 @@
 //! shippedUtility`), in `fixtures/loadouts/mime.json`.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::common::{Sandbox, fixture, scripted};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::common::{Sandbox, fixture, git, scripted, with_git_identity};
 
 fn mime_run(sb: &Sandbox, workdir: &Path, cast: &str) -> crate::common::Run {
     let loadout = fixture("loadouts/mime.json");
     let agent = scripted("mime.jsonl");
     sb.finish(
-        sb.command_on(&sb.db())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        with_git_identity(&mut sb.command_on(&sb.db()))
             .args([
                 "run", &loadout, "--task", "greet", "--cast", cast, "--agent", &agent,
             ])

@@ -8,7 +8,8 @@
 //! `--calls` calls are recorded. Each call is three decisions' worth of events (the reply with
 //! its `tool_called`, the `tool_finished` with the next prompt): the rate counts calls, durable
 //! (`--durability full`: fsynced) before the next one runs. The calls are timed in slices of
-//! 1,000, so a cost that grew with the database would show as a falling rate.
+//! 1,000, so a cost that grew with the database would show as a falling rate. A `read` call's
+//! outcome is durable with the next step (one commit per call), as in every cast.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -143,7 +144,9 @@ pub fn tools(db: Option<&Path>, args: &BenchToolsArgs) -> Result<(), CliError> {
         // The last cast makes only the calls still wanted.
         let left = u32::try_from(args.calls - model.total).unwrap_or(u32::MAX);
         model.per_visit = args.per_visit.min(left);
-        let mut started = started_event(
+        // The working directory is the driver's (not named in the event: a scratch directory
+        // outside git, which the cast then does not try to checkpoint, quietly).
+        let started = started_event(
             CastId::new(format!("bench-tools-{nanos}-{casts}")),
             &loadout,
             frozen,
@@ -151,7 +154,6 @@ pub fn tools(db: Option<&Path>, args: &BenchToolsArgs) -> Result<(), CliError> {
             "recommended".into(),
             None,
         );
-        started.workdir = Some(cwd.display().to_string());
         let mut driver = Driver::start(&log, &clock, started, &cwd)?;
         let stop = driver.drive(&mut model)?;
         if stop.status != Status::Completed {

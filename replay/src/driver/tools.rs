@@ -1,7 +1,8 @@
 //! Tool calls: what the driver does for `Next::RunTool`. The call is already recorded
 //! (`tool_called`, durable); the tool runs under the materia's scope in the cast's working
-//! directory, and its result is recorded at once (`tool_finished`), since a tool's effect cannot
-//! be asked for again.
+//! directory, and its result is recorded at once (`tool_finished`): durable before the cast goes
+//! on for a call that can change something, whose effect cannot be asked for again; with the
+//! next step for a read-only call, which `resume` may run again.
 
 use std::ops::ControlFlow;
 use std::time::Instant;
@@ -73,6 +74,10 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
         let started = Instant::now();
         let outcome = self.outcome(tool, arguments);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // A read-only call's outcome may become durable with the next step (one commit for
+        // both): lost in a crash, `resume` runs the call again, which changes nothing. Any
+        // other call's outcome is durable before the cast goes on.
+        let pipelined = is_read_only(tool);
         self.record(
             &Input::ToolFinished {
                 call: call.to_owned(),
@@ -82,7 +87,7 @@ impl<L: EventLog + ?Sized> Driver<'_, L> {
                 truncated: outcome.truncated,
                 duration_ms,
             },
-            false,
+            pipelined,
         )?;
         Ok(ControlFlow::Continue(()))
     }

@@ -1,7 +1,9 @@
-//! The casts list `serve` opens on: every cast with its status and loadout, filtered by both.
+//! The casts list `serve` opens on: every cast with its status and loadout, filtered by
+//! either and by the (UTC) day it was created.
 
 use std::ops::ControlFlow;
 
+use castlog_core::calendar::Date;
 use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::{CastHead, EventLog, StreamKind};
@@ -35,13 +37,33 @@ pub struct Filter {
     pub status: Option<String>,
     /// Only casts of this loadout.
     pub loadout: Option<String>,
+    /// Only casts created on this UTC day or later.
+    pub from: Option<Date>,
+    /// Only casts created on this UTC day or earlier.
+    pub to: Option<Date>,
 }
 
+const DAY_MS: i64 = 86_400_000;
+
 impl Filter {
+    /// Reads a `from` or `to` day (`2026-12-01`); empty is no bound.
+    pub fn day(text: Option<&str>, which: &str) -> Result<Option<Date>, String> {
+        match text.map(str::trim).filter(|t| !t.is_empty()) {
+            None => Ok(None),
+            Some(t) => Date::parse(t)
+                .map(Some)
+                .map_err(|e| format!("{which}={t:?}: {e}; give a day as YYYY-MM-DD (UTC)")),
+        }
+    }
+
     fn keeps(&self, row: &CastRow) -> bool {
-        self.status
-            .as_deref()
-            .is_none_or(|s| s.is_empty() || s == row.status)
+        let created = i64::try_from(row.created_ms).unwrap_or(i64::MAX);
+        self.from.is_none_or(|d| created >= d.days() * DAY_MS)
+            && self.to.is_none_or(|d| created < (d.days() + 1) * DAY_MS)
+            && self
+                .status
+                .as_deref()
+                .is_none_or(|s| s.is_empty() || s == row.status)
             && self
                 .loadout
                 .as_deref()
@@ -92,6 +114,14 @@ pub fn rows<L: EventLog + ?Sized>(log: &L, filter: &Filter) -> Result<Vec<CastRo
     Ok(rows)
 }
 
+/// `2026-12-01 17:03` (UTC) of a creation time.
+fn created(ms: u64) -> String {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    let day = Date::from_days(ms.div_euclid(DAY_MS));
+    let minutes = ms.rem_euclid(DAY_MS) / 60_000;
+    format!("{day} {:02}:{:02}", minutes / 60, minutes % 60)
+}
+
 /// The list page. `href` makes a cast's link.
 pub fn page(rows: &[CastRow], filter: &Filter, href: &dyn Fn(&str) -> String) -> String {
     let statuses = [
@@ -113,17 +143,20 @@ pub fn page(rows: &[CastRow], filter: &Filter, href: &dyn Fn(&str) -> String) ->
                 }
             }
             label { "Loadout " input type="text" name="loadout" value=(filter.loadout.clone().unwrap_or_default()); }
+            label { "Created from " input type="date" name="from" value=(filter.from.map(|d| d.to_string()).unwrap_or_default()); }
+            label { " to " input type="date" name="to" value=(filter.to.map(|d| d.to_string()).unwrap_or_default()); }
             button type="submit" { "Filter" }
         }
         p #count { (rows.len()) " casts" }
         table #casts {
-            thead { tr { th { "Cast" } th { "Status" } th { "Loadout" } th { "Events" } th { "Recast of" } } }
+            thead { tr { th { "Cast" } th { "Status" } th { "Loadout" } th { "Created (UTC)" } th { "Events" } th { "Recast of" } } }
             tbody {
                 @for r in rows {
                     tr data-cast=(r.cast) data-status=(r.status) {
                         td { a href=(href(&r.cast)) { (r.cast) } }
                         td { span.tag { (r.status) } }
                         td { (r.loadout) }
+                        td.mono { (created(r.created_ms)) }
                         td { (r.events) }
                         td.mono { (r.parent.as_deref().unwrap_or("")) }
                     }
@@ -132,4 +165,42 @@ pub fn page(rows: &[CastRow], filter: &Filter, href: &dyn Fn(&str) -> String) ->
         }
     };
     crate::page::page("castlog casts", &[], None, &body).into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(created_ms: u64) -> CastRow {
+        CastRow {
+            cast: "c".into(),
+            status: "completed".into(),
+            loadout: "L".into(),
+            events: 1,
+            created_ms,
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn a_day_range_keeps_both_ends_whole() {
+        let day = |t| Filter::day(Some(t), "from").unwrap();
+        let filter = Filter {
+            from: day("2026-12-01"),
+            to: day("2026-12-02"),
+            ..Filter::default()
+        };
+        let midnight = 20_788 * 86_400_000; // 2026-12-01T00:00Z
+        assert!(!filter.keeps(&row(midnight - 1)));
+        assert!(filter.keeps(&row(midnight)));
+        assert!(filter.keeps(&row(midnight + 2 * 86_400_000 - 1)));
+        assert!(!filter.keeps(&row(midnight + 2 * 86_400_000)));
+        assert_eq!(created(midnight + 61 * 60_000), "2026-12-01 01:01");
+        assert!(
+            Filter::day(Some("12/01"), "from")
+                .unwrap_err()
+                .contains("YYYY-MM-DD")
+        );
+        assert_eq!(Filter::day(Some(""), "to"), Ok(None));
+    }
 }

@@ -290,14 +290,27 @@ async fn blocking<T: Send + 'static>(
 struct ListQuery {
     status: Option<String>,
     loadout: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
 }
 
 async fn list(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> Response {
+    // A day that does not read is the asker's mistake: 400, naming it.
+    let days = Filter::day(q.from.as_deref(), "from")
+        .and_then(|from| Ok((from, Filter::day(q.to.as_deref(), "to")?)));
+    let (from, to) = match days {
+        Ok(days) => days,
+        Err(why) => {
+            return (StatusCode::BAD_REQUEST, format!("castlog serve: {why}\n")).into_response();
+        }
+    };
     let db = app.db.clone();
     answer(
         blocking(move || {
             let log = super::open(&db)?;
             let filter = Filter {
+                from,
+                to,
                 status: q.status.filter(|s| !s.is_empty()),
                 loadout: q.loadout.filter(|l| !l.is_empty()),
             };

@@ -121,6 +121,32 @@ fn the_casts_list_links_every_cast_and_filters_by_status_and_loadout() {
     assert!(
         of_loadout.contains("data-cast=\"built\"") && !of_loadout.contains("data-cast=\"talk\"")
     );
+    // By the UTC day each was created: today keeps both, a range that ended yesterday none, and
+    // a day that does not read is a 400 naming it.
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400;
+    let day = |days: u64| castlog_core::calendar::Date::from_days(days as i64).to_string();
+    let get = |query: String| {
+        http.get(format!("{}/?{query}", server.base))
+            .send()
+            .unwrap()
+    };
+    let today = get(format!("from={}&to={}", day(days), day(days)))
+        .text()
+        .unwrap();
+    assert!(today.contains("2 casts"), "{today}");
+    assert!(
+        today.contains(&format!("value=\"{}\"", day(days))),
+        "{today}"
+    );
+    let before = get(format!("to={}", day(days - 1))).text().unwrap();
+    assert!(before.contains("0 casts"), "{before}");
+    let bad = get("from=12/01".to_owned());
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().unwrap().contains("YYYY-MM-DD"));
     // A cast's page is its report; a cast the database lacks is a 404 that names it.
     let report = http
         .get(format!("{}/casts/built", server.base))

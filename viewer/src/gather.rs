@@ -148,6 +148,12 @@ pub struct Summary {
     pub replies: u64,
     /// Input and output tokens.
     pub tokens: (u64, u64),
+    /// What the priced replies cost, in millionths of a US dollar (`None`: no reply was
+    /// priced).
+    pub cost_micros: Option<u64>,
+    /// A parent's lanes, in plan order: name, lane cast, and how it was joined (`planned`
+    /// until the barrier).
+    pub lanes: Vec<(String, String, String)>,
     /// From the first to the last event, in ms.
     pub duration_ms: u64,
     /// Events of the whole history, and of the cast's own chain.
@@ -203,6 +209,10 @@ fn tag_of(event: &Event) -> Option<&'static str> {
         }
         Event::SteeringNoted(_) => "steer",
         Event::EdgeTaken(_) => "edge",
+        Event::LanesPlanned(_) | Event::LaneStarted(_) | Event::LanesJoined(_) => "lanes",
+        Event::ScopeActivated(_) => "scope",
+        Event::WorkspaceCheckpointed(_) => "checkpoint",
+        Event::BudgetWarning(_) | Event::BudgetRaised(_) => "budget",
         _ if event.kind().starts_with("tool_") => "tool",
         _ => return None,
     })
@@ -273,6 +283,18 @@ impl Folder {
                     self.loadout = Some(l);
                 }
             }
+            Event::LanesPlanned(e) => {
+                self.summary.lanes = e
+                    .lanes
+                    .iter()
+                    .map(|l| (l.name.clone(), l.cast.to_string(), "planned".to_owned()))
+                    .collect();
+            }
+            Event::LanesJoined(e) => {
+                for (lane, out) in self.summary.lanes.iter_mut().zip(&e.lanes) {
+                    lane.2 = out.status.as_str().to_owned();
+                }
+            }
             Event::SocketStarted(e) => self.visits.push(VisitGroup {
                 socket: Some(e.socket.to_string()),
                 visit: e.visit.get(),
@@ -304,6 +326,10 @@ impl Folder {
                     .or_default() += 1;
             }
             Event::AgentReplied(e) => {
+                if let Some(cost) = &e.cost {
+                    let sum = self.summary.cost_micros.get_or_insert(0);
+                    *sum = sum.saturating_add(cost.micros);
+                }
                 self.replies.insert(
                     (e.socket.to_string(), e.visit.get(), e.turn.get()),
                     e.text.clone(),

@@ -115,6 +115,20 @@ fn summary(report: &CastReport) -> Markup {
                 dt { "Policy" } dd { (s.policy) }
                 dt { "Working directory" } dd.mono { (s.workdir.as_deref().unwrap_or("not recorded")) }
                 dt { "Tokens" } dd { (s.tokens.0 + s.tokens.1) " (" (s.tokens.0) " in, " (s.tokens.1) " out)" }
+                dt { "Cost" } dd #cost {
+                    @match s.cost_micros {
+                        Some(micros) => { (castlog_core::event::dollars(micros)) }
+                        None => { "not priced (no `prices` entry for its models)" }
+                    }
+                }
+                @if !s.lanes.is_empty() {
+                    dt { "Lanes" }
+                    dd #lanes {
+                        ul { @for (name, cast, status) in &s.lanes {
+                            li data-lane=(name) { "lane " (name) " " code { (cast) } " " span.tag { (status) } }
+                        } }
+                    }
+                }
                 dt { "Duration" } dd { (duration(s.duration_ms)) }
                 dt { "Events" } dd { (s.events.0) " in its history, " (s.events.1) " in its own chain" }
                 dt { "Head" } dd.mono { (s.head.0) " " (s.head.1) }

@@ -168,3 +168,44 @@ fn a_report_of_an_unknown_cast_or_into_a_missing_directory_is_the_users_error() 
         run.stderr
     );
 }
+
+#[test]
+fn a_report_shows_the_lanes_of_a_parent_and_what_a_priced_cast_cost() {
+    let sandbox = Sandbox::new();
+    let run = |config: &str, script: &str, cast: &str| {
+        let done = sandbox.run(&[
+            "run",
+            &crate::common::fixture(config),
+            "--task",
+            "greet",
+            "--cast",
+            cast,
+            "--agent",
+            &crate::common::scripted(script),
+            "--json",
+        ]);
+        assert_eq!(done.json()["status"], "completed", "{}", done.stdout);
+    };
+    run("loadouts/lanes.json", "lanes.jsonl", "par");
+    let html = std::fs::read_to_string(write_report(&sandbox, "par", None, "par.html")).unwrap();
+    let lanes = element(&html, "<dd id=\"lanes\">", "dd");
+    for lane in ["a", "b"] {
+        assert!(
+            lanes.contains(&format!(
+                "<li data-lane=\"{lane}\">lane {lane} <code>par.lane-{lane}</code> <span class=\"tag\">completed</span>"
+            )),
+            "{lanes}"
+        );
+    }
+    assert!(html.contains("not priced"), "no prices, no cost");
+    // The plan and the barrier are marked in the timeline.
+    assert!(html.matches("class=\"tag tag-lanes\">lanes<").count() >= 2);
+
+    run("loadouts/cost.json", "full-auto.jsonl", "priced");
+    let state = sandbox.run(&["state", "priced", "--json"]).json();
+    let usd = state["cost"]["usd"].as_f64().unwrap();
+    assert!(usd > 0.0, "{state}");
+    let html = std::fs::read_to_string(write_report(&sandbox, "priced", None, "c.html")).unwrap();
+    let cost = element(&html, "<dd id=\"cost\">", "dd");
+    assert!(cost.contains(&format!("${usd}")), "{cost} vs {usd}");
+}

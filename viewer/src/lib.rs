@@ -11,6 +11,7 @@
 //! - [`report`]: the report page (summary, graph, timeline, prompts; the diff when given).
 //! - [`graph`]: the loadout graph as inline SVG with traversal counts.
 //! - [`diffview`]: two casts aligned by (socket, item, visit), first divergence marked.
+//! - [`files`]: the file changes each step made, from the workspace checkpoints.
 //! - [`casts`]: the casts list with its filter.
 //! - [`packed`]: the long lists of a long cast, deflated until opened.
 //! - [`page`]: the document around every view (styles, script, print and keyboard rules).
@@ -46,6 +47,7 @@
 pub mod casts;
 pub mod diffview;
 pub mod error;
+pub mod files;
 pub mod gather;
 pub mod graph;
 pub mod packed;

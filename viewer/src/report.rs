@@ -21,6 +21,8 @@ pub struct Extras {
     pub input: Option<String>,
     /// The link back to the casts list.
     pub back: Option<String>,
+    /// The file changes each step of the casts made, for those that have checkpoints.
+    pub files: Vec<crate::files::CastFiles>,
 }
 
 /// The whole report page of `report`, with the diff against `other` when given.
@@ -41,6 +43,9 @@ pub fn report(
     if diff.is_some() {
         nav.push(("Diff", "#diff".to_owned()));
     }
+    if !extras.files.is_empty() {
+        nav.push(("Files", "#files".to_owned()));
+    }
     nav.extend([
         ("Summary", "#summary".to_owned()),
         ("Graph", "#graph".to_owned()),
@@ -50,6 +55,9 @@ pub fn report(
     let body = html! {
         @if let Some((d, other)) = diff {
             (crate::diffview::diff(d, report, other))
+        }
+        @if !extras.files.is_empty() {
+            (crate::files::section(&extras.files))
         }
         @if extras.live.is_some() {
             section #live aria-live="polite" {

@@ -6,6 +6,7 @@ use castlog_core::event::Event;
 use castlog_core::id::CastId;
 use castlog_events::Database;
 use castlog_replay::workspace::Workspace;
+use castlog_viewer::files::{CastFiles, StepFiles};
 use serde_json::{Value, json};
 
 use crate::error::CliError;
@@ -47,9 +48,9 @@ fn workspace(log: &Database, cast: &CastId) -> Option<Workspace> {
         .find_map(|c| Workspace::find(&super::cast::cast_cwd(log, c)))
 }
 
-/// The `--files` document of one cast: its checkpoints, each with the changes since the one
-/// before it (the first, the cast's start, has none).
-pub fn cast_files(log: &Database, name: &str) -> Result<Value, CliError> {
+/// The checkpoints of one cast, each with the changes since the one before it (the first, the
+/// cast's start, has none).
+pub fn steps(log: &Database, name: &str) -> Result<CastFiles, CliError> {
     let cast = super::inspect::head_of(log, name)?.cast;
     let points = checkpoints(log, &cast)?;
     if points.is_empty() {
@@ -73,20 +74,43 @@ pub fn cast_files(log: &Database, name: &str) -> Result<Value, CliError> {
             ),
             None => (Vec::new(), String::new()),
         };
-        steps.push(json!({
-            "socket": point.socket,
-            "visit": point.visit,
-            "start": point.start,
-            "tree": point.tree,
-            "changes": changes
-                .iter()
-                .map(|(status, path)| json!({"status": status, "path": path}))
-                .collect::<Vec<_>>(),
-            "stat": stat,
-        }));
+        steps.push(StepFiles {
+            socket: point.socket.clone(),
+            visit: point.visit,
+            start: point.start,
+            tree: point.tree.clone(),
+            changes,
+            stat,
+        });
         before = Some(&point.tree);
     }
-    Ok(json!({ "cast": cast, "steps": steps }))
+    Ok(CastFiles {
+        cast: cast.to_string(),
+        steps,
+    })
+}
+
+/// The `--files` document of one cast ([`steps`] as JSON).
+pub fn cast_files(log: &Database, name: &str) -> Result<Value, CliError> {
+    let files = steps(log, name)?;
+    let steps: Vec<Value> = files
+        .steps
+        .iter()
+        .map(|s| {
+            json!({
+                "socket": s.socket,
+                "visit": s.visit,
+                "start": s.start,
+                "tree": s.tree,
+                "changes": s.changes
+                    .iter()
+                    .map(|(status, path)| json!({"status": status, "path": path}))
+                    .collect::<Vec<_>>(),
+                "stat": s.stat,
+            })
+        })
+        .collect();
+    Ok(json!({ "cast": files.cast, "steps": steps }))
 }
 
 /// Prints one cast's `--files` document.
@@ -109,7 +133,8 @@ pub fn print(report: &Value) {
             continue;
         }
         let changes = step["changes"].as_array().cloned().unwrap_or_default();
-        crate::say!("  {at:<12} tree {tree}: {} files changed", changes.len());
+        let files = if changes.len() == 1 { "file" } else { "files" };
+        crate::say!("  {at:<12} tree {tree}: {} {files} changed", changes.len());
         for c in &changes {
             crate::say!(
                 "    {} {}",

@@ -27,10 +27,17 @@ pub fn page(
     let other = super::inspect::head_of(log, other)?;
     let other_report = CastReport::gather(log, &other.cast, super::CONTEXTS)?;
     let diff = castlog_projections::diff::compare(log, &head.cast, &other.cast)?;
+    // The file changes of each step, for the casts whose files were checkpointed (a cast
+    // outside git has none, and the page says nothing of files for it).
+    let mut extras = extras.clone();
+    extras.files = [head.cast.as_str(), other.cast.as_str()]
+        .into_iter()
+        .filter_map(|cast| super::diff_files::steps(log, cast).ok())
+        .collect();
     Ok(castlog_viewer::report::report(
         &report,
         Some((&diff, &other_report)),
-        extras,
+        &extras,
     ))
 }
 

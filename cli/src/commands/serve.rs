@@ -349,6 +349,7 @@ async fn cast_page(
                 input: (allow_input && status == Some(Status::AwaitingRefinement))
                     .then(|| format!("/casts/{}/input", encode(&cast))),
                 back: Some("/".to_owned()),
+                ..Extras::default()
             };
             super::report::page(
                 &log,

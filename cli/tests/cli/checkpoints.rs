@@ -195,6 +195,35 @@ fn a_recast_with_workdir_starts_from_the_files_at_its_fork_point() {
         fork.canonicalize().unwrap()
     );
 
+    // The report of the diff shows the file changes of each step of the casts with
+    // checkpoints.
+    let page = sandbox.path("diff.html");
+    let report = sandbox.run(&[
+        "report",
+        "two",
+        "--diff",
+        "fork",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let files = &html[html
+        .find("<section id=\"files\">")
+        .expect("a files section")..];
+    let two = &files[files.find("data-cast=\"two\"").unwrap()..];
+    let step = &two[two.find("data-step=\"Socket-2:1\"").unwrap()..];
+    assert!(
+        step.starts_with(
+            "data-step=\"Socket-2:1\"><span class=\"mono\">Socket-2:1</span> 1 file changed"
+        ),
+        "{step}"
+    );
+    assert!(
+        step.contains("<span class=\"tag\">A added</span> <code>b.txt</code>"),
+        "{step}"
+    );
+
     // Before the first socket ran: only the committed file.
     let start = sandbox.path("start");
     let recast = sandbox.run(&[

@@ -40,22 +40,27 @@ fn install_jj(sandbox: &Sandbox) -> (String, std::path::PathBuf) {
     (path, sandbox.path("jj-log"))
 }
 
-/// `castlog run` of the bundled Parallel-Experimental as cast `pe`, with `PATH` set to `path`.
+/// `castlog run` of a bundled parallel loadout as cast `pe` (with its script), with `PATH` set
+/// to `path`.
 fn run_pe(sandbox: &Sandbox, path: &str) -> std::process::Command {
+    run_bundled(
+        sandbox,
+        path,
+        "Parallel-Experimental",
+        "parallel-experimental.jsonl",
+    )
+}
+
+fn run_bundled(
+    sandbox: &Sandbox,
+    path: &str,
+    loadout: &str,
+    script: &str,
+) -> std::process::Command {
     let mut cmd = sandbox.command_on(&sandbox.db());
     cmd.args(["run", &fixture("pi-materia-default.json")])
-        .args([
-            "--loadout",
-            "Parallel-Experimental",
-            "--task",
-            "a greeting tool",
-        ])
-        .args([
-            "--cast",
-            "pe",
-            "--agent",
-            &scripted("parallel-experimental.jsonl"),
-        ])
+        .args(["--loadout", loadout, "--task", "a greeting tool"])
+        .args(["--cast", "pe", "--agent", &scripted(script)])
         .arg("--json")
         .env("PATH", path);
     cmd
@@ -179,4 +184,43 @@ fn without_jj_the_bundled_parallel_loadout_is_refused_before_it_starts() {
         run.stderr
     );
     assert_ne!(sandbox.run(&["show", "pe"]).code, 0, "nothing was recorded");
+}
+
+#[test]
+fn the_bundled_parallel_interactive_plans_with_a_person_then_runs_its_lanes() {
+    let sandbox = Sandbox::new();
+    let (path, log) = install_jj(&sandbox);
+    let repo = sandbox.path("repo");
+    std::fs::create_dir_all(repo.join(".jj")).unwrap();
+    let mut cmd = run_bundled(
+        &sandbox,
+        &path,
+        "Parallel-Interactive",
+        "parallel-interactive.jsonl",
+    );
+    cmd.args(["--workdir", repo.to_str().unwrap()])
+        .env("JJ_LOG", &log);
+    let run = sandbox.finish(&mut cmd);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["status"], "completed", "{}", run.stdout);
+    let show = sandbox.run(&["show", "pe", "--json"]).json();
+    let kinds: Vec<&str> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    // The plan was a conversation first: a draft, the person's continue, then the plan.
+    let planned = kinds.iter().position(|k| *k == "lanes_planned").unwrap();
+    let before = &kinds[..planned];
+    assert!(
+        before.contains(&"refinement_recorded") && before.contains(&"finalize_requested"),
+        "{kinds:?}"
+    );
+    let state = sandbox.run(&["state", "pe", "--json"]).json();
+    assert_eq!(
+        state["data"]["jjFinalize"]["forgotten"],
+        json!(["pe.lane-a", "pe.lane-b"]),
+        "{state}"
+    );
 }

@@ -215,7 +215,7 @@ fn dispatch(
         Command::Steer(args) => commands::cast::steer(&existing_db(db)?, &args, globals),
         Command::Budget(args) => commands::budget::run(&existing_db(db)?, &args, globals),
         Command::Config(args) => match &args.action {
-            args::ConfigAction::Show(show) => commands::config::show(show),
+            args::ConfigAction::Show(show) => commands::config::show(show, &globals.launcher),
         },
         Command::Deliver(args) => commands::eventing::deliver(&existing_db(db)?, &args),
         Command::State(args) => commands::cast::state(&existing_db(db)?, &args),

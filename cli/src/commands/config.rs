@@ -232,7 +232,32 @@ fn describe(layer: &Layer) -> String {
 }
 
 /// `castlog config show`.
-pub fn show(args: &ConfigShowArgs) -> Result<(), CliError> {
+/// What a loadout that loads still lacks on this machine before a cast of it can start: a
+/// program its built-in utilities run (`jj`), or a shipped script's install; `None` when
+/// nothing is missing (or it does not load, which is said otherwise).
+fn missing_here(
+    config: &castlog_core::loadout::Config,
+    name: &str,
+    launcher: &castlog_replay::process::Launcher,
+) -> Option<String> {
+    let mut loadout = config.resolve(Some(name)).ok()?;
+    if let Err(e) = castlog_replay::utility::check_programs(&loadout) {
+        return Some(format!("{} needs `{}` on PATH", e.utility, e.program));
+    }
+    castlog_replay::utility::shipped::resolve(&mut loadout, launcher)
+        .err()
+        .map(|e| match e {
+            castlog_replay::utility::shipped::ShippedError::NoInstall { name, .. } => {
+                format!("shipped script '{name}' needs --pi-materia DIR or PI_MATERIA_HOME")
+            }
+            other => other.to_string(),
+        })
+}
+
+pub fn show(
+    args: &ConfigShowArgs,
+    launcher: &castlog_replay::process::Launcher,
+) -> Result<(), CliError> {
     let here = super::cast::cwd();
     let project = args.workdir.as_deref().unwrap_or(&here);
     let found = read_layers(args.config.as_deref(), project)?;
@@ -253,6 +278,7 @@ pub fn show(args: &ConfigShowArgs) -> Result<(), CliError> {
                 "name": name,
                 "from": from.iter().map(|&at| json!({"layer": name_of(at), "file": file_of(at)})).collect::<Vec<_>>(),
                 "loads": layered.config.resolve(Some(name)).is_ok(),
+                "missing": missing_here(&layered.config, name, launcher),
             })
         })
         .collect();
@@ -317,7 +343,9 @@ pub fn show(args: &ConfigShowArgs) -> Result<(), CliError> {
             })
             .unwrap_or_default();
         let loads = match layered.config.resolve(Some(name)) {
-            Ok(_) => String::new(),
+            Ok(_) => missing_here(&layered.config, name, launcher)
+                .map(|why| format!("  (not on this machine: {why})"))
+                .unwrap_or_default(),
             Err(e) => format!(
                 "  (does not run: {})",
                 e.reason.split(':').next().unwrap_or_default()

@@ -229,3 +229,57 @@ fn a_missing_explicit_layer_is_an_error_and_no_user_layer_is_fine() {
         missing.stderr
     );
 }
+
+#[test]
+fn config_show_says_what_a_loadout_lacks_on_this_machine() {
+    let sb = Sandbox::new();
+    let empty = sb.path("no-programs");
+    std::fs::create_dir(&empty).unwrap();
+    let path = empty.to_str().unwrap();
+    let missing = |doc: &serde_json::Value, name: &str| {
+        doc["loadouts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap()["missing"]
+            .clone()
+    };
+    // The bundled parallel loadouts without jj.
+    let run = sb.finish(
+        sb.command_on(&sb.db())
+            .args(["config", "show", "--json"])
+            .env("PATH", path),
+    );
+    let doc = run.json();
+    assert_eq!(
+        missing(&doc, "Parallel-Experimental"),
+        "blackbelt-bootstrap.mjs needs `jj` on PATH"
+    );
+    assert_eq!(missing(&doc, "Full-Auto"), serde_json::Value::Null);
+    let text = sb.finish(
+        sb.command_on(&sb.db())
+            .args(["config", "show"])
+            .env("PATH", path),
+    );
+    assert!(
+        text.stdout.contains(
+            "Parallel-Interactive     default  (not on this machine: blackbelt-bootstrap.mjs needs `jj` on PATH)"
+        ),
+        "{}",
+        text.stdout
+    );
+    // A shipped script without an install, then with one.
+    let config = fixture("loadouts/shipped.json");
+    let doc = show(&sb, &["--config", &config]);
+    assert_eq!(
+        missing(&doc, "Scan"),
+        "shipped script 'scan-repo.mjs' needs --pi-materia DIR or PI_MATERIA_HOME"
+    );
+    let run = sb.finish(
+        sb.command_on(&sb.db())
+            .args(["config", "show", "--json", "--config", &config])
+            .env("PI_MATERIA_HOME", fixture("pi-materia-install")),
+    );
+    assert_eq!(missing(&run.json(), "Scan"), serde_json::Value::Null);
+}

@@ -299,7 +299,9 @@ pub fn run(db: &Path, args: &RunArgs, globals: &crate::globals::Globals) -> Resu
     // A built-in utility's program (jj, git) and a shipped script (with its hash, which the
     // frozen loadout keeps) must be at hand before anything is recorded.
     castlog_replay::utility::check_programs(&loadout).map_err(CliError::from)?;
-    castlog_replay::utility::shipped::resolve(&mut loadout, &globals.launcher)?;
+    let named = format!("loadout {:?}", loadout.name);
+    castlog_replay::utility::shipped::resolve(&mut loadout, &globals.launcher)
+        .map_err(|e| CliError::from(e).context(named))?;
     let sender = sender(&args.posting, globals)?;
     // A policy file is read and checked before anything is recorded.
     let (policy, policy_document) = match &args.policy {

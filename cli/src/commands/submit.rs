@@ -41,7 +41,9 @@ pub fn run(
     let mut loadout = config.resolve(args.loadout.as_deref())?;
     castlog_replay::utility::check_programs(&loadout)?;
     // The worker runs the script this machine's install has (it checks the hash).
-    castlog_replay::utility::shipped::resolve(&mut loadout, &globals.launcher)?;
+    let named = format!("loadout {:?}", loadout.name);
+    castlog_replay::utility::shipped::resolve(&mut loadout, &globals.launcher)
+        .map_err(|e| CliError::from(e).context(named))?;
     let log = super::open_or_create(db)?;
     let cast = match &args.cast {
         Some(id) => super::chosen_cast(&log, id)?,

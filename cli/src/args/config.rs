@@ -16,8 +16,10 @@ pub struct ConfigArgs {
 #[derive(Debug, Subcommand)]
 pub enum ConfigAction {
     /// Print the layered config: each layer's file, the loadouts and the layers each came
-    /// from, the loadouts ignored because a bundled loadout has their name; with --json, the
-    /// merged config itself too.
+    /// from, what a loadout still lacks on this machine (a program such as jj, a pi-materia
+    /// install for a shipped script: give it with PI_MATERIA_HOME or `castlog --pi-materia DIR
+    /// config show`), the loadouts ignored because a bundled loadout has their name; with
+    /// --json, the merged config itself too.
     ///
     /// Example: castlog config show --json
     Show(ConfigShowArgs),

@@ -219,7 +219,7 @@ struct Span {
 
 /// What is kept of a step for the whole walk: its key, its digest and where its events are (a
 /// recast's step that began before the fork point has events in two casts).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Kept {
     /// `SOCKET ITEM #VISIT` (`-` for no item): what aligns the steps of two casts.
     pub(super) key: String,
@@ -229,7 +229,7 @@ pub(super) struct Kept {
 
 /// A cast's steps, made as its history is read: only the step the next events belong to is
 /// held in full, so what the walk keeps per step does not grow with its outputs or prompts.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Steps {
     pub(super) kept: Vec<Kept>,
     /// The casts the history's events come from (the cast and its ancestors).

@@ -61,16 +61,31 @@ pub(super) fn walk(
     };
     let (mut sa, mut sb) = (Steps::default(), Steps::default());
     let mut common = 0u64;
+    // While both sides read the very same records (a recast's prefix, its parent's), both
+    // sides' steps are the same: they are made once, and b's are a copy of a's where the
+    // records first differ.
+    let mut shared = true;
+    let identical =
+        |x: &Recorded, y: &Recorded| x.cast == y.cast && x.seq == y.seq && x.hash == y.hash;
     let (x, y) = loop {
         match (ha.next(), hb.next()) {
             (Some(x), Some(y)) if same(&x, &y) => {
                 common += 1;
+                if shared && !identical(&x, &y) {
+                    shared = false;
+                    sb = sa.clone();
+                }
                 sa.push(&x);
-                sb.push(&y);
+                if !shared {
+                    sb.push(&y);
+                }
             }
             parted => break parted,
         }
     };
+    if shared {
+        sb = sa.clone();
+    }
     let describe = |r: &Option<Recorded>| {
         r.as_ref().map(|r| {
             let line = TimelineLine::of(r, castlog_core::event::Contexts::MACHINE);

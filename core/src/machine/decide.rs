@@ -18,8 +18,11 @@ use crate::machine::{CastState, NoAdvance, Phase, Status, item_key};
 use crate::prompt;
 
 mod inverse;
+mod refusals;
+
 pub use super::lanes::{lane_id, start_lane};
 pub use inverse::input_of;
+use refusals::{awaiting_reply, not_now, phase_of, stopped, waiting_in};
 
 /// What a decision produced.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -370,64 +373,6 @@ impl<'s, 'a> Decider<'s, 'a> {
             usage: self.state.usage,
         });
     }
-}
-
-fn stopped(state: &CastState) -> Option<Rejection> {
-    let (status, hint) = match state.status {
-        Status::Completed => ("completed", "start a new cast or recast from a point"),
-        Status::Failed => ("failed", "revive it, or recast from a point"),
-        Status::Aborted => ("aborted", "resume or revive it to continue"),
-        _ => return None,
-    };
-    Some(Rejection::Stopped {
-        cast: state.cast.clone(),
-        status,
-        hint,
-    })
-}
-
-fn not_now(state: &CastState, input: &'static str, reason: impl Into<String>) -> Rejection {
-    Rejection::NotNow {
-        cast: state.cast.clone(),
-        input,
-        reason: reason.into(),
-    }
-}
-
-/// The current visit, if the cast runs and the visit is in `phase`; else the refusal.
-fn waiting_in(
-    state: &CastState,
-    phase: Phase,
-    input: &'static str,
-    reason: &'static str,
-) -> Result<super::Current, Rejection> {
-    if let Some(r) = stopped(state) {
-        return Err(r);
-    }
-    state
-        .current
-        .clone()
-        .filter(|c| c.phase == phase)
-        .ok_or_else(|| not_now(state, input, reason))
-}
-
-/// Refuses an agent's reply (text or tool calls) unless a prompt is waiting for one.
-fn awaiting_reply(state: &CastState) -> Result<(), Rejection> {
-    if let Some(r) = stopped(state) {
-        return Err(r);
-    }
-    if phase_of(state) != Some(Phase::AwaitingReply) {
-        return Err(not_now(
-            state,
-            "an agent reply",
-            "no prompt is waiting for one",
-        ));
-    }
-    Ok(())
-}
-
-fn phase_of(state: &CastState) -> Option<Phase> {
-    state.current.as_ref().map(|c| c.phase)
 }
 
 /// Starts a cast: `cast_started`, then the entry socket's first visit.

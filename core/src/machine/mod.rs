@@ -8,6 +8,7 @@
 //! driver performs it and feeds the result back). [`snapshot`] encodes a state (with its loadout) so time travel can start
 //! from a recent one instead of the first event.
 
+mod begin;
 mod budget;
 mod complete;
 pub mod decide;
@@ -30,8 +31,8 @@ use crate::event::{Allowance, CastFailed, ReworkRouted, Usage};
 use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Turn, Visit};
 use crate::loadout::Loadout;
 
+pub use begin::StartError;
 pub use decide::{Decision, Rejection};
-pub use evolve::StartError;
 pub use next::{Inconsistent, Next};
 use snapshot::empty_loadout;
 

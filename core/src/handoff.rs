@@ -400,7 +400,8 @@ mod tests {
     use crate::loadout::{AgentSpec, Edge, EdgeTarget, Parse, SocketKind};
     use serde_json::json;
 
-    fn socket(assign: &[(&str, &str)], edges: Vec<Edge>, generator: bool) -> Socket {
+    /// A JSON agent socket with these assignments and edges (the schema's tests use it too).
+    pub(super) fn socket(assign: &[(&str, &str)], edges: Vec<Edge>, generator: bool) -> Socket {
         Socket {
             materia: MateriaName::new("M"),
             label: "M".into(),

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{Run, Sandbox, fixture, scripted};
+use crate::common::{Run, Sandbox, fixture, git, scripted};
 
 fn scopes() -> String {
     fixture("loadouts/scopes.json")
@@ -156,20 +156,6 @@ fn resume_and_recast_act_in_the_recorded_scope() {
     assert!(!sandbox.path("greet.txt").exists());
     let verify = sandbox.run(&["verify", "--all", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[test]

@@ -238,6 +238,16 @@ fn a_write_cut_off_by_kill_is_not_repeated_by_resume_and_the_prompt_says_its_out
     assert_eq!(verify.code, 0, "{}", verify.stdout);
 }
 
+/// A script of `reads` identical reads of a file that is not there, then a reply; its path.
+fn failing_reads(sandbox: &Sandbox, name: &str, reads: usize) -> String {
+    let read =
+        "{\"tool_calls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"missing.txt\"}}]}\n";
+    sandbox.write(
+        name,
+        &format!("{}{{\"reply\": \"gave up\"}}\n", read.repeat(reads)),
+    )
+}
+
 /// The loop-break gate from the command line: three identical failing reads raise a
 /// `recoveryTicket`; `audit --lint` flags it folded into the system message under the legacy
 /// policy, and finds nothing to say about the recommended placement (the trailing block).
@@ -246,12 +256,7 @@ fn the_loop_break_ticket_is_flagged_by_audit_lint_only_under_the_legacy_policy()
     let sandbox = Sandbox::new();
     let work = sandbox.path("work");
     std::fs::create_dir(&work).unwrap();
-    let read =
-        "{\"tool_calls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"missing.txt\"}}]}\n";
-    let script = sandbox.write(
-        "loop.jsonl",
-        &format!("{read}{read}{read}{{\"reply\": \"gave up\"}}\n"),
-    );
+    let script = failing_reads(&sandbox, "loop.jsonl", 3);
     for policy in ["legacy", "recommended"] {
         let mut cmd = sandbox.command_on(&sandbox.db());
         cmd.args([
@@ -367,12 +372,7 @@ fn loop_break_after_in_the_config_sets_the_gates_threshold() {
     let sandbox = Sandbox::new();
     let work = sandbox.path("work");
     std::fs::create_dir(&work).unwrap();
-    let read =
-        "{\"tool_calls\": [{\"name\": \"read\", \"arguments\": {\"path\": \"missing.txt\"}}]}\n";
-    let script = sandbox.write(
-        "twice.jsonl",
-        &format!("{read}{read}{{\"reply\": \"gave up\"}}\n"),
-    );
+    let script = failing_reads(&sandbox, "twice.jsonl", 2);
     let mut config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("loadouts/tools.json")).unwrap())
             .unwrap();

@@ -97,39 +97,19 @@ pub fn contract_schema(socket: &Socket, conformance: u32) -> Value {
 mod tests {
     use super::*;
     use crate::event::When;
-    use crate::id::MateriaName;
-    use crate::loadout::{AgentSpec, Edge, EdgeTarget, Parse, SocketKind};
+    use crate::loadout::{Edge, EdgeTarget};
 
     fn socket(assign: &[(&str, &str)], satisfied: bool, generator: bool) -> Socket {
-        Socket {
-            materia: MateriaName::new("M"),
-            label: "M".into(),
-            kind: SocketKind::Agent(AgentSpec {
-                prompt: "p".into(),
-                multi_turn: false,
-                model: None,
-                thinking: None,
-                tools: None,
-            }),
-            generator,
-            parallel: false,
-            parse: Parse::Json,
-            assign: assign
-                .iter()
-                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
-                .collect(),
-            edges: if satisfied {
-                vec![Edge {
-                    when: When::Satisfied,
-                    to: EdgeTarget::End,
-                    max_traversals: None,
-                }]
-            } else {
-                Vec::new()
-            },
-            advance: None,
-            foreach: None,
-        }
+        let edges = if satisfied {
+            vec![Edge {
+                when: When::Satisfied,
+                to: EdgeTarget::End,
+                max_traversals: None,
+            }]
+        } else {
+            Vec::new()
+        };
+        crate::handoff::tests::socket(assign, edges, generator)
     }
 
     #[test]

@@ -368,6 +368,33 @@ impl<'s, 'a> Decider<'s, 'a> {
     }
 
     /// The cast reached `end`.
+    /// `agent_failed` for the reply the prompt in flight waits for (`structured_off`: the
+    /// server refused the response format, which is not sent again in this cast).
+    fn agent_failed(
+        &mut self,
+        input: &'static str,
+        class: crate::event::FailureClass,
+        message: &str,
+        structured_off: bool,
+    ) -> Result<(), Rejection> {
+        let current = waiting_in(
+            self.state,
+            Phase::AwaitingReply,
+            input,
+            "no prompt is waiting for a reply",
+        )?;
+        self.emit(crate::event::AgentFailed {
+            socket: current.socket.clone(),
+            visit: current.visit,
+            turn: current.turn,
+            class,
+            message: message.to_owned(),
+            attempt: current.transient_failures + 1,
+            structured_off,
+        });
+        Ok(())
+    }
+
     pub fn finish(&mut self) {
         self.emit(crate::event::CastCompleted {
             usage: self.state.usage,
@@ -629,38 +656,11 @@ impl CastState {
                 });
             }
             Input::AgentFailed { class, message } => {
-                let current = waiting_in(
-                    d.state,
-                    Phase::AwaitingReply,
-                    "an agent failure",
-                    "no prompt is waiting for a reply",
-                )?;
-                d.emit(crate::event::AgentFailed {
-                    socket: current.socket.clone(),
-                    visit: current.visit,
-                    turn: current.turn,
-                    class: *class,
-                    message: message.clone(),
-                    attempt: current.transient_failures + 1,
-                    structured_off: false,
-                });
+                d.agent_failed("an agent failure", *class, message, false)?;
             }
             Input::StructuredOutputRefused { message } => {
-                let current = waiting_in(
-                    d.state,
-                    Phase::AwaitingReply,
-                    "a refused response format",
-                    "no prompt is waiting for a reply",
-                )?;
-                d.emit(crate::event::AgentFailed {
-                    socket: current.socket.clone(),
-                    visit: current.visit,
-                    turn: current.turn,
-                    class: crate::event::FailureClass::Transient,
-                    message: message.clone(),
-                    attempt: current.transient_failures + 1,
-                    structured_off: true,
-                });
+                let class = crate::event::FailureClass::Transient;
+                d.agent_failed("a refused response format", class, message, true)?;
             }
             Input::UserRefined { text, origin } => {
                 let current = waiting_in(

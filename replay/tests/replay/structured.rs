@@ -24,6 +24,25 @@ fn agent(server: &Server, structured: Structured) -> OpenAiAgent {
         .with_structured(structured)
 }
 
+/// The build loop driven as `cast` by an agent with `structured` against a server that gives
+/// `answers`; the server is kept so the test can read its requests.
+fn build_loop(
+    answers: Vec<Canned>,
+    cast: &str,
+    structured: Structured,
+) -> (Server, InMemoryLog, castlog_replay::driver::Stop) {
+    let server = Server::start(answers);
+    let log = InMemoryLog::new();
+    let stop = drive_with(
+        &log,
+        BUILD_LOOP,
+        None,
+        cast,
+        &mut agent(&server, structured),
+    );
+    (server, log, stop)
+}
+
 /// The `response_format` of each request (`Null` where there was none).
 fn formats(server: &Server) -> Vec<Value> {
     server
@@ -54,15 +73,7 @@ fn json_prompts(log: &InMemoryLog, cast: &str) -> Vec<bool> {
 
 #[test]
 fn on_sends_the_handoff_contract_for_json_sockets_only() {
-    let server = Server::start(script_replies(BUILD_LOOP_SCRIPT));
-    let log = InMemoryLog::new();
-    let stop = drive_with(
-        &log,
-        BUILD_LOOP,
-        None,
-        "on",
-        &mut agent(&server, Structured::On),
-    );
+    let (server, log, stop) = build_loop(script_replies(BUILD_LOOP_SCRIPT), "on", Structured::On);
     assert_eq!(stop.status, Status::Completed, "{stop:?}");
     let formats = formats(&server);
     let json = json_prompts(&log, "on");
@@ -87,15 +98,8 @@ fn on_sends_the_handoff_contract_for_json_sockets_only() {
 
 #[test]
 fn off_never_sends_it() {
-    let server = Server::start(script_replies(BUILD_LOOP_SCRIPT));
-    let log = InMemoryLog::new();
-    let stop = drive_with(
-        &log,
-        BUILD_LOOP,
-        None,
-        "off",
-        &mut agent(&server, Structured::Off),
-    );
+    let (server, _log, stop) =
+        build_loop(script_replies(BUILD_LOOP_SCRIPT), "off", Structured::Off);
     assert_eq!(stop.status, Status::Completed, "{stop:?}");
     assert!(formats(&server).iter().all(Value::is_null));
     let default = OpenAiAgent::new(&server.base, "m", None, Duration::from_secs(1)).unwrap();
@@ -106,15 +110,7 @@ fn off_never_sends_it() {
 fn auto_falls_back_after_a_400_naming_the_field_and_records_it() {
     let mut answers = vec![Canned::status(400, REFUSAL)];
     answers.extend(script_replies(BUILD_LOOP_SCRIPT));
-    let server = Server::start(answers);
-    let log = InMemoryLog::new();
-    let stop = drive_with(
-        &log,
-        BUILD_LOOP,
-        None,
-        "auto",
-        &mut agent(&server, Structured::Auto),
-    );
+    let (server, log, stop) = build_loop(answers, "auto", Structured::Auto);
     assert_eq!(stop.status, Status::Completed, "{stop:?}");
     // The first JSON prompt went with the schema and was refused; the same prompt went again
     // without it, and so did every later one.
@@ -168,24 +164,13 @@ fn auto_falls_back_after_a_400_naming_the_field_and_records_it() {
 
 #[test]
 fn on_leaves_a_refusal_to_the_person_and_a_400_on_another_field_stays_one() {
-    let server = Server::start(vec![Canned::status(400, REFUSAL)]);
-    let log = InMemoryLog::new();
-    let stop = drive_with(
-        &log,
-        BUILD_LOOP,
-        None,
-        "on-400",
-        &mut agent(&server, Structured::On),
-    );
+    let (_server, _log, stop) =
+        build_loop(vec![Canned::status(400, REFUSAL)], "on-400", Structured::On);
     assert_eq!(stop.status, Status::AwaitingAgent, "{stop:?}");
-    let server = Server::start(vec![Canned::status(400, r#"{"error":"no such model"}"#)]);
-    let log = InMemoryLog::new();
-    let stop = drive_with(
-        &log,
-        BUILD_LOOP,
-        None,
+    let (_server, log, stop) = build_loop(
+        vec![Canned::status(400, r#"{"error":"no such model"}"#)],
         "auto-400",
-        &mut agent(&server, Structured::Auto),
+        Structured::Auto,
     );
     assert_eq!(stop.status, Status::AwaitingAgent, "{stop:?}");
     assert!(events(&log, "auto-400").iter().all(|e| match e {

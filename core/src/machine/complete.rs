@@ -20,7 +20,7 @@ const REASON_LIMIT: usize = 900;
 
 /// Collapses whitespace and cuts `text` to `limit` characters with `…`.
 pub(crate) fn bounded(text: &str, limit: usize) -> String {
-    let collapsed = super::turn::collapse(text);
+    let collapsed = super::reasons::collapse(text);
     match collapsed.char_indices().nth(limit) {
         None => collapsed.into_owned(),
         Some((at, _)) => {

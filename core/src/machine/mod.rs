@@ -16,6 +16,7 @@ mod evolve;
 mod lanes;
 pub mod next;
 mod post;
+mod reasons;
 pub mod snapshot;
 mod tools;
 mod turn;

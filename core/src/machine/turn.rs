@@ -2,101 +2,12 @@
 
 use serde_json::Value;
 
+use super::reasons::Reasons;
 use super::{CastState, Phase};
 use crate::handoff;
 use crate::loadout::{Parse, SocketKind};
 use crate::prompt::{ContextEntry, Role, fence};
 use crate::template;
-
-/// A rework reason, prepared once per prompt for [`Reason::overlaps`]. It borrows the reason
-/// and collapses it only when the key-word check cannot rule a text out: a prompt checks its
-/// paragraphs against every other item's reason (rule 1), so most reasons never need it.
-struct Reason<'a> {
-    /// The reason, the trailing cut mark dropped.
-    raw: &'a str,
-    /// Its longest early word (see [`key_word`]); the raw and the collapsed reason have the
-    /// same words.
-    key: &'a str,
-    /// `raw` with whitespace collapsed, made on first need.
-    collapsed: std::cell::OnceCell<std::borrow::Cow<'a, str>>,
-}
-
-/// `text` with every run of whitespace made one space and the ends trimmed; borrowed when it
-/// is already so (plain ASCII with single spaces, the common case).
-pub(super) fn collapse(text: &str) -> std::borrow::Cow<'_, str> {
-    let bytes = text.as_bytes();
-    let plain = text.is_ascii()
-        && !bytes.first().is_some_and(u8::is_ascii_whitespace)
-        && !bytes.last().is_some_and(u8::is_ascii_whitespace)
-        && !bytes
-            .iter()
-            .any(|b| b.is_ascii_whitespace() && *b != b' ' || *b == 0x0b)
-        && !text.contains("  ");
-    if plain {
-        std::borrow::Cow::Borrowed(text)
-    } else {
-        std::borrow::Cow::Owned(text.split_whitespace().collect::<Vec<_>>().join(" "))
-    }
-}
-
-/// The longest of the first eight words of `text` (the first such on a tie). If a text
-/// contains another once whitespace is collapsed, each word of the contained one appears in
-/// the raw container, so a missing key word rules a containment out without collapsing.
-fn key_word(text: &str) -> &str {
-    text.split_whitespace()
-        .take(8)
-        .fold("", |best, w| if w.len() > best.len() { w } else { best })
-}
-
-impl<'a> Reason<'a> {
-    fn new(reason: &'a str) -> Self {
-        let raw = reason.trim_end_matches('…');
-        Self {
-            raw,
-            key: key_word(raw),
-            collapsed: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// Whether `text` carries this reason: one contains the other once whitespace is
-    /// collapsed and a trailing cut mark is ignored (reasons are stored collapsed and
-    /// bounded); texts under 20 bytes must be equal. A word (no whitespace) is in the
-    /// collapsed reason exactly when it is in the raw one, so the key-word check reads `raw`.
-    #[cfg(test)]
-    fn overlaps(&self, text: &str) -> bool {
-        self.carried_by(&Text::new(text))
-    }
-
-    /// [`Reason::overlaps`] of a text prepared once for all the reasons it is checked against.
-    fn carried_by(&self, text: &Text<'_>) -> bool {
-        if !text.raw.contains(self.key) && !self.raw.contains(text.key) {
-            return false;
-        }
-        let text: &str = text.collapsed.get_or_init(|| collapse(text.raw));
-        let reason: &str = self.collapsed.get_or_init(|| collapse(self.raw));
-        if text.len() < 20 || reason.len() < 20 {
-            return text == reason;
-        }
-        text.contains(reason) || reason.contains(text)
-    }
-}
-
-/// A text checked against rework reasons: its key word found once, collapsed on first need.
-struct Text<'a> {
-    raw: &'a str,
-    key: &'a str,
-    collapsed: std::cell::OnceCell<std::borrow::Cow<'a, str>>,
-}
-
-impl<'a> Text<'a> {
-    fn new(raw: &'a str) -> Self {
-        Self {
-            raw,
-            key: key_word(raw),
-            collapsed: std::cell::OnceCell::new(),
-        }
-    }
-}
 
 /// The paragraphs of `text` (split at each blank line, `"\n\n"`, leftmost first), found with
 /// a byte search for the newline rather than a substring search over the whole text.
@@ -277,23 +188,20 @@ impl CastState {
         }
         // The rework reasons this prompt renders in its follow-up block; no other entry repeats
         // them (the same reason twice in one prompt reads as two complaints).
-        let reasons: Vec<Reason> = self
-            .rework
-            .iter()
-            .filter(|r| r.target == current.socket && r.item == current.item)
-            .map(|r| Reason::new(&r.reason))
-            .collect();
+        let reasons = Reasons::new(
+            self.rework
+                .iter()
+                .filter(|r| r.target == current.socket && r.item == current.item)
+                .map(|r| r.reason.as_str()),
+        );
         // Other items' rejections (rule 1): reasons for another item, live or settled.
-        let foreign: Vec<Reason> = if self.handoff >= 1 {
+        let foreign = Reasons::new(
             self.rework
                 .iter()
                 .chain(&self.settled_rework)
-                .filter(|r| r.item != current.item)
-                .map(|r| Reason::new(&r.reason))
-                .collect()
-        } else {
-            Vec::new()
-        };
+                .filter(|r| self.handoff >= 1 && r.item != current.item)
+                .map(|r| r.reason.as_str()),
+        );
         if let Some(Value::String(context)) = self.data.get("context") {
             // Bounded: the most recent paragraphs only, so a prompt does not grow with the
             // length of the cast (the reference renders the whole history every turn).
@@ -303,8 +211,7 @@ impl CastState {
                 .iter()
                 .copied()
                 .filter(|paragraph| {
-                    let text = Text::new(paragraph);
-                    !reasons.iter().chain(&foreign).any(|r| r.carried_by(&text))
+                    !reasons.carried_by(paragraph) && !foreign.carried_by(paragraph)
                 })
                 .collect();
             if !kept.is_empty() {
@@ -352,10 +259,7 @@ impl CastState {
             .last_output
             .as_ref()
             .filter(|_| after_agent)
-            .filter(|p| {
-                let text = Text::new(p);
-                !reasons.iter().any(|r| r.carried_by(&text))
-            })
+            .filter(|p| !reasons.carried_by(p))
         {
             push(
                 "previousOutput".into(),
@@ -601,43 +505,6 @@ impl CastState {
 mod tests {
     use super::*;
 
-    /// The reference behaviour both fast paths must keep.
-    fn overlaps_slowly(text: &str, reason: &str) -> bool {
-        let slow = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-        let text = slow(text);
-        let reason = slow(reason.trim_end_matches('…'));
-        if text.len() < 20 || reason.len() < 20 {
-            return text == reason;
-        }
-        text.contains(&reason) || reason.contains(&text)
-    }
-
-    #[test]
-    fn collapse_borrows_only_text_that_is_already_collapsed() {
-        for text in [
-            "",
-            " ",
-            "plain words here",
-            " lead",
-            "trail ",
-            "two  spaces",
-            "tab\there",
-            "new\nline",
-            "vertical\u{b}tab",
-            "non\u{a0}breaking",
-            "é accents é",
-        ] {
-            let slow = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            let fast = collapse(text);
-            assert_eq!(fast, slow, "{text:?}");
-            assert_eq!(
-                matches!(fast, std::borrow::Cow::Borrowed(_)),
-                slow == text && text.is_ascii(),
-                "{text:?}"
-            );
-        }
-    }
-
     #[test]
     fn paragraphs_split_like_str_split_on_a_blank_line() {
         for text in [
@@ -652,39 +519,6 @@ mod tests {
         ] {
             let want: Vec<&str> = text.split("\n\n").collect();
             assert_eq!(paragraphs(text).collect::<Vec<_>>(), want, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn the_key_word_check_never_changes_the_answer() {
-        let reason = "verdict item-00011 try 1 rejected: the tests\nfail on  empty input …";
-        let texts = [
-            "[Socket-3 Eval] verdict item-00011 try 1 rejected: the tests fail on empty input and more",
-            "[Socket-3 Eval] verdict item-00012 try 1 rejected: the tests fail on empty input",
-            "verdict item-00011",
-            "short",
-            "try 1 rejected: the tests fail",
-            "",
-            "verdict item-00011 try 1 rejected: the tests fail on empty input …",
-            "verdict\titem-00011  try 1\u{a0}rejected:\nthe tests fail on empty input",
-            "tests\nfail on  empty",
-            "  verdict item-00011 try 1 rejected: the tests\nfail on  empty input  ",
-        ];
-        for text in texts {
-            for r in [
-                reason,
-                "short",
-                "",
-                "try 1 rejected: the tests fail",
-                "  the tests\tfail on empty input and more words here …",
-                "…",
-            ] {
-                assert_eq!(
-                    Reason::new(r).overlaps(text),
-                    overlaps_slowly(text, r),
-                    "{text:?} / {r:?}"
-                );
-            }
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::reasons::Reasons;
+use super::reasons::{Among, Reasons};
 use super::{CastState, Phase};
 use crate::handoff;
 use crate::loadout::{Parse, SocketKind};
@@ -186,16 +186,14 @@ impl CastState {
                 false,
             );
         }
-        // The rework reasons this prompt renders in its follow-up block; no other entry repeats
-        // them (the same reason twice in one prompt reads as two complaints).
+        // The rework reasons this prompt renders in its follow-up block (its own: no other entry
+        // repeats them, the same reason twice in one prompt reads as two complaints), and other
+        // items' rejections (rule 1): reasons for another item, live or settled.
         let reasons = Reasons::new(
             self.rework
                 .iter()
                 .filter(|r| r.target == current.socket && r.item == current.item)
                 .map(|r| r.reason.as_str()),
-        );
-        // Other items' rejections (rule 1): reasons for another item, live or settled.
-        let foreign = Reasons::new(
             self.rework
                 .iter()
                 .chain(&self.settled_rework)
@@ -210,9 +208,7 @@ impl CastState {
             let kept: Vec<&str> = all[skipped..]
                 .iter()
                 .copied()
-                .filter(|paragraph| {
-                    !reasons.carried_by(paragraph) && !foreign.carried_by(paragraph)
-                })
+                .filter(|paragraph| !reasons.carried_by(paragraph, Among::All))
                 .collect();
             if !kept.is_empty() {
                 let earlier = if skipped > 0 {
@@ -259,7 +255,7 @@ impl CastState {
             .last_output
             .as_ref()
             .filter(|_| after_agent)
-            .filter(|p| !reasons.carried_by(p))
+            .filter(|p| !reasons.carried_by(p, Among::Own))
         {
             push(
                 "previousOutput".into(),

@@ -1,4 +1,4 @@
-//! The v1 event vocabulary: everything that can happen in a cast, in the past tense.
+//! The event vocabulary: everything that can happen in a cast, in the past tense.
 //!
 //! Each kind is one struct; [`Event`] is the closed set of kinds. In the log an event is stored
 //! as three things: its `kind` string (snake case, e.g. `socket_started`), its schema version `v`
@@ -68,7 +68,7 @@ macro_rules! events {
                 match self { $( Event::$variant(_) => $v, )* }
             }
 
-            /// The payload bytes: compact JSON of the kind's struct.
+            /// The payload bytes: compact JSON of the kind's struct, in the kind's current version.
             pub fn encode(&self) -> Vec<u8> {
                 let result = match self { $( Event::$variant(body) => serde_json::to_vec(body), )* };
                 // Serializing plain structs of strings, numbers and `Value`s cannot fail.
@@ -138,7 +138,7 @@ events! {
     /// The output broke the handoff contract.
     OutputRejected(OutputRejected) = "output_rejected", v 1;
     /// The socket visit produced its final output.
-    SocketCompleted(SocketCompleted) = "socket_completed", v 1;
+    SocketCompleted(SocketCompleted) = "socket_completed", v 2;
     /// The agent asked for a tool call; recorded before the tool runs.
     ToolCalled(ToolCalled) = "tool_called", v 1;
     /// A tool call ended with a result.
@@ -206,6 +206,7 @@ events! {
 
 mod budget;
 mod cause;
+mod completion;
 mod dispatch;
 mod lanes;
 mod materia;
@@ -234,6 +235,21 @@ pub use vocabulary::{Contexts, Vocabulary};
 pub use workspace::WorkspaceCheckpointed;
 
 impl Event {
+    /// The payload bytes as version `v` of the event's kind wrote them, for a re-decision of a
+    /// cast recorded by an older castlog; `None` for a version this castlog cannot write (a
+    /// future one, or one no kind had). Only `socket_completed` has had two versions.
+    pub fn encode_at(&self, v: u16) -> Option<Vec<u8>> {
+        if v == self.version() {
+            return Some(self.encode());
+        }
+        match (self, v) {
+            (Event::SocketCompleted(body), 1) => {
+                serde_json::to_vec(&completion::FirstVersion(body)).ok()
+            }
+            _ => None,
+        }
+    }
+
     /// The blobs this event refers to (prompt texts, entry bodies, post bodies), so an export
     /// can carry them along.
     pub fn blob_refs(&self) -> Vec<Digest> {
@@ -561,26 +577,24 @@ pub struct OutputRejected {
     pub repair: bool,
 }
 
-/// A socket visit's final output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A socket visit's final output. Stored in version 2 (`event/completion.rs` has both
+/// versions' layouts): `parsed` is left out when it is what `output` parses to.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "completion::Stored")]
 pub struct SocketCompleted {
     /// Socket whose visit ends with this output.
     pub socket: SocketId,
     /// Visit of that socket (1-based).
     pub visit: Visit,
     /// Work item the visit ran for; `None` outside loops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The accepted reply (or utility stdout) verbatim, before parsing.
     pub output: String,
     /// The parsed JSON for json sockets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parsed: Option<Value>,
     /// The canonical `satisfied` outcome, if the output had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub satisfied: Option<bool>,
     /// Whether this output finalized a multi-turn refinement.
-    #[serde(default, skip_serializing_if = "is_false")]
     pub finalized: bool,
 }
 

@@ -79,6 +79,21 @@ impl Pending {
         }
     }
 
+    /// Encodes a typed event as version `v` of its kind wrote it (what a re-decision compares
+    /// with a record of that version); in the current version when `v` is one this castlog
+    /// cannot write.
+    pub fn at_version(at_ms: u64, event: &Event, v: u16) -> Self {
+        match event.encode_at(v) {
+            Some(payload) => Self {
+                at_ms,
+                kind: event.kind(),
+                v,
+                payload,
+            },
+            None => Self::new(at_ms, event),
+        }
+    }
+
     /// Seals this pending event into a record at `seq` after `prev`.
     pub fn seal(&self, cast: &CastId, seq: Seq, prev: Digest) -> Recorded {
         self.clone().into_sealed(cast, seq, prev)

@@ -284,8 +284,13 @@ impl Stretch<'_> {
                 },
             };
             let record = &record;
-            let sealed =
-                castlog_events::Pending::new(at_ms, event).seal(&record.cast, record.seq, *prev);
+            // Written in the version the record was: a cast an older castlog recorded
+            // re-decides to its own bytes.
+            let sealed = castlog_events::Pending::at_version(at_ms, event, record.v).seal(
+                &record.cast,
+                record.seq,
+                *prev,
+            );
             if sealed.kind != record.kind || sealed.payload != record.payload {
                 if let (Event::PromptDispatched(now), Ok(Event::PromptDispatched(then))) =
                     (event, record.event())

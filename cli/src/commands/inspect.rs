@@ -179,9 +179,27 @@ fn show_event(record: &Recorded) -> Value {
         v: record.v,
         hash: record.hash.to_hex(),
         summary: line.summary,
-        payload: serde_json::from_slice(&record.payload).unwrap_or(Value::Null),
+        payload: shown_payload(record),
     })
     .unwrap_or(Value::Null)
+}
+
+/// The stored payload as JSON, with what a format version leaves out of it put back: a
+/// `socket_completed` of version 2 whose `parsed_from_output` is set shows its `parsed` too,
+/// as version 1 stored it, so `--json` readers find the same fields in either version.
+fn shown_payload(record: &Recorded) -> Value {
+    let mut payload = serde_json::from_slice(&record.payload).unwrap_or(Value::Null);
+    if record.kind == "socket_completed"
+        && let Value::Object(fields) = &mut payload
+        && fields.get("parsed_from_output") == Some(&Value::Bool(true))
+        && let Some(parsed) = fields
+            .get("output")
+            .and_then(Value::as_str)
+            .and_then(|output| serde_json::from_str::<Value>(output).ok())
+    {
+        fields.insert("parsed".into(), parsed);
+    }
+    payload
 }
 
 /// One event as `show` prints it: seq, time, kind and summary.

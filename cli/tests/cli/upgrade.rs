@@ -5,7 +5,7 @@
 //! projection checkpoints from `replay`, and what `casts --all --json` and `replay --json`
 //! printed on it then.
 
-use crate::common::{Sandbox, fixture};
+use crate::common::{Sandbox, fixture, scripted};
 
 /// A sandbox whose database is a copy of the v7 fixture.
 fn with_v7_database() -> Sandbox {
@@ -100,4 +100,118 @@ fn the_engage_run_of_a_version_7_database_is_not_a_workflow_cast() {
         "{}",
         state.stderr
     );
+}
+
+/// `fixtures/casts/v9/` holds a database written at schema v9 by the build before
+/// `socket_completed` version 2, from the fixtures: `built` (the build loop), `demo` (pi-materia's
+/// Full-Auto) and `demo-b` (a recast of `demo` at Socket-4:2 with `full-auto-other.jsonl`), with
+/// no projection checkpoints, and what `casts --json`, `replay --json`, `export --format jsonl`
+/// and `show --json` printed on it then.
+fn with_v9_database() -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::copy(fixture("casts/v9/castlog.db"), sandbox.db()).unwrap();
+    sandbox
+}
+
+fn pinned_v9(name: &str) -> String {
+    std::fs::read_to_string(fixture(&format!("casts/v9/{name}"))).unwrap()
+}
+
+#[test]
+fn a_database_from_before_socket_completed_version_2_reads_byte_for_byte() {
+    let sandbox = with_v9_database();
+    let verified = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    let report = verified.json();
+    assert_eq!(
+        (report["ok"].clone(), report["events"].clone()),
+        (true.into(), 192.into())
+    );
+    assert_eq!(
+        sandbox.run(&["casts", "--json"]).stdout,
+        pinned_v9("casts.json")
+    );
+    for cast in ["built", "demo", "demo-b"] {
+        let replayed = sandbox.run(&["replay", cast, "--json"]);
+        assert_eq!(replayed.code, 0, "{cast}: {}", replayed.stderr);
+        assert_eq!(
+            replayed.stdout,
+            pinned_v9(&format!("replay-{cast}.json")),
+            "{cast}"
+        );
+    }
+    let exported = sandbox.path("demo.jsonl");
+    let out = exported.to_str().unwrap();
+    let export = sandbox.run(&["export", "demo", "--format", "jsonl", "--output", out]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&exported).unwrap(),
+        pinned_v9("export-demo.jsonl")
+    );
+    // Its socket_completed events are version 1, `parsed` in full.
+    assert_eq!(
+        sandbox.run(&["show", "demo-b", "--json"]).stdout,
+        pinned_v9("show-demo-b.json")
+    );
+}
+
+/// A recast of an old cast writes version 2 after its parent's version 1 prefix: the reply is
+/// stored once, `show --json` still gives `parsed`, both re-decide, and `diff` finds the recast
+/// the same as the one the old build made.
+#[test]
+fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
+    let sandbox = with_v9_database();
+    let agent = scripted("full-auto-other.jsonl");
+    let recast = sandbox.run(&[
+        "recast",
+        "demo",
+        "--at",
+        "Socket-4:2",
+        "--agent",
+        &agent,
+        "--cast",
+        "demo-c",
+        "--quiet",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    let shown = sandbox.run(&["show", "demo-c", "--json"]).json();
+    let completions: Vec<&serde_json::Value> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "socket_completed")
+        .collect();
+    assert!(!completions.is_empty());
+    let mut once = 0;
+    for event in &completions {
+        assert_eq!(event["v"], 2, "{event}");
+        let payload = &event["payload"];
+        if payload["parsed_from_output"] == true {
+            once += 1;
+            let output: serde_json::Value =
+                serde_json::from_str(payload["output"].as_str().unwrap()).unwrap();
+            assert_eq!(payload["parsed"], output, "{event}");
+        }
+    }
+    assert!(once > 0, "no reply was stored once: {completions:?}");
+    // The stored payload holds the reply once: the exported line has no `parsed` beside it.
+    let exported = sandbox.path("demo-c.jsonl");
+    let out = exported.to_str().unwrap();
+    assert_eq!(
+        sandbox
+            .run(&["export", "demo-c", "--format", "jsonl", "--output", out])
+            .code,
+        0
+    );
+    let lines = std::fs::read_to_string(&exported).unwrap();
+    let stored_once = lines
+        .lines()
+        .filter(|l| l.contains(r#""kind":"socket_completed""#))
+        .filter(|l| l.contains(r#""parsed_from_output":true"#) && !l.contains(r#""parsed":"#))
+        .count();
+    assert_eq!(stored_once, once);
+    let verified = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    let diff = sandbox.run(&["diff", "demo-b", "demo-c", "--json"]).json();
+    assert_eq!(diff["first_divergence"], serde_json::Value::Null, "{diff}");
 }

@@ -235,3 +235,73 @@ fn a_refused_response_format_is_an_agent_failure_flag_left_out_when_false() {
     );
     assert_eq!(Event::decode("agent_failed", 1, &bytes), Ok(refused));
 }
+
+/// `socket_completed` version 2 leaves out a `parsed` that is what `output` parses to; version
+/// 1's bytes are still written for a re-decision of an older cast, and both read the same.
+#[test]
+fn socket_completed_stores_a_parse_of_its_output_once() {
+    let completed = |output: &str, parsed: Option<Value>| {
+        Event::from(SocketCompleted {
+            socket: SocketId::new("Socket-3"),
+            visit: Visit(2),
+            item: Some(ItemKey::new("WI-1")),
+            output: output.into(),
+            parsed,
+            satisfied: Some(true),
+            finalized: false,
+        })
+    };
+    let reply = r#"{"satisfied": true, "feedback": "ok"}"#;
+    let event = completed(
+        reply,
+        Some(serde_json::json!({"satisfied": true, "feedback": "ok"})),
+    );
+    let v2 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed_from_output":true,"satisfied":true}"#;
+    let v1 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed":{"feedback":"ok","satisfied":true},"satisfied":true}"#;
+    assert_eq!(event.version(), 2);
+    assert_eq!(String::from_utf8(event.encode()).unwrap(), v2);
+    assert_eq!(event.encode_at(2), Some(event.encode()));
+    assert_eq!(String::from_utf8(event.encode_at(1).unwrap()).unwrap(), v1);
+    assert_eq!(event.encode_at(3), None);
+    assert_eq!(
+        Event::decode("socket_completed", 2, v2.as_bytes()),
+        Ok(event.clone())
+    );
+    assert_eq!(
+        Event::decode("socket_completed", 1, v1.as_bytes()),
+        Ok(event)
+    );
+
+    // A parse that differs from the output (events taken out) is kept in full.
+    let differs = completed(reply, Some(serde_json::json!({"satisfied": true})));
+    let bytes = differs.encode();
+    assert!(String::from_utf8_lossy(&bytes).contains(r#""parsed":{"satisfied":true}"#));
+    assert_eq!(Event::decode("socket_completed", 2, &bytes), Ok(differs));
+    // A text socket's output is never parsed.
+    let text = completed("plain words", None);
+    assert!(!String::from_utf8_lossy(&text.encode()).contains("parsed"));
+    assert_eq!(text.encode_at(1), Some(text.encode()));
+    // A JSON text of a text socket is not taken for a parse.
+    let json_text = completed("{}", None);
+    assert_eq!(
+        Event::decode("socket_completed", 2, &json_text.encode()),
+        Ok(json_text)
+    );
+}
+
+#[test]
+fn a_socket_completed_claiming_a_parse_it_cannot_have_is_refused() {
+    for (payload, says) in [
+        (
+            r#"{"socket":"S","visit":1,"output":"not json","parsed_from_output":true}"#,
+            "`output` is not JSON",
+        ),
+        (
+            r#"{"socket":"S","visit":1,"output":"{}","parsed":{},"parsed_from_output":true}"#,
+            "both given",
+        ),
+    ] {
+        let err = Event::decode("socket_completed", 2, payload.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}

@@ -226,8 +226,10 @@ fn a_damaged_casts_page_or_index_is_an_integrity_failure(#[case] damage: CastsDa
         CastsDamage::IndexPage => smash_page(&sandbox, page("sqlite_autoindex_casts_1")),
         CastsDamage::IndexName => {
             let index = page("sqlite_autoindex_casts_1");
+            let size: usize = raw(&sandbox)
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .unwrap();
             let mut bytes = std::fs::read(sandbox.db()).unwrap();
-            let size = 4096;
             let start = (index as usize - 1) * size;
             let at = bytes[start..start + size]
                 .windows(8)

@@ -72,7 +72,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
-pub use open::SCHEMA_VERSION;
+pub use open::{PAGE_SIZE, SCHEMA_VERSION};
 use open::{check_magic, configure, migrate, schema_version};
 use writer::Command;
 
@@ -176,6 +176,9 @@ impl SqliteLog {
         let version = schema_version(&writer_conn, &shown)?;
         if existing && version == 0 {
             return Err(open::no_schema(&path));
+        }
+        if version == 0 {
+            open::new_file_pages(&writer_conn).map_err(|e| open::failed(&shown, e))?;
         }
         configure(&writer_conn, durability).map_err(|e| open::failed(&shown, e))?;
         // Versions only grow, so a file seen at the current one needs no lock to stay there.

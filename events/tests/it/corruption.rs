@@ -230,8 +230,12 @@ fn event_leaves(path: &Path) -> Vec<(i64, u64)> {
 }
 
 fn smash_page(path: &Path, page: i64) {
+    let size: i64 = Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
     let mut bytes = std::fs::read(path).unwrap();
-    let start = (page as usize - 1) * 4096;
+    let start = ((page - 1) * size) as usize;
     bytes[start..start + 8].fill(0x42);
     std::fs::write(path, bytes).unwrap();
 }
@@ -246,7 +250,8 @@ fn a_damaged_page_is_one_unreadable_span(#[case] leaf: usize, #[case] head: Opti
     let (_dir, path) = scratch();
     let log = open_sqlite(&path);
     let cast = sample::cast("victim");
-    sample::seed(&log, &cast, 300);
+    // Enough rows for more than three leaf pages.
+    sample::seed(&log, &cast, 1200);
     drop(log);
     let leaves = event_leaves(&path);
     assert!(leaves.len() > 3, "{leaves:?}");

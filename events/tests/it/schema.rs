@@ -6,7 +6,7 @@ use std::sync::Barrier;
 use std::thread;
 
 use castlog_core::id::Seq;
-use castlog_events::sqlite::{Place, SCHEMA_VERSION};
+use castlog_events::sqlite::{PAGE_SIZE, Place, SCHEMA_VERSION};
 use castlog_events::verify::verify_cast;
 use castlog_events::{EventLog, LogError, SqliteLog};
 use rstest::rstest;
@@ -39,6 +39,41 @@ fn a_new_file_gets_the_current_schema() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
+}
+
+fn page_size(path: &std::path::Path) -> u32 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A new file (missing or empty) is made in castlog's page size; a file made in another keeps
+/// it, and its events read as they were written.
+#[test]
+fn a_new_file_gets_large_pages_and_an_older_file_keeps_its_own() {
+    let (_dir, path) = scratch();
+    drop(SqliteLog::open(&path).unwrap());
+    assert_eq!(page_size(&path), PAGE_SIZE);
+    let (_dir, empty) = scratch();
+    std::fs::write(&empty, b"").unwrap();
+    drop(SqliteLog::open(&empty).unwrap());
+    assert_eq!(page_size(&empty), PAGE_SIZE);
+
+    let (_dir, older) = scratch();
+    Connection::open(&older)
+        .unwrap()
+        .execute_batch("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;")
+        .unwrap();
+    let log = SqliteLog::open(&older).unwrap();
+    let cast = sample::cast("c");
+    let written = sample::seed(&log, &cast, 40);
+    drop(log);
+    assert_eq!(page_size(&older), 4096);
+    let log = SqliteLog::open(&older).unwrap();
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), written);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert_eq!(verify_cast(&log, &head).unwrap().problems, vec![]);
 }
 
 // Regression: several processes opening a database that does not exist yet each read

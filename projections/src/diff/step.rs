@@ -91,6 +91,22 @@ impl ToolStep {
 }
 
 impl Step {
+    /// Whether [`Step::apply`] (or the start of a step) reads events of this kind.
+    fn reads(kind: &str) -> bool {
+        matches!(
+            kind,
+            "socket_started"
+                | "prompt_dispatched"
+                | "socket_completed"
+                | "tool_called"
+                | "tool_finished"
+                | "tool_interrupted"
+                | "data_assigned"
+                | "edge_taken"
+        )
+    }
+
+    /// Adds what an event of a kind [`Step::reads`] says to the step.
     fn apply(&mut self, event: Event) {
         match event {
             Event::PromptDispatched(e) => {
@@ -240,8 +256,17 @@ pub(super) struct Steps {
 
 impl Steps {
     pub(super) fn push(&mut self, record: &Recorded) {
-        let Ok(event) = record.event() else { return };
-        if let Event::SocketStarted(e) = &event {
+        // A kind no step looks at (a reply, a rework entry, a dispatch key) is not decoded:
+        // it only widens the open step's span.
+        let event = if Step::reads(&record.kind) {
+            match record.event() {
+                Ok(event) => Some(event),
+                Err(_) => return,
+            }
+        } else {
+            None
+        };
+        if let Some(Event::SocketStarted(e)) = &event {
             self.close();
             let item = e
                 .item
@@ -258,7 +283,9 @@ impl Steps {
         let Some(step) = self.open.as_mut() else {
             return;
         };
-        step.apply(event);
+        if let Some(event) = event {
+            step.apply(event);
+        }
         let cast = match self.casts.iter().position(|c| *c == record.cast) {
             Some(i) => i,
             None => {

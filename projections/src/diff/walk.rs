@@ -56,8 +56,12 @@ pub(super) fn walk(
     let decision = |r: &Recorded| r.kind != "cast_forked";
     let (mut ha, mut hb) = (ha.filter(decision), hb.filter(decision));
     // A shared ancestor's record is the same record on both sides: no need to re-encode it.
+    // Records of the same kind, version and payload bytes normalize alike (normalizing only
+    // drops the cast's own id): only records whose bytes differ are decoded to compare.
     let same = |x: &Recorded, y: &Recorded| {
-        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash) || normalized(x) == normalized(y)
+        (x.cast == y.cast && x.seq == y.seq && x.hash == y.hash)
+            || (x.kind == y.kind && x.v == y.v && x.payload == y.payload)
+            || normalized(x) == normalized(y)
     };
     let (mut sa, mut sb) = (Steps::default(), Steps::default());
     let mut common = 0u64;

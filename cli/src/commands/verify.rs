@@ -263,22 +263,67 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
     let verified = verify_cast_in(log, head, super::CONTEXTS)?;
     report.events += verified.events;
     let intact = verified.problems.is_empty();
+    report.problems.extend(verified.problems.iter().cloned());
+    // Re-deciding (a pass of its own over the cast) runs beside the checks of the blobs, the
+    // prompts and the caches; their problems are reported in the same order as one after the
+    // other.
+    let (checked, diverged) = std::thread::scope(|scope| {
+        let redecided = intact.then(|| scope.spawn(|| redecide_one(log, head)));
+        let checked = check_stored(log, head, &verified.problems, intact);
+        let diverged = match redecided {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Ok(None),
+        };
+        (checked, diverged)
+    });
+    report.problems.extend(checked?);
+    if let Some(d) = diverged? {
+        report.problems.push(Problem {
+            cast: d.cast,
+            seq: d.seq,
+            kind: ProblemKind::Divergence,
+            message: format!(
+                "replay diverges: the machine produces {} but the log holds {}",
+                d.expected, d.found
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Re-decides an intact cast: each re-decide passes over a stream that is not its context's
+/// (a cast, an engage run). A damaged chain is not re-decided: it is already reported at its
+/// seq.
+fn redecide_one(
+    log: &Database,
+    head: &CastHead,
+) -> Result<Option<castlog_replay::redecide::Divergence>, LogError> {
+    match redecide(log, &head.cast)? {
+        Some(d) => Ok(Some(d)),
+        None => castlog_engage::redecide::redecide(log, &head.cast),
+    }
+}
+
+/// The problems of a cast's blobs and prompts, its lane heads and its caches, after the chain
+/// check found `chain` (`intact`: none).
+fn check_stored(
+    log: &Database,
+    head: &CastHead,
+    chain: &[Problem],
+    intact: bool,
+) -> Result<Vec<Problem>, LogError> {
+    let mut problems = Vec::new();
     // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
     // above) they cannot be checked.
-    let orphan = verified
-        .problems
-        .iter()
-        .any(|p| p.kind == ProblemKind::ForkParent);
+    let orphan = chain.iter().any(|p| p.kind == ProblemKind::ForkParent);
     // Rows the chain check could not read are reported; reading them again for their blobs
     // would only report them twice.
-    let unreadable = verified
-        .problems
-        .iter()
-        .any(|p| p.kind == ProblemKind::Unreadable);
-    report.problems.extend(verified.problems);
+    let unreadable = chain.iter().any(|p| p.kind == ProblemKind::Unreadable);
     if !orphan {
         match check_blobs(log, head) {
-            Ok(problems) => report.problems.extend(problems),
+            Ok(found) => problems.extend(found),
             Err(LogError::Corrupt { .. }) if unreadable => {}
             Err(err) => return Err(err),
         }
@@ -293,7 +338,7 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
                 _ => Ok(Vec::new()),
             })?;
         for (seq, message) in castlog_replay::driver::check_lane_heads(log, &head.cast)? {
-            report.problems.push(Problem {
+            problems.push(Problem {
                 cast: head.cast.clone(),
                 seq,
                 kind: ProblemKind::Lane,
@@ -302,7 +347,7 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
         }
         let checkpoints = projection_checkpoints(log, &head.cast)?;
         for (seq, message) in snapshots.into_iter().chain(checkpoints) {
-            report.problems.push(Problem {
+            problems.push(Problem {
                 cast: head.cast.clone(),
                 seq,
                 kind: ProblemKind::Snapshot,
@@ -310,28 +355,7 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
             });
         }
     }
-    // Re-decide only an intact chain: a damaged one is already reported at its seq. Each
-    // re-decide passes over a stream that is not its context's (a cast, an engage run).
-    let diverged = if intact {
-        match redecide(log, &head.cast)? {
-            Some(d) => Some(d),
-            None => castlog_engage::redecide::redecide(log, &head.cast)?,
-        }
-    } else {
-        None
-    };
-    if let Some(d) = diverged {
-        report.problems.push(Problem {
-            cast: d.cast,
-            seq: d.seq,
-            kind: ProblemKind::Divergence,
-            message: format!(
-                "replay diverges: the machine produces {} but the log holds {}",
-                d.expected, d.found
-            ),
-        });
-    }
-    Ok(())
+    Ok(problems)
 }
 
 /// Every blob an event references must be present and match its address, and every

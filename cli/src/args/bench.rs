@@ -28,8 +28,9 @@ pub enum BenchCommand {
     /// (the agent is local, like a script: its steps are held and written up to 16 in one; one
     /// per step with --no-pipeline), `commit_floor_ms`, the time of one commit of a single
     /// small row on the same disk at the same durability, and the disk's ceiling measured after
-    /// the run: the same bytes per step written by plain rusqlite, 16 steps to a commit and one
-    /// commit per step, with the run's fraction of each. On PostgreSQL (`--db postgres://...`)
+    /// the run: the same bytes per step written by plain rusqlite (in 16 KiB pages, as a file
+    /// castlog makes), 16 steps to a commit and one commit per step, with the run's fraction of
+    /// each. On PostgreSQL (`--db postgres://...`)
     /// the ceiling is raw inserts of the rows the run stored, each step's event and blob rows
     /// byte for byte, through the same client (synchronous_commit on), one statement and one
     /// transaction per step (or per 16), into tables of the same columns and keys in a scratch

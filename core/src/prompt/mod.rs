@@ -20,6 +20,7 @@ pub mod fields;
 pub mod given;
 pub mod policy;
 pub mod render;
+mod wire;
 
 use crate::event::Placement;
 
@@ -124,7 +125,8 @@ pub struct Rendered {
     pub system: String,
 }
 
-/// The stored form of a rendered prompt: compact JSON `[{"role", "content"}, ...]`.
+/// The stored form of a rendered prompt: compact JSON `[{"role", "content"}, ...]`, exactly
+/// serde_json's bytes for the messages, written without serde (`prompt/wire.rs`).
 pub fn messages_json(messages: &[Message]) -> Vec<u8> {
-    serde_json::to_vec(messages).unwrap_or_default()
+    wire::write(messages)
 }

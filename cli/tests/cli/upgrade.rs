@@ -7,11 +7,25 @@
 
 use crate::common::{Sandbox, fixture, scripted};
 
+/// A sandbox whose database is a copy of the fixture database in `fixtures/casts/DIR/`.
+fn with_database(dir: &str) -> Sandbox {
+    let sandbox = Sandbox::new();
+    std::fs::copy(fixture(&format!("casts/{dir}/castlog.db")), sandbox.db()).unwrap();
+    sandbox
+}
+
 /// A sandbox whose database is a copy of the v7 fixture.
 fn with_v7_database() -> Sandbox {
-    let sandbox = Sandbox::new();
-    std::fs::copy(fixture("casts/v7/castlog.db"), sandbox.db()).unwrap();
-    sandbox
+    with_database("v7")
+}
+
+/// `verify --all --json` on the sandbox's database: it passes, and the report it gives.
+fn verified(sandbox: &Sandbox) -> serde_json::Value {
+    let verified = sandbox.run(&["verify", "--all", "--json"]);
+    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    let report = verified.json();
+    assert_eq!(report["ok"], true, "{report}");
+    report
 }
 
 fn listed(sandbox: &Sandbox, args: &[&str]) -> Vec<(String, String, u64, String)> {
@@ -70,10 +84,7 @@ fn a_version_7_database_gets_stream_kinds_and_lists_casts_only() {
 #[test]
 fn a_version_7_database_verifies_and_replays_byte_for_byte() {
     let sandbox = with_v7_database();
-    let verified = sandbox.run(&["verify", "--all", "--json"]);
-    assert_eq!(verified.code, 0, "{}", verified.stdout);
-    let report = verified.json();
-    assert_eq!(report["ok"], true, "{report}");
+    let report = verified(&sandbox);
     assert_eq!(report["casts"], 5);
     assert_eq!(report["events"], 184);
     for cast in ["built", "sent", "claims:staging", "engaged", "rebuilt"] {
@@ -108,9 +119,7 @@ fn the_engage_run_of_a_version_7_database_is_not_a_workflow_cast() {
 /// no projection checkpoints, and what `casts --json`, `replay --json`, `export --format jsonl`
 /// and `show --json` printed on it then.
 fn with_v9_database() -> Sandbox {
-    let sandbox = Sandbox::new();
-    std::fs::copy(fixture("casts/v9/castlog.db"), sandbox.db()).unwrap();
-    sandbox
+    with_database("v9")
 }
 
 fn pinned_v9(name: &str) -> String {
@@ -120,13 +129,7 @@ fn pinned_v9(name: &str) -> String {
 #[test]
 fn a_database_from_before_socket_completed_version_2_reads_byte_for_byte() {
     let sandbox = with_v9_database();
-    let verified = sandbox.run(&["verify", "--all", "--json"]);
-    assert_eq!(verified.code, 0, "{}", verified.stdout);
-    let report = verified.json();
-    assert_eq!(
-        (report["ok"].clone(), report["events"].clone()),
-        (true.into(), 192.into())
-    );
+    assert_eq!(verified(&sandbox)["events"], 192);
     assert_eq!(
         sandbox.run(&["casts", "--json"]).stdout,
         pinned_v9("casts.json")
@@ -210,8 +213,7 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
         .filter(|l| l.contains(r#""parsed_from_output":true"#) && !l.contains(r#""parsed":"#))
         .count();
     assert_eq!(stored_once, once);
-    let verified = sandbox.run(&["verify", "--all", "--json"]);
-    assert_eq!(verified.code, 0, "{}", verified.stdout);
+    verified(&sandbox);
     let diff = sandbox.run(&["diff", "demo-b", "demo-c", "--json"]).json();
     assert_eq!(diff["first_divergence"], serde_json::Value::Null, "{diff}");
 }

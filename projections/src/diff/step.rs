@@ -22,6 +22,19 @@ pub(super) struct Step {
     pub(super) data: BTreeMap<String, Value>,
     /// The visit's tool calls in the order they were made.
     pub(super) tools: Vec<ToolStep>,
+    /// Each prompt's stored payload, in place of its placements, in a step made only for its
+    /// digest (see [`Steps::full`]).
+    pub(super) prompt_payloads: Vec<Vec<u8>>,
+}
+
+/// What a step made for its digest reads of a `prompt_dispatched` payload; its placements
+/// are skipped, and the payload's bytes stand for them.
+#[derive(serde::Deserialize)]
+struct PromptHead {
+    turn: castlog_core::id::Turn,
+    prompt_hash: Digest,
+    #[serde(default)]
+    redispatch: bool,
 }
 
 /// One tool call of a step: what is compared of it (the call id, which agents choose freely,
@@ -106,17 +119,31 @@ impl Step {
         )
     }
 
+    /// Whether a prompt of `turn` with `hash` is the step's last one sent again (a held or
+    /// forked prompt, a retry): one prompt of the step, not a second.
+    fn sent_again(&self, turn: u32, hash: &Digest, redispatch: bool) -> bool {
+        redispatch
+            && self
+                .prompts
+                .last()
+                .is_some_and(|(last, last_hash, _)| *last == turn && last_hash == hash)
+    }
+
+    /// A prompt as a step made for its digest keeps it: its turn, its hash and its payload.
+    fn apply_prompt_head(&mut self, head: &PromptHead, payload: &[u8]) {
+        if self.sent_again(head.turn.get(), &head.prompt_hash, head.redispatch) {
+            return;
+        }
+        self.prompts
+            .push((head.turn.get(), head.prompt_hash, Vec::new()));
+        self.prompt_payloads.push(payload.to_vec());
+    }
+
     /// Adds what an event of a kind [`Step::reads`] says to the step.
     fn apply(&mut self, event: Event) {
         match event {
             Event::PromptDispatched(e) => {
-                // The same prompt sent again (a held or forked prompt, a retry) is one
-                // prompt of the step, not a second.
-                let again = self
-                    .prompts
-                    .last()
-                    .is_some_and(|(turn, hash, _)| *turn == e.turn.get() && *hash == e.prompt_hash);
-                if e.redispatch && again {
+                if self.sent_again(e.turn.get(), &e.prompt_hash, e.redispatch) {
                     return;
                 }
                 for p in &e.placements {
@@ -194,6 +221,10 @@ impl Step {
         for p in &self.placements {
             part(p.as_bytes());
         }
+        part(&(self.prompt_payloads.len() as u64).to_be_bytes());
+        for payload in &self.prompt_payloads {
+            part(payload);
+        }
         for text in [&self.output, &self.routing] {
             match text {
                 Some(t) => {
@@ -252,13 +283,19 @@ pub(super) struct Steps {
     pub(super) casts: Vec<CastId>,
     /// The step the next events belong to.
     open: Option<Step>,
+    /// Whether steps are made in full (to be shown); otherwise only for their digests, a
+    /// prompt kept as its stored bytes instead of its decoded placements (equal bytes are
+    /// equal placements; a step whose digests differ is read again in full, [`reread`]).
+    full: bool,
 }
 
 impl Steps {
     pub(super) fn push(&mut self, record: &Recorded) {
         // A kind no step looks at (a reply, a rework entry, a dispatch key) is not decoded:
-        // it only widens the open step's span.
-        let event = if Step::reads(&record.kind) {
+        // it only widens the open step's span; a step made for its digest reads a prompt's
+        // head only.
+        let head_only = !self.full && record.kind == "prompt_dispatched";
+        let event = if Step::reads(&record.kind) && !head_only {
             match record.event() {
                 Ok(event) => Some(event),
                 Err(_) => return,
@@ -283,8 +320,14 @@ impl Steps {
         let Some(step) = self.open.as_mut() else {
             return;
         };
-        if let Some(event) = event {
-            step.apply(event);
+        match event {
+            Some(event) => step.apply(event),
+            None if record.kind == "prompt_dispatched" => {
+                if let Ok(head) = serde_json::from_slice::<PromptHead>(&record.payload) {
+                    step.apply_prompt_head(&head, &record.payload);
+                }
+            }
+            None => {}
         }
         let cast = match self.casts.iter().position(|c| *c == record.cast) {
             Some(i) => i,
@@ -325,7 +368,10 @@ pub(super) fn reread(
     casts: &[CastId],
     kept: &Kept,
 ) -> Result<Step, DiffError> {
-    let mut steps = Steps::default();
+    let mut steps = Steps {
+        full: true,
+        ..Steps::default()
+    };
     for span in &kept.spans {
         let cast = casts.get(span.cast).ok_or_else(|| DiffError::StepLost {
             key: kept.key.clone(),
@@ -355,6 +401,10 @@ mod tests {
             },
             Step {
                 routing: Some(String::new()),
+                ..Step::default()
+            },
+            Step {
+                prompt_payloads: vec![Vec::new()],
                 ..Step::default()
             },
             Step {

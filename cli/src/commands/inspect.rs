@@ -185,17 +185,15 @@ fn show_event(record: &Recorded) -> Value {
 }
 
 /// The stored payload as JSON, with what a format version leaves out of it put back: a
-/// `socket_completed` of version 2 whose `parsed_from_output` is set shows its `parsed` too,
-/// as version 1 stored it, so `--json` readers find the same fields in either version.
+/// `socket_completed` of version 2 whose `parsed_from_output` is set shows its `parsed` too
+/// (as the decoder reads it), as version 1 stored it, so `--json` readers find the same fields
+/// in either version.
 fn shown_payload(record: &Recorded) -> Value {
     let mut payload = serde_json::from_slice(&record.payload).unwrap_or(Value::Null);
-    if record.kind == "socket_completed"
-        && let Value::Object(fields) = &mut payload
+    if let Value::Object(fields) = &mut payload
         && fields.get("parsed_from_output") == Some(&Value::Bool(true))
-        && let Some(parsed) = fields
-            .get("output")
-            .and_then(Value::as_str)
-            .and_then(|output| serde_json::from_str::<Value>(output).ok())
+        && let Ok(castlog_core::event::Event::SocketCompleted(completed)) = record.event()
+        && let Some(parsed) = completed.parsed
     {
         fields.insert("parsed".into(), parsed);
     }

@@ -263,7 +263,6 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
     let verified = verify_cast_in(log, head, super::CONTEXTS)?;
     report.events += verified.events;
     let intact = verified.problems.is_empty();
-    report.problems.extend(verified.problems.iter().cloned());
     // Re-deciding (a pass of its own over the cast) runs beside the checks of the blobs, the
     // prompts and the caches; their problems are reported in the same order as one after the
     // other.
@@ -278,6 +277,7 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
         };
         (checked, diverged)
     });
+    report.problems.extend(verified.problems);
     report.problems.extend(checked?);
     if let Some(d) = diverged? {
         report.problems.push(Problem {

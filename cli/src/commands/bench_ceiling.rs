@@ -192,10 +192,7 @@ fn run(
 ) -> rusqlite::Result<Ceiling> {
     let conn = Connection::open(scratch)?;
     // In pages of the size of a log castlog creates.
-    conn.execute_batch(&format!(
-        "PRAGMA page_size = {};",
-        castlog_events::sqlite::PAGE_SIZE
-    ))?;
+    castlog_events::sqlite::new_file_pages(&conn)?;
     conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {}; CREATE TABLE IF NOT EXISTS steps (id INTEGER PRIMARY KEY, b BLOB NOT NULL);",

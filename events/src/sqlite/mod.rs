@@ -72,7 +72,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::{Pending, Recorded};
-pub use open::{PAGE_SIZE, SCHEMA_VERSION};
+pub use open::{PAGE_SIZE, SCHEMA_VERSION, new_file_pages};
 use open::{check_magic, configure, migrate, schema_version};
 use writer::Command;
 

@@ -195,8 +195,8 @@ pub(super) fn check_magic(path: &Path) -> Result<(), Refused> {
 pub const PAGE_SIZE: u32 = 16_384;
 
 /// Sets [`PAGE_SIZE`] on a file nothing has been written into yet (before WAL mode, which
-/// writes the file's header).
-pub(super) fn new_file_pages(conn: &Connection) -> rusqlite::Result<()> {
+/// writes the file's header); a no-op on a file that has tables already.
+pub fn new_file_pages(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&format!("PRAGMA page_size = {PAGE_SIZE};"))
 }
 

@@ -28,7 +28,9 @@ mod it {
     // SQLite files: opening foreign or newer files, openers racing on a new file, the
     // append-only triggers, reopening.
     mod blobs;
+    // Packed values: large payloads, chunks and caches stored compressed, hashed as given.
     mod durability;
+    mod packing;
     mod schema;
     // Stream kinds in a database written before they were kept (schema v7 to v8).
     mod stream_kinds;

@@ -242,9 +242,37 @@ pub struct BenchSynthArgs {
     /// durability, fsynced.
     #[arg(long)]
     pub no_pipeline: bool,
+    /// What the replies are made of: `words` from the peer's vocabulary of 64 (prose-like,
+    /// packs to about a third), or `random` letters and digits (about 6 bits a character:
+    /// packing saves little).
+    #[arg(long, value_enum, default_value = "words")]
+    pub text: ReplyTextArg,
+    /// Store every value as it is given, without packing (zstd) the large ones, to measure
+    /// what packing saves and costs.
+    #[arg(long)]
+    pub no_pack: bool,
     /// Print one JSON document on stdout (the figures are JSON either way).
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `bench synth`'s replies are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplyTextArg {
+    /// Words of the peer's vocabulary.
+    Words,
+    /// Letters and digits drawn uniformly.
+    Random,
+}
+
+impl ReplyTextArg {
+    /// Its name on the command line and in the figures.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplyTextArg::Words => "words",
+            ReplyTextArg::Random => "random",
+        }
+    }
 }
 
 /// `bench append`.

@@ -186,6 +186,8 @@ fn run_size(path: &Path, casts: u64, args: &BenchPostsArgs) -> Result<(PostsRun,
         output_bytes: 200,
         durability: args.durability,
         no_pipeline: false,
+        text: crate::args::ReplyTextArg::Words,
+        no_pack: false,
         json: true,
     };
     let (template, ..) = super::bench_synth::run_synth(&log, &clock, &cwd, &synth)?;

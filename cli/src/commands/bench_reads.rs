@@ -142,6 +142,8 @@ fn build(path: &Path, args: &BenchReadsArgs) -> Result<CastId, CliError> {
         output_bytes: args.output_bytes,
         durability: args.durability,
         no_pipeline: false,
+        text: crate::args::ReplyTextArg::Words,
+        no_pack: false,
         json: true,
     };
     super::bench_synth::check(&synth)?;

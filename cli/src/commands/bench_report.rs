@@ -95,6 +95,8 @@ pub fn report(db: Option<&Path>, args: &BenchReportArgs) -> Result<(), CliError>
                 output_bytes: args.output_bytes,
                 durability: args.durability,
                 no_pipeline: false,
+                text: crate::args::ReplyTextArg::Words,
+                no_pack: false,
                 json: true,
             };
             super::bench_synth::check(&synth)?;

@@ -53,6 +53,12 @@ struct SynthFigures {
     fork_steps: Option<u64>,
     peak_rss_mb: f64,
     durability: &'static str,
+    /// What the replies were made of (`--text`): `words` or `random`.
+    reply_text: &'static str,
+    /// Whether the log packed its large values (zstd, see the README's "The log"); off with
+    /// `--no-pack`, and on PostgreSQL, which stores values as given (its own TOAST
+    /// compresses large ones).
+    packed: bool,
     /// Whether the agent was asked while the last steps were held, committed and (with
     /// `--durability full`) fsynced; `--no-pipeline` turns it off.
     pipelined: bool,
@@ -226,9 +232,10 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
-/// Exactly `size` ASCII bytes of word-like text derived from `seed` (splitmix64 over the
-/// peer's vocabulary).
-fn synth_text(seed: &str, size: usize) -> String {
+/// Exactly `size` ASCII bytes derived from `seed` (splitmix64): words of the peer's
+/// vocabulary, or with `random` letters and digits.
+fn synth_text(seed: &str, size: usize, random: bool) -> String {
+    const SYMBOLS: &[u8; 62] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     const VOCAB: [&str; 64] = [
         "agent", "plan", "build", "eval", "item", "task", "code", "test", "patch", "diff", "fix",
         "rework", "review", "module", "function", "result", "error", "retry", "context", "tool",
@@ -246,6 +253,12 @@ fn synth_text(seed: &str, size: usize) -> String {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
+        if random {
+            for k in 0..8 {
+                out.push(char::from(SYMBOLS[((z >> (k * 8)) & 0xff) as usize % 62]));
+            }
+            continue;
+        }
         if !out.is_empty() {
             out.push(' ');
         }
@@ -255,15 +268,15 @@ fn synth_text(seed: &str, size: usize) -> String {
     out
 }
 
-/// `text` padded (or cut) with generated words to `size` bytes.
-fn padded(head: &str, seed: &str, size: usize) -> String {
+/// `text` padded (or cut) with generated text ([`synth_text`]) to `size` bytes.
+fn padded(head: &str, seed: &str, size: usize, random: bool) -> String {
     if head.len() >= size {
         return head.to_owned();
     }
     let mut out = head.to_owned();
     out.push(' ');
     let rest = size.saturating_sub(out.len());
-    out.push_str(&synth_text(seed, rest));
+    out.push_str(&synth_text(seed, rest, random));
     out
 }
 
@@ -276,6 +289,8 @@ pub(super) struct SynthAgent {
     items: u64,
     rework: u32,
     bytes: usize,
+    /// Replies of random letters and digits instead of words.
+    random: bool,
     local: bool,
     stamps: Vec<Instant>,
 }
@@ -286,6 +301,7 @@ impl SynthAgent {
             items: args.items,
             rework: args.rework,
             bytes: args.output_bytes,
+            random: args.text == crate::args::ReplyTextArg::Random,
             local: !args.no_pipeline,
             stamps: Vec::new(),
         }
@@ -306,6 +322,7 @@ impl SynthAgent {
         let context = synth_text(
             &format!("plan|{}", self.items),
             self.bytes.saturating_sub(frame),
+            self.random,
         );
         json!({ "workItems": work, "context": context }).to_string()
     }
@@ -331,6 +348,7 @@ impl SynthAgent {
             &format!("build {item} try {attempt}:"),
             &format!("build|{item}|{attempt}"),
             self.bytes,
+            self.random,
         )
     }
 
@@ -346,6 +364,7 @@ impl SynthAgent {
             &head,
             &format!("eval|{item}|{attempt}"),
             self.bytes.saturating_sub(frame),
+            self.random,
         );
         json!({ "satisfied": satisfied, "context": context }).to_string()
     }
@@ -463,6 +482,7 @@ fn state_mid_and_fork_point(
 /// `castlog bench synth`.
 pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     check(args)?;
+    castlog_events::sqlite::set_packing(!args.no_pack);
     let (_scratch, path) = database(db)?;
     let durability = durability(args.durability);
     let expected = 1 + 2 * args.items * u64::from(args.rework);
@@ -593,6 +613,8 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         fork_steps: Some(fork_steps),
         peak_rss_mb,
         durability: durability.as_str(),
+        reply_text: args.text.as_str(),
+        packed: !args.no_pack && !postgres,
         pipelined: !args.no_pipeline,
         commits,
         commit_floor_ms,
@@ -606,6 +628,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
 /// `castlog bench replay`: one long synthetic cast, then the read side measured on it.
 pub fn replay(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     check(args)?;
+    castlog_events::sqlite::set_packing(!args.no_pack);
     let (_scratch, path) = database(db)?;
     // As for `bench synth`: no files, no workspace checkpoints.
     let workdir = Scratch::new()?;
@@ -688,9 +711,17 @@ mod tests {
             output_bytes: 500,
             durability: crate::args::DurabilityArg::Full,
             no_pipeline: false,
+            text: crate::args::ReplyTextArg::Words,
+            no_pack: false,
             json: true,
         });
-        assert_eq!(synth_text("x", 123).len(), 123);
+        assert_eq!(synth_text("x", 123, false).len(), 123);
+        let random = synth_text("x", 123, true);
+        assert_eq!(random.len(), 123);
+        assert!(
+            random.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{random}"
+        );
         assert_eq!(agent.build("item-00001 last=\nmore").len(), 500);
         let first = agent.eval("item-00002 last=verdict item-00001 try 3 accepted: x");
         assert!(first.contains("try 1 rejected"), "{first}");

@@ -26,6 +26,8 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         "fork_steps",
         "peak_rss_mb",
         "durability",
+        "reply_text",
+        "packed",
         "pipelined",
         "commits",
         "commit_floor_ms",
@@ -361,6 +363,33 @@ fn bench_synth_keeps_snapshots_that_verify() {
     let verify = sandbox.run_on(&db, &["verify", "--json"]);
     assert_eq!(verify.code, 0, "{}", verify.stdout);
     assert_eq!(verify.json()["ok"], true);
+}
+
+/// Packing is on unless `--no-pack`: the same words-text cast then takes fewer bytes per step;
+/// random replies pack less well than words, and the figures say which run was which.
+#[test]
+fn bench_synth_packs_unless_told_not_to_and_says_so() {
+    let bytes = |extra: &[&str]| -> (f64, serde_json::Value, serde_json::Value) {
+        let sandbox = Sandbox::new();
+        let mut args = vec!["bench", "synth", "--items", "20", "--output-bytes", "2000"];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let run = sandbox.run(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let figures = run.json();
+        (
+            figures["db_bytes_per_step"].as_f64().unwrap(),
+            figures["packed"].clone(),
+            figures["reply_text"].clone(),
+        )
+    };
+    let (packed, on, words) = bytes(&[]);
+    let (unpacked, off, _) = bytes(&["--no-pack"]);
+    let (random, _, text) = bytes(&["--text", "random"]);
+    assert_eq!((on, off), (true.into(), false.into()));
+    assert_eq!((words, text), ("words".into(), "random".into()));
+    assert!(packed < unpacked, "{packed} packed, {unpacked} not");
+    assert!(packed < random, "{packed} words, {random} random");
 }
 
 /// `bench synth --json` on 2 items, 2 tries and 100-byte replies, with `extra` options.

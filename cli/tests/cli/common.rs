@@ -328,3 +328,76 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// Rewrites every packed value of the SQLite database at `db` as it was given (payloads,
+/// chunks and caches unpacked, their `packed` columns 0), as a build that packs nothing would
+/// have stored them, so a test can damage a value by editing its text in SQL. The events
+/// table's append-only trigger is put back as it was.
+pub fn unpack_values(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let trigger: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'events_no_update'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute_batch("BEGIN; DROP TRIGGER events_no_update;")
+        .unwrap();
+    // (table, its key, the packed value, which rows are packed, what the update sets)
+    for (table, key, value, packed, set) in [
+        (
+            "events",
+            "id",
+            "payload",
+            "substr(payload, 1, 4) = x'28b52ffd'",
+            "payload = ?1",
+        ),
+        (
+            "chunks",
+            "id",
+            "bytes",
+            "packed = 1",
+            "bytes = ?1, packed = 0",
+        ),
+        (
+            "checkpoints",
+            "cast_id || char(0) || name",
+            "bytes",
+            "packed = 1",
+            "bytes = ?1, packed = 0",
+        ),
+    ] {
+        let rows: Vec<(rusqlite::types::Value, Vec<u8>)> = {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT {key}, {value} FROM {table} WHERE {packed}"
+                ))
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        for (at, frame) in rows {
+            let bytes = zstd::decode_all(frame.as_slice()).unwrap();
+            let changed = conn
+                .execute(
+                    &format!("UPDATE {table} SET {set} WHERE {key} = ?2"),
+                    rusqlite::params![bytes, at],
+                )
+                .unwrap();
+            assert_eq!(changed, 1, "unpacking a row of {table}");
+        }
+    }
+    conn.execute_batch(&format!("{trigger}; COMMIT;")).unwrap();
+}
+
+/// Marks the sandbox database read-only the way SQLite reads it from the file itself (a write
+/// version above 2 in its header), which holds for every user, root included.
+pub fn make_read_only(sandbox: &Sandbox) {
+    let mut bytes = std::fs::read(sandbox.db()).unwrap();
+    assert_eq!(&bytes[18..20], &[2, 2], "a WAL database");
+    bytes[18] = 3;
+    std::fs::write(sandbox.db(), bytes).unwrap();
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rstest::rstest;
 
-use crate::common::{Run, Sandbox, fixture};
+use crate::common::{Run, Sandbox, fixture, make_read_only};
 
 /// Commands that need a database there already (most only read; the last ones add to a
 /// cast).
@@ -160,15 +160,6 @@ fn a_db_that_is_not_a_file_is_refused_at_once(#[case] kind: &str) {
             run.stderr
         );
     }
-}
-
-/// Marks the sandbox database read-only the way SQLite reads it from the file itself (a write
-/// version above 2 in its header), which holds for every user, root included.
-fn make_read_only(sandbox: &Sandbox) {
-    let mut bytes = std::fs::read(sandbox.db()).unwrap();
-    assert_eq!(&bytes[18..20], &[2, 2], "a WAL database");
-    bytes[18] = 3;
-    std::fs::write(sandbox.db(), bytes).unwrap();
 }
 
 // Regression: a write to a read-only database was an internal error (exit 2, "storage error

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::common::{Sandbox, fixture};
+use crate::common::{Sandbox, fixture, unpack_values};
 
 fn run_build_loop(sandbox: &Sandbox, cast: &str, script: &str) {
     let run = sandbox.run(&[
@@ -456,6 +456,7 @@ fn verifying_a_recast_verifies_the_prefix_it_stands_on() {
     let recast = sandbox.run(&["recast", "a", "--at", "52", "--cast", "b", "--json"]);
     assert_eq!(recast.code, 0, "{}", recast.stderr);
     assert_eq!(sandbox.run(&["verify", "b"]).code, 0);
+    unpack_values(&sandbox.db());
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     conn.execute_batch(
         "DROP TRIGGER events_no_update;

@@ -1,7 +1,7 @@
 //! `replay` and `export --artifacts`: projections rebuilt from the log, checkpoints never trusted
 //! over it.
 
-use crate::common::{Sandbox, fixture};
+use crate::common::{Sandbox, fixture, unpack_values};
 
 fn cast(sandbox: &Sandbox) {
     let run = sandbox.run(&[
@@ -86,6 +86,7 @@ fn a_rewritten_manifest_checkpoint_is_not_exported_and_is_named() {
     let clean = sandbox.path("clean");
     let run = sandbox.run(&["export", "a", "--artifacts", clean.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    unpack_values(&sandbox.db());
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     let changed = conn
         .execute(
@@ -130,6 +131,7 @@ fn the_manifest_names_texts_by_their_event_instead_of_copying_them() {
     let dir = sandbox.path("tree");
     let run = sandbox.run(&["export", "a", "--artifacts", dir.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    unpack_values(&sandbox.db());
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     let (quoted, paths): (i64, i64) = conn
         .query_row(

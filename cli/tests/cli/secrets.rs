@@ -29,13 +29,26 @@ fn with_keys(sandbox: &Sandbox) -> Command {
     cmd
 }
 
-/// The bytes of the database file and of every file beside it that SQLite keeps for it.
+/// The bytes of the database file and of every file beside it that SQLite keeps for it, and
+/// every packed value of the database unpacked (packed bytes would hide a key from a search).
 fn stored_bytes(sandbox: &Sandbox) -> Vec<u8> {
     let mut bytes = std::fs::read(sandbox.db()).expect("the database exists");
     for suffix in ["-wal", "-shm", "-journal"] {
         let path = sandbox.path(&format!("castlog.db{suffix}"));
         if let Ok(more) = std::fs::read(path) {
             bytes.extend(more);
+        }
+    }
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    for sql in [
+        "SELECT payload FROM events WHERE substr(payload, 1, 4) = x'28b52ffd'",
+        "SELECT bytes FROM chunks WHERE packed = 1",
+        "SELECT bytes FROM checkpoints WHERE packed = 1",
+    ] {
+        let mut stmt = conn.prepare(sql).unwrap();
+        let packed = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap();
+        for frame in packed {
+            bytes.extend(zstd::decode_all(frame.unwrap().as_slice()).unwrap());
         }
     }
     bytes

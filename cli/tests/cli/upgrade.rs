@@ -5,7 +5,7 @@
 //! projection checkpoints from `replay`, and what `casts --all --json` and `replay --json`
 //! printed on it then.
 
-use crate::common::{Sandbox, fixture, scripted};
+use crate::common::{Sandbox, fixture, make_read_only, scripted};
 
 /// A sandbox whose database is a copy of the fixture database in `fixtures/casts/DIR/`.
 fn with_database(dir: &str) -> Sandbox {
@@ -129,7 +129,43 @@ fn pinned_v9(name: &str) -> String {
 #[test]
 fn a_database_from_before_socket_completed_version_2_reads_byte_for_byte() {
     let sandbox = with_v9_database();
-    assert_eq!(verified(&sandbox)["events"], 192);
+    reads_as_pinned_v9(&sandbox);
+    // Opening it for writing upgraded it to packed columns; the events and blobs it held are
+    // left unpacked (only the projection checkpoints `replay` wrote since are new rows).
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let (version, packed): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version),
+                    (SELECT count(*) FROM events WHERE substr(payload, 1, 4) = x'28b52ffd')
+                  + (SELECT coalesce(sum(packed), 0) FROM chunks)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, packed), (10, 0));
+}
+
+/// Read-only, the same file reads as it is, at schema version 9 (no packed columns), the same
+/// bytes as the build that wrote it printed.
+#[test]
+fn a_read_only_version_9_database_reads_byte_for_byte_without_its_upgrade() {
+    let sandbox = with_v9_database();
+    make_read_only(&sandbox);
+    reads_as_pinned_v9(&sandbox);
+    let conn = rusqlite::Connection::open_with_flags(
+        sandbox.db(),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 9);
+}
+
+/// The v9 fixture's casts verify and print what the build that wrote them printed.
+fn reads_as_pinned_v9(sandbox: &Sandbox) {
+    assert_eq!(verified(sandbox)["events"], 192);
     assert_eq!(
         sandbox.run(&["casts", "--json"]).stdout,
         pinned_v9("casts.json")
@@ -197,6 +233,19 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
         }
     }
     assert!(once > 0, "no reply was stored once: {completions:?}");
+    // The recast's large payloads are stored packed; the old casts' rows stay as they were.
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let packed = |cast: &str| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM events WHERE substr(payload, 1, 4) = x'28b52ffd'
+             AND id >> 32 = (SELECT id FROM casts WHERE cast_id = ?1)",
+            [cast],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert!(packed("demo-c") > 0);
+    assert_eq!(packed("demo"), 0);
     // The stored payload holds the reply once: the exported line has no `parsed` beside it.
     let exported = sandbox.path("demo-c.jsonl");
     let out = exported.to_str().unwrap();

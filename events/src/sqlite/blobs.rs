@@ -32,7 +32,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::chain::blob_hash;
 use crate::chunk;
 use crate::log::LogError;
-use crate::sqlite::map_err;
+use crate::sqlite::{map_err, pack};
 
 /// Tail rows that trigger indexing them (about 150 steps of a typical cast).
 pub(crate) const MERGE_AT: usize = 512;
@@ -149,8 +149,19 @@ impl BlobStore {
 
     /// Stores `bytes` once and returns its address.
     pub(crate) fn put(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Digest, LogError> {
+        self.put_prepared(conn, bytes, None)
+    }
+
+    /// Stores `bytes` once and returns its address, with its address and chunks as `prepared`
+    /// worked them out when given (by [`prepare`], for the same bytes).
+    pub(crate) fn put_prepared(
+        &mut self,
+        conn: &Connection,
+        bytes: &[u8],
+        prepared: Option<&PreparedBlob>,
+    ) -> Result<Digest, LogError> {
         let store = |e: rusqlite::Error| map_err("storing a blob", e);
-        let hash = blob_hash(bytes);
+        let hash = prepared.map_or_else(|| blob_hash(bytes), |p| p.hash);
         if self.tail.get(&hash).is_some() {
             return Ok(hash);
         }
@@ -166,7 +177,7 @@ impl BlobStore {
                 .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), bytes]))
                 .map_err(store)?;
         } else {
-            let list = self.put_chunks(conn, bytes)?;
+            let list = self.put_chunks(conn, bytes, prepared.map(|p| p.chunks.as_slice()))?;
             conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
                 .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))
                 .map_err(store)?;
@@ -175,24 +186,44 @@ impl BlobStore {
         Ok(hash)
     }
 
-    /// Stores the chunks of `bytes` not stored yet; returns the chunk list of its blob row.
-    fn put_chunks(&mut self, conn: &Connection, bytes: &[u8]) -> Result<Vec<u8>, LogError> {
+    /// Stores the chunks of `bytes` not stored yet (as `prepared` cut, hashed and packed them,
+    /// when given); returns the chunk list of its blob row.
+    fn put_chunks(
+        &mut self,
+        conn: &Connection,
+        bytes: &[u8],
+        prepared: Option<&[PreparedChunk]>,
+    ) -> Result<Vec<u8>, LogError> {
         let store = |e: rusqlite::Error| map_err("storing a blob", e);
         let mut insert = conn
-            .prepare_cached("INSERT INTO chunks (hash, bytes) VALUES (?1, ?2)")
+            .prepare_cached("INSERT INTO chunks (hash, bytes, packed) VALUES (?1, ?2, ?3)")
             .map_err(store)?;
-        let pieces = chunk::split(bytes);
-        let mut list = Vec::with_capacity(pieces.len() * 8);
-        for piece in pieces {
-            let key = blob_hash(piece);
-            let id = match self.chunks.get(&key) {
+        let cut;
+        let (chunks, prepacked) = match prepared {
+            Some(chunks) if chunks.last().is_some_and(|c| c.end == bytes.len()) => (chunks, true),
+            _ => {
+                cut = cut_chunks(bytes, false);
+                (cut.as_slice(), false)
+            }
+        };
+        let mut list = Vec::with_capacity(chunks.len() * 8);
+        let mut start = 0;
+        for chunk in chunks {
+            let piece = &bytes[start..chunk.end];
+            start = chunk.end;
+            let id = match self.chunks.get(&chunk.key) {
                 Some(id) => id,
                 None => {
+                    let (stored, packed) = match (&chunk.packed, prepacked) {
+                        (Some(packed), _) => (std::borrow::Cow::Borrowed(packed.as_slice()), 1),
+                        (None, true) => (std::borrow::Cow::Borrowed(piece), 0),
+                        (None, false) => pack::value_to_store(piece),
+                    };
                     insert
-                        .execute(params![key.0.as_slice(), piece])
+                        .execute(params![chunk.key.0.as_slice(), stored.as_ref(), packed])
                         .map_err(store)?;
                     let id = conn.last_insert_rowid();
-                    self.chunks.stage(key, id);
+                    self.chunks.stage(chunk.key, id);
                     id
                 }
             };
@@ -257,8 +288,59 @@ impl BlobStore {
     }
 }
 
-/// A blob's bytes, reassembled from its chunks when it was stored chunked.
-pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
+/// A blob's address and chunks, worked out before it is written (on the packer's thread, see
+/// [`pack::Packer`]) so that the writer only looks them up and inserts them.
+#[derive(Debug)]
+pub(crate) struct PreparedBlob {
+    hash: Digest,
+    /// Empty for a blob stored whole (shorter than [`chunk::CHUNKED_FROM`]).
+    chunks: Vec<PreparedChunk>,
+}
+
+/// One chunk of a prepared blob: its address, where it ends in the blob, and its packed bytes
+/// (none: it is stored as it is).
+#[derive(Debug)]
+pub(crate) struct PreparedChunk {
+    key: Digest,
+    end: usize,
+    packed: Option<Vec<u8>>,
+}
+
+/// `bytes`'s address, and its chunks cut, hashed and packed.
+pub(crate) fn prepare(bytes: &[u8]) -> PreparedBlob {
+    PreparedBlob {
+        hash: blob_hash(bytes),
+        chunks: if bytes.len() < chunk::CHUNKED_FROM {
+            Vec::new()
+        } else {
+            cut_chunks(bytes, true)
+        },
+    }
+}
+
+/// The chunks of `bytes`, packed when `packed` (else packing is left to their insert).
+fn cut_chunks(bytes: &[u8], packed: bool) -> Vec<PreparedChunk> {
+    let mut end = 0;
+    chunk::split(bytes)
+        .into_iter()
+        .map(|piece| {
+            end += piece.len();
+            PreparedChunk {
+                key: blob_hash(piece),
+                end,
+                packed: if packed { pack::pack(piece) } else { None },
+            }
+        })
+        .collect()
+}
+
+/// A blob's bytes, reassembled from its chunks when it was stored chunked; `packed_sql` reads
+/// a chunk's `packed` column ([`pack::packed_column`]).
+pub(crate) fn read_blob(
+    conn: &Connection,
+    hash: &Digest,
+    packed_sql: &str,
+) -> Result<Option<Vec<u8>>, LogError> {
     let read = |e: rusqlite::Error| map_err("reading a blob", e);
     let row: Option<(Vec<u8>, i64)> = conn
         .prepare_cached(
@@ -292,21 +374,26 @@ pub(crate) fn read_blob(conn: &Connection, hash: &Digest) -> Result<Option<Vec<u
         )));
     }
     let mut stmt = conn
-        .prepare_cached("SELECT bytes FROM chunks WHERE id = ?1")
+        .prepare_cached(&format!(
+            "SELECT bytes, {packed_sql} FROM chunks WHERE id = ?1"
+        ))
         .map_err(read)?;
     let mut out = Vec::new();
     for (i, id) in bytes.chunks_exact(8).enumerate() {
         let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
-        // Appended straight from the row, without a copy of its own.
+        // An unpacked chunk is appended straight from the row, without a copy of its own.
         let found = stmt
             .query_row([id], |r| {
-                out.extend_from_slice(r.get_ref(0)?.as_blob()?);
-                Ok(())
+                let stored = r.get_ref(0)?.as_blob()?;
+                Ok(pack::value_from_store(stored, r.get(1)?)
+                    .map(|bytes| out.extend_from_slice(&bytes)))
             })
             .optional()
             .map_err(read)?;
-        if found.is_none() {
-            return Err(damaged(format!("its chunk {i} (row {id}) is missing")));
+        match found {
+            None => return Err(damaged(format!("its chunk {i} (row {id}) is missing"))),
+            Some(Err(why)) => return Err(damaged(format!("its chunk {i} (row {id}): {why}"))),
+            Some(Ok(())) => {}
         }
     }
     Ok(Some(out))

@@ -11,7 +11,9 @@ use crate::log::LogError;
 use crate::record::{Pending, Recorded, seal_owned};
 use crate::sqlite::StoredCheckpoint;
 use crate::sqlite::blobs::BlobStore;
+use crate::sqlite::blobs::{PreparedBlob, prepare};
 use crate::sqlite::map_err;
+use crate::sqlite::pack::{Packer, Packing, StoredPayloads, payloads_to_store};
 use crate::sqlite::transaction::{begin, commit, rollback};
 use crate::sqlite::writes::{append_sealed, head_of, put_checkpoint};
 
@@ -26,6 +28,16 @@ struct HeldAppend {
     on: Option<(Seq, Digest)>,
     blobs: Vec<Vec<u8>>,
     records: Vec<Recorded>,
+    /// Their payloads' stored forms and their blobs' chunks, worked out meanwhile on the
+    /// packer's thread.
+    packing: Packing<Prepared>,
+}
+
+/// What the packer works out for one held append.
+#[derive(Debug)]
+struct Prepared {
+    payloads: StoredPayloads,
+    blobs: Vec<PreparedBlob>,
 }
 
 /// A state snapshot (a cache) to write after the held appends.
@@ -43,6 +55,7 @@ pub(crate) struct Held {
     checkpoints: Vec<HeldCheckpoint>,
     /// The head each cast with held appends has once they are written.
     heads: HashMap<CastId, (Seq, Digest)>,
+    packer: Packer,
 }
 
 impl Held {
@@ -107,11 +120,18 @@ impl Held {
         if let Some(last) = records.last() {
             self.heads.insert(cast.clone(), (last.seq, last.hash));
         }
+        let payloads: Vec<Vec<u8>> = records.iter().map(|r| r.payload.clone()).collect();
+        let copies = blobs.clone();
+        let packing = self.packer.submit(move || Prepared {
+            payloads: payloads_to_store(&payloads),
+            blobs: copies.iter().map(|blob| prepare(blob)).collect(),
+        });
         self.appends.push(HeldAppend {
             cast: cast.clone(),
             on: head,
             blobs,
             records: records.clone(),
+            packing,
         });
         Ok(records)
     }
@@ -210,14 +230,19 @@ fn write_one(
     store: &mut BlobStore,
     append: &HeldAppend,
 ) -> Result<(), WriteError> {
+    let prepared = append.packing.wait();
+    let (payloads, blobs) = match prepared {
+        Some(Prepared { payloads, blobs }) => (Some(payloads), blobs),
+        None => (None, Vec::new()),
+    };
     in_savepoint(conn, store, |store| {
-        for blob in &append.blobs {
-            store.put(conn, blob)?;
+        for (i, blob) in append.blobs.iter().enumerate() {
+            store.put_prepared(conn, blob, blobs.get(i))?;
         }
         if append.records.is_empty() {
             return Ok(());
         }
-        append_sealed(conn, &append.cast, append.on, &append.records)
+        append_sealed(conn, &append.cast, append.on, &append.records, payloads)
     })
 }
 

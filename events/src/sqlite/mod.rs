@@ -47,6 +47,7 @@ mod deliveries;
 mod held;
 mod kinds;
 mod open;
+pub mod pack;
 mod pinned;
 mod queue;
 mod rows;
@@ -74,6 +75,7 @@ use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, S
 use crate::record::{Pending, Recorded};
 pub use open::{PAGE_SIZE, SCHEMA_VERSION, new_file_pages};
 use open::{check_magic, configure, migrate, schema_version};
+pub use pack::set_packing;
 use writer::Command;
 
 /// How hard a commit holds on to its bytes.
@@ -122,6 +124,9 @@ pub struct SqliteLog {
     /// How a `casts` row's stream kind is read: its column, or for a read-only file older than
     /// schema v8 the expression that version's upgrade fills it with ([`open::kind_column`]).
     kind_sql: &'static str,
+    /// How a chunk's or cache's `packed` column is read: the column, or for a read-only file
+    /// older than schema v10 the constant 0 ([`pack::packed_column`]).
+    packed_sql: &'static str,
     /// The run queue's own connection, opened when first used (see [`queue`]).
     queue: queue::QueueConn,
     /// The connection blob reads are pinned to, while they are (see [`pinned`]).
@@ -212,6 +217,7 @@ impl SqliteLog {
             durability,
             immutable: false,
             kind_sql: open::kind_column(SCHEMA_VERSION),
+            packed_sql: pack::packed_column(SCHEMA_VERSION),
             queue: Default::default(),
             pin: Default::default(),
         })
@@ -269,6 +275,7 @@ impl SqliteLog {
             durability: Durability::Full,
             immutable,
             kind_sql: open::kind_column(version),
+            packed_sql: pack::packed_column(version),
             queue: Default::default(),
             pin: Default::default(),
         })
@@ -380,10 +387,14 @@ impl SqliteLog {
         cast: &CastId,
         name: &str,
     ) -> Result<Option<StoredCheckpoint>, LogError> {
+        let sql = format!(
+            "SELECT version, seq, hash, bytes, {} FROM checkpoints WHERE cast_id = ?1 AND name = ?2",
+            self.packed_sql
+        );
         self.read_with(|conn| {
             checkpoint_row(
                 conn,
-                "SELECT version, seq, hash, bytes FROM checkpoints WHERE cast_id = ?1 AND name = ?2",
+                &sql,
                 params![cast.as_str(), name],
                 "reading a checkpoint",
             )
@@ -647,9 +658,9 @@ impl EventLog for SqliteLog {
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
         if let Some(conn) = self.pin.lock().as_ref() {
-            return blobs::read_blob(conn, hash);
+            return blobs::read_blob(conn, hash, self.packed_sql);
         }
-        self.read_with(|conn| blobs::read_blob(conn, hash))
+        self.read_with(|conn| blobs::read_blob(conn, hash, self.packed_sql))
     }
 
     /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.
@@ -672,14 +683,18 @@ impl EventLog for SqliteLog {
     }
 
     fn snapshot(&self, cast: &CastId, at_most: Seq) -> Result<Option<Snapshot>, LogError> {
+        // A row whose seq disagrees with its name (a damaged file) is not taken for a point
+        // it does not say it is at or below.
+        let sql = format!(
+            "SELECT version, seq, hash, bytes, {} FROM checkpoints
+             WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2 AND seq <= ?3
+             ORDER BY name DESC LIMIT 1",
+            self.packed_sql
+        );
         let row = self.read_with(|conn| {
             checkpoint_row(
                 conn,
-                // A row whose seq disagrees with its name (a damaged file) is not taken for
-                // a point it does not say it is at or below.
-                "SELECT version, seq, hash, bytes FROM checkpoints
-                 WHERE cast_id = ?1 AND name >= 'state@' AND name <= ?2 AND seq <= ?3
-                 ORDER BY name DESC LIMIT 1",
+                &sql,
                 params![
                     cast.as_str(),
                     snapshot_name(at_most),
@@ -692,8 +707,9 @@ impl EventLog for SqliteLog {
     }
 }
 
-/// The `version, seq, hash, bytes` row `sql` selects from the checkpoints table, if any; a
-/// row that does not decode is none (its reader folds from the start instead).
+/// The `version, seq, hash, bytes, packed` row `sql` selects from the checkpoints table, if
+/// any, its bytes unpacked; a row that does not decode is none (its reader folds from the
+/// start instead).
 fn checkpoint_row(
     conn: &Connection,
     sql: &str,
@@ -709,12 +725,22 @@ fn checkpoint_row(
                     r.get::<_, i64>(1)?,
                     r.get::<_, Vec<u8>>(2)?,
                     r.get::<_, Vec<u8>>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             })
             .optional()
         })
         .map_err(|e| map_err(context, e))?;
-    Ok(row.and_then(|(version, seq, hash, bytes)| {
+    Ok(row.and_then(|(version, seq, hash, bytes, packed)| {
+        // Bytes that do not unpack are given as they are stored: their seal does not match
+        // them, so the damage is named where the seal is checked.
+        let bytes = match packed {
+            0 => bytes,
+            packed => match pack::value_from_store(&bytes, packed) {
+                Ok(unpacked) => unpacked.into_owned(),
+                Err(_) => bytes,
+            },
+        };
         Some(Snapshot {
             version: u32::try_from(version).ok()?,
             seq: Seq(u64::try_from(seq).ok()?),

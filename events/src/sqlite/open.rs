@@ -21,6 +21,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v7.sql"),
     include_str!("schema/v8.sql"),
     include_str!("schema/v9.sql"),
+    include_str!("schema/v10.sql"),
 ];
 
 /// The schema version this build writes.
@@ -44,11 +45,11 @@ pub(super) const LEGACY_KIND: &str = "CASE \
          = 'engagement_started' THEN 'engagement' \
     ELSE 'cast' END";
 
-/// Whether `casts` has the column v8 adds.
-fn has_kind_column(conn: &Connection) -> rusqlite::Result<bool> {
+/// Whether `table` has a column named `column`.
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
     conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('casts') WHERE name = 'kind'",
-        [],
+        "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
         |r| r.get::<_, i64>(0),
     )
     .map(|n| n > 0)
@@ -311,8 +312,13 @@ pub(super) fn migrate(conn: &mut Connection, shown: &str) -> Result<(), LogError
             _ => None,
         };
         // A file that has the kind column already was at v8 once (its version was set back,
-        // as tests of older files do): its kinds are kept as they were written.
-        let done = next == KIND_COLUMN_SINCE && has_kind_column(&tx).map_err(failed)?;
+        // as tests of older files do): its kinds are kept as they were written. So with v10's
+        // packed columns: such a file may hold packed rows, which stay as they are.
+        let done = match next {
+            KIND_COLUMN_SINCE => has_column(&tx, "casts", "kind").map_err(failed)?,
+            super::pack::PACKED_SINCE => has_column(&tx, "chunks", "packed").map_err(failed)?,
+            _ => false,
+        };
         let script = if done { "" } else { script };
         tx.execute_batch(script)
             .and_then(|()| tx.pragma_update(None, "user_version", next))

@@ -14,7 +14,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
 use super::address::{MAX_SEQ, event_row_id};
-use super::{SqliteLog, digest_from_sql, is_damage, map_err};
+use super::{SqliteLog, digest_from_sql, is_damage, map_err, pack};
 use crate::log::{CastHead, ForkPoint, LogError, StoredRow};
 use crate::record::Recorded;
 use crate::stream::StreamKind;
@@ -86,6 +86,24 @@ impl Faults {
         }
     }
 
+    /// An event payload, unpacked when it was stored packed (see [`super::pack`]).
+    fn payload(&mut self, row: &Row<'_>, i: usize) -> Option<Vec<u8>> {
+        match self.value(row, i, "payload")? {
+            ValueRef::Blob(bytes) if pack::is_packed_payload(bytes) => match pack::unpack(bytes) {
+                Ok(payload) => Some(payload),
+                Err(why) => {
+                    self.0.push(format!("column payload is packed, but {why}"));
+                    None
+                }
+            },
+            ValueRef::Blob(bytes) => Some(bytes.to_vec()),
+            other => {
+                self.wrong("payload", other, "bytes");
+                None
+            }
+        }
+    }
+
     fn digest(&mut self, row: &Row<'_>, i: usize, name: &str) -> Option<Digest> {
         let bytes = self.bytes(row, i, name)?;
         match <[u8; 32]>::try_from(bytes.as_slice()) {
@@ -132,7 +150,7 @@ pub(super) fn event(row: &Row<'_>, cast: &CastId) -> Result<Recorded, BadEvent> 
     let at_ms = faults.int(row, 2, "at_ms");
     let kind = faults.text(row, 3, "kind");
     let v = faults.int(row, 4, "v");
-    let payload = faults.bytes(row, 5, "payload");
+    let payload = faults.payload(row, 5);
     let prev = faults.digest(row, 6, "prev");
     match (seq, at_ms, kind, v, payload, prev, hash) {
         (Some(seq), Some(at_ms), Some(kind), Some(v), Some(payload), Some(prev), Some(hash))

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch, seal_owned};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
+use crate::sqlite::pack::StoredPayloads;
 use crate::sqlite::{digest_from_sql, map_err};
 use crate::stream::StreamKind;
 
@@ -53,7 +54,7 @@ pub(crate) fn append(
         None => create(conn, cast, None, &events),
         Some((key, head, hash)) => {
             let sealed = seal_owned(cast, head, hash, events);
-            insert_events(conn, key, &sealed)?;
+            insert_events(conn, key, &sealed, None)?;
             move_head(conn, key, sealed.last())?;
             Ok(sealed)
         }
@@ -116,6 +117,7 @@ pub(crate) fn append_sealed(
     cast: &CastId,
     on: Option<(Seq, Digest)>,
     records: &[Recorded],
+    payloads: Option<StoredPayloads>,
 ) -> Result<(), LogError> {
     let stored = head_of(conn, cast)?;
     let key = match (stored, on) {
@@ -133,7 +135,7 @@ pub(crate) fn append_sealed(
             });
         }
     };
-    insert_events(conn, key, records)?;
+    insert_events(conn, key, records, payloads)?;
     move_head(conn, key, records.last())
 }
 
@@ -150,7 +152,7 @@ fn create(
         .first()
         .map_or(StreamKind::Cast, |e| StreamKind::opened_by(e.kind));
     let key = insert_cast(conn, cast, parent, created, kind)?;
-    insert_events(conn, key, &sealed)?;
+    insert_events(conn, key, &sealed, None)?;
     move_head(conn, key, sealed.last())?;
     Ok(sealed)
 }
@@ -181,14 +183,27 @@ fn insert_cast(
     Ok(conn.last_insert_rowid())
 }
 
-fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<(), LogError> {
+/// Inserts `records` of the cast keyed `key`, their payloads in the stored forms `stored`
+/// when given (by the packer, see [`super::pack::Packer`]), else packed here.
+fn insert_events(
+    conn: &Connection,
+    key: i64,
+    records: &[Recorded],
+    stored: Option<StoredPayloads>,
+) -> Result<(), LogError> {
+    let mut stored = stored.filter(|s| s.len() == records.len());
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(|e| map_err("preparing an append", e))?;
-    for r in records {
+    for (i, r) in records.iter().enumerate() {
+        let payload = match stored.as_mut().map(|s| s[i].take()) {
+            Some(Some(packed)) => std::borrow::Cow::Owned(packed),
+            Some(None) => std::borrow::Cow::Borrowed(r.payload.as_slice()),
+            None => super::pack::payload_to_store(&r.payload),
+        };
         let Some(id) = event_row_id(key, r.seq) else {
             let message = if r.seq.get() > MAX_SEQ {
                 format!(
@@ -210,7 +225,7 @@ fn insert_events(conn: &Connection, key: i64, records: &[Recorded]) -> Result<()
             r.at_ms as i64,
             r.kind,
             i64::from(r.v),
-            r.payload,
+            payload.as_ref(),
             r.prev.0.as_slice(),
             r.hash.0.as_slice(),
         ])
@@ -265,7 +280,7 @@ pub(crate) fn import(
         head.created_ms,
         head.kind,
     )?;
-    insert_events(conn, key, events)?;
+    insert_events(conn, key, events, None)?;
     move_head(conn, key, events.last())
 }
 
@@ -281,9 +296,10 @@ pub(crate) fn put_checkpoint(
         hash,
         bytes,
     } = checkpoint;
+    let (stored, packed) = super::pack::value_to_store(bytes);
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO checkpoints (cast_id, name, version, seq, hash, bytes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT OR REPLACE INTO checkpoints (cast_id, name, version, seq, hash, bytes, packed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -292,7 +308,8 @@ pub(crate) fn put_checkpoint(
             i64::from(*version),
             seq.get() as i64,
             hash.0.as_slice(),
-            bytes
+            stored.as_ref(),
+            packed
         ])
     })
     .map_err(|e| map_err("storing a checkpoint", e))?;

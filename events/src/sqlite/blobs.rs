@@ -288,6 +288,39 @@ impl BlobStore {
     }
 }
 
+/// Blobs read lately, kept by address so that a body placed in every prompt (a materia's
+/// instructions, the output contract, the task) is read from its chunks and unpacked once, not
+/// once per prompt rebuilt (`verify`, `diff`, an OTLP export, the viewer). An address names its
+/// bytes, so what is kept is never stale. It holds at most [`ReadBlobs::BUDGET`] bytes; when a
+/// blob would pass that, it starts over, which only costs reading blobs again.
+#[derive(Debug, Default)]
+pub(crate) struct ReadBlobs {
+    kept: HashMap<Digest, Vec<u8>>,
+    bytes: usize,
+}
+
+impl ReadBlobs {
+    /// The most bytes kept.
+    const BUDGET: usize = 8 << 20;
+
+    pub(crate) fn get(&self, hash: &Digest) -> Option<Vec<u8>> {
+        self.kept.get(hash).cloned()
+    }
+
+    pub(crate) fn keep(&mut self, hash: Digest, bytes: &[u8]) {
+        if bytes.len() > Self::BUDGET / 8 {
+            return;
+        }
+        if self.bytes + bytes.len() > Self::BUDGET {
+            self.kept.clear();
+            self.bytes = 0;
+        }
+        if self.kept.insert(hash, bytes.to_vec()).is_none() {
+            self.bytes += bytes.len();
+        }
+    }
+}
+
 /// A blob's address and chunks, worked out before it is written (on the packer's thread, see
 /// [`pack::Packer`]) so that the writer only looks them up and inserts them.
 #[derive(Debug)]

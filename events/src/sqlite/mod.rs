@@ -131,6 +131,8 @@ pub struct SqliteLog {
     queue: queue::QueueConn,
     /// The connection blob reads are pinned to, while they are (see [`pinned`]).
     pin: pinned::Pin,
+    /// Blobs read lately, by address (see [`blobs::ReadBlobs`]).
+    read_blobs: Mutex<blobs::ReadBlobs>,
 }
 
 impl SqliteLog {
@@ -220,6 +222,7 @@ impl SqliteLog {
             packed_sql: pack::packed_column(SCHEMA_VERSION),
             queue: Default::default(),
             pin: Default::default(),
+            read_blobs: Default::default(),
         })
     }
 
@@ -278,6 +281,7 @@ impl SqliteLog {
             packed_sql: pack::packed_column(version),
             queue: Default::default(),
             pin: Default::default(),
+            read_blobs: Default::default(),
         })
     }
 
@@ -657,10 +661,26 @@ impl EventLog for SqliteLog {
     }
 
     fn get_blob(&self, hash: &Digest) -> Result<Option<Vec<u8>>, LogError> {
-        if let Some(conn) = self.pin.lock().as_ref() {
-            return blobs::read_blob(conn, hash, self.packed_sql);
+        let recall = |cache: &Mutex<blobs::ReadBlobs>| {
+            cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(hash)
+        };
+        if let Some(bytes) = recall(&self.read_blobs) {
+            return Ok(Some(bytes));
         }
-        self.read_with(|conn| blobs::read_blob(conn, hash, self.packed_sql))
+        let read = match self.pin.lock().as_ref() {
+            Some(conn) => blobs::read_blob(conn, hash, self.packed_sql),
+            None => self.read_with(|conn| blobs::read_blob(conn, hash, self.packed_sql)),
+        }?;
+        if let Some(bytes) = &read {
+            self.read_blobs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .keep(*hash, bytes);
+        }
+        Ok(read)
     }
 
     /// Kept in the checkpoints table as `state@<seq, 20 digits>`, so names sort as seqs.

@@ -254,6 +254,18 @@ pub fn verify_cast_in(
     head: &CastHead,
     contexts: Contexts,
 ) -> Result<Verified, LogError> {
+    verify_cast_visiting(log, head, contexts, &mut |_| {})
+}
+
+/// [`verify_cast_in`] that also hands every readable record to `visit` once it is checked, in
+/// seq order, so a caller with more to check in the events (the blobs they name) reads the
+/// cast once instead of twice.
+pub fn verify_cast_visiting(
+    log: &dyn EventLog,
+    head: &CastHead,
+    contexts: Contexts,
+    visit: &mut dyn FnMut(&Recorded),
+) -> Result<Verified, LogError> {
     let mut checker =
         ChainChecker::new(head.cast.clone(), head.genesis_prev()).in_contexts(contexts);
     if let Some(parent) = &head.parent {
@@ -286,7 +298,14 @@ pub fn verify_cast_in(
         log,
         &head.cast,
         &mut |row, computed| match (row, computed) {
-            (StoredRow::Record(record), Some(computed)) => checker.check_hashed(record, computed),
+            (StoredRow::Record(record), Some(computed)) => {
+                checker.check_hashed(record, computed);
+                visit(record);
+            }
+            (StoredRow::Record(record), None) => {
+                checker.check(record);
+                visit(record);
+            }
             (row, _) => checker.check_row(row),
         },
     );

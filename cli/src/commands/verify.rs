@@ -1,14 +1,12 @@
 //! `verify`: every chain, every link, every referenced blob.
 
-use std::ops::ControlFlow;
 use std::path::Path;
 
 use castlog_core::event::Event;
 use castlog_core::id::Seq;
 use castlog_events::chain::blob_hash;
-use castlog_events::log::StoredRow;
 use castlog_events::sqlite::{DamagedCast, MisplacedEvent, Place};
-use castlog_events::verify::{Problem, ProblemKind, verify_cast_in};
+use castlog_events::verify::{Problem, ProblemKind, verify_cast_visiting};
 use castlog_events::{CastHead, Database, EventLog, LogError};
 use castlog_projections::prompt::{self, PromptError};
 use castlog_replay::driver::DriveError;
@@ -260,7 +258,11 @@ fn named(
 /// Verifies one cast into `report`: its chain, blobs, prompts, kept snapshots and
 /// checkpoints, and a re-decision of its inputs.
 fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<(), LogError> {
-    let verified = verify_cast_in(log, head, super::CONTEXTS)?;
+    // The blobs and prompts the events name are gathered in the chain check's own pass.
+    let mut named = Named::default();
+    let verified = verify_cast_visiting(log, head, super::CONTEXTS, &mut |record| {
+        named.gather(record);
+    })?;
     report.events += verified.events;
     let intact = verified.problems.is_empty();
     // Re-deciding (a pass of its own over the cast) runs beside the checks of the blobs, the
@@ -268,7 +270,7 @@ fn verify_one(log: &Database, head: &CastHead, report: &mut Report) -> Result<()
     // other.
     let (checked, diverged) = std::thread::scope(|scope| {
         let redecided = intact.then(|| scope.spawn(|| redecide_one(log, head)));
-        let checked = check_stored(log, head, &verified.problems, intact);
+        let checked = check_stored(log, head, &verified.problems, intact, named);
         let diverged = match redecided {
             Some(thread) => thread
                 .join()
@@ -313,20 +315,15 @@ fn check_stored(
     head: &CastHead,
     chain: &[Problem],
     intact: bool,
+    named: Named,
 ) -> Result<Vec<Problem>, LogError> {
     let mut problems = Vec::new();
     // Rebuilding a recast's prompts reads its ancestors; without its parent (reported
-    // above) they cannot be checked.
+    // above) they cannot be checked. Rows the chain check could not read are reported
+    // there, and their blobs are not looked for.
     let orphan = chain.iter().any(|p| p.kind == ProblemKind::ForkParent);
-    // Rows the chain check could not read are reported; reading them again for their blobs
-    // would only report them twice.
-    let unreadable = chain.iter().any(|p| p.kind == ProblemKind::Unreadable);
     if !orphan {
-        match check_blobs(log, head) {
-            Ok(found) => problems.extend(found),
-            Err(LogError::Corrupt { .. }) if unreadable => {}
-            Err(err) => return Err(err),
-        }
+        problems.extend(check_blobs(log, head, named)?);
     }
     // Kept state snapshots and projection checkpoints are caches (`state --at`, `replay`,
     // `export --artifacts` start from them): each must be the fold of the log at its seq.
@@ -358,30 +355,45 @@ fn check_stored(
     Ok(problems)
 }
 
+/// What a cast's events name in the blob store, gathered while its chain is checked: the
+/// blobs each references, the prompts each dispatched and the system folds an older castlog
+/// also stored. Rows that cannot be read or decoded name nothing (the chain check reports
+/// them).
+#[derive(Default)]
+struct Named {
+    refs: Vec<(Seq, castlog_core::id::Digest)>,
+    prompts: Vec<(
+        Seq,
+        castlog_core::id::Digest,
+        Vec<castlog_core::event::Placement>,
+    )>,
+    stored_by_older: Vec<(Seq, castlog_core::id::Digest)>,
+}
+
+impl Named {
+    fn gather(&mut self, record: &castlog_events::Recorded) {
+        let Ok(event) = record.event() else { return };
+        for hash in event.blob_refs() {
+            self.refs.push((record.seq, hash));
+        }
+        if let Event::PromptDispatched(e) = event {
+            // The system fold is named by digest; an older castlog also stored it.
+            if let Some(system) = e.system_hash {
+                self.stored_by_older.push((record.seq, system));
+            }
+            self.prompts.push((record.seq, e.prompt_hash, e.placements));
+        }
+    }
+}
+
 /// Every blob an event references must be present and match its address, and every
 /// dispatched prompt must rebuild from its entry blobs to its recorded digest.
-/// Rows that cannot be read are skipped here (the chain check reports them).
-fn check_blobs(log: &Database, head: &CastHead) -> Result<Vec<Problem>, LogError> {
-    let mut refs = Vec::new();
-    let mut prompts = Vec::new();
-    let mut stored_by_older = Vec::new();
-    log.scan_chain(&head.cast, &mut |row| {
-        if let StoredRow::Record(record) = row
-            && let Ok(event) = record.event()
-        {
-            for hash in event.blob_refs() {
-                refs.push((record.seq, hash));
-            }
-            if let Event::PromptDispatched(e) = event {
-                // The system fold is named by digest; an older castlog also stored it.
-                if let Some(system) = e.system_hash {
-                    stored_by_older.push((record.seq, system));
-                }
-                prompts.push((record.seq, e.prompt_hash, e.placements));
-            }
-        }
-        ControlFlow::Continue(())
-    })?;
+fn check_blobs(log: &Database, head: &CastHead, named: Named) -> Result<Vec<Problem>, LogError> {
+    let Named {
+        refs,
+        prompts,
+        stored_by_older,
+    } = named;
     // Every blob read below shares one read transaction, taken after the events that name
     // them were read (blobs are only added, so none of theirs is missing from it).
     let _pinned = log.pin_blob_reads()?;

@@ -5,7 +5,7 @@
 //! verify the same.
 //!
 //! # What is packed, and how a reader knows
-//! - An event's `payload` (its JSON) of at least [`PACK_FROM`] bytes. A packed payload is one
+//! - An event's `payload` (its JSON) of at least [`PAYLOAD_PACK_FROM`] bytes. A packed payload is one
 //!   zstd frame, which starts with the bytes `28 b5 2f fd`; JSON text never starts with `(`
 //!   (0x28), so a payload is packed exactly when it starts with [`MAGIC`], and files written
 //!   before schema version 10 (which never pack) read as they are.
@@ -28,6 +28,13 @@ pub(super) const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// Values shorter than this are stored as given: a frame's own header and the compressor's
 /// time cost more than the few bytes such a value could save.
 pub(super) const PACK_FROM: usize = 256;
+
+/// Event payloads shorter than this are stored as given. A payload is read whenever its cast
+/// is (every `verify`, `diff`, `replay`, `export`), and unpacking a small frame costs mostly
+/// zstd's table setup, which does not shrink with the frame: below about a kilobyte that cost
+/// outweighs the bytes saved. Chunks and caches are read far less often (a body placed in many
+/// prompts is read once, see `blobs::ReadBlobs`), so [`PACK_FROM`] holds for them.
+pub(super) const PAYLOAD_PACK_FROM: usize = 1024;
 
 /// zstd's level: its fastest positive one, which packs a 2 kB reply of prose to about a third
 /// in under 10 µs.
@@ -112,7 +119,9 @@ pub(super) fn unpack(frame: &[u8]) -> Result<Vec<u8>, String> {
 /// JSON yet starts with [`MAGIC`] (no event castlog writes; an imported line could hold one) is
 /// packed whatever that costs, so that a stored payload is packed exactly when it starts so.
 pub(super) fn payload_to_store(payload: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if let Some(packed) = pack(payload) {
+    if payload.len() >= PAYLOAD_PACK_FROM
+        && let Some(packed) = pack(payload)
+    {
         return std::borrow::Cow::Owned(packed);
     }
     if is_packed_payload(payload)

@@ -148,3 +148,38 @@ fn a_damaged_packed_payload_is_named_at_its_seq() {
         .collect();
     assert_eq!(found, vec![(2, ProblemKind::Unreadable)]);
 }
+
+#[test]
+fn a_damaged_packed_chunk_is_named_by_its_blob() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let blob = sample::text(9, 40_000);
+    let address = log.put_blob(&blob).unwrap();
+    drop(log);
+    let conn = Connection::open(&path).unwrap();
+    let (id, frame): (i64, Vec<u8>) = conn
+        .query_row(
+            "SELECT id, bytes FROM chunks WHERE packed = 1 ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE chunks SET bytes = ?1 WHERE id = ?2",
+        params![&frame[..frame.len() / 2], id],
+    )
+    .unwrap();
+    drop(conn);
+    match open_sqlite(&path).get_blob(&address).unwrap_err() {
+        LogError::Corrupt {
+            context, message, ..
+        } => {
+            assert!(context.contains(&address.short()), "{context}");
+            assert!(
+                message.contains(&format!("(row {id}): its packed bytes")),
+                "{message}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -34,6 +34,10 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("(cd ../shared/peer", "runs the peers' harness"),
     (
+        "./target/release/castlog bench synth --items 500",
+        "a release-build benchmark of 500 items: minutes in a test's debug build",
+    ),
+    (
         "bench/peers/run.sh",
         "runs castlog and the peers for minutes",
     ),

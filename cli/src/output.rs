@@ -8,8 +8,9 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::ops::ControlFlow;
 
+use castlog_core::event::{DecodeError, Event};
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{EventLog, LogError, Recorded};
+use castlog_events::{Decoder, EventLog, LogError, Recorded};
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -91,20 +92,22 @@ impl<'a, F> Scanned<'a, F> {
 
 impl<F, T> Serialize for Scanned<'_, F>
 where
-    F: Fn(&Recorded) -> T,
+    F: Fn(&Recorded, Result<&Event, &DecodeError>) -> T,
     T: Serialize,
 {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // No length: serde_json writes an empty array and a known-empty one alike (`[]`).
         let mut seq = serializer.serialize_seq(None)?;
         let mut failed = None;
-        let scanned = self.log.scan(self.cast, Seq::FIRST, &mut |record| match seq
-            .serialize_element(&(self.item)(&record))
-        {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
+        let mut decoder = Decoder::new();
+        let scanned = self.log.scan(self.cast, Seq::FIRST, &mut |record| {
+            let decoded = decoder.event_in(self.log, &record);
+            match seq.serialize_element(&(self.item)(&record, decoded.as_ref())) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
             }
         });
         if let Some(e) = failed {

@@ -243,6 +243,8 @@ pub struct Tail<'a> {
     cast: CastId,
     /// Seq of the first event not printed yet.
     next: Cell<Seq>,
+    /// Reads the lines in order: a completion names the reply its output is.
+    decoder: std::cell::RefCell<castlog_events::Decoder>,
 }
 
 impl<'a> Tail<'a> {
@@ -252,11 +254,13 @@ impl<'a> Tail<'a> {
             log,
             cast: cast.clone(),
             next: Cell::new(from),
+            decoder: std::cell::RefCell::default(),
         }
     }
 
-    fn line(record: &Recorded) {
-        let line = TimelineLine::of(record, crate::commands::CONTEXTS);
+    fn line(&self, record: &Recorded) {
+        let decoded = self.decoder.borrow_mut().event_in(self.log, record);
+        let line = TimelineLine::of(record, decoded.as_ref(), crate::commands::CONTEXTS);
         crate::say!("{:>5}  {:<22} {}", line.seq, line.kind, line.summary);
     }
 
@@ -271,16 +275,16 @@ impl<'a> Tail<'a> {
                 self.log
                     .read(&self.cast, self.next.get(), Some(Seq(record.seq.get() - 1)))
         {
-            earlier.iter().for_each(Self::line);
+            earlier.iter().for_each(|r| self.line(r));
         }
-        Self::line(record);
+        self.line(record);
         self.next.set(record.seq.next());
     }
 
     /// Prints every line from the first not printed yet to the cast's head.
     pub fn finish(&self) -> Result<(), crate::error::CliError> {
         for record in self.log.read(&self.cast, self.next.get(), None)? {
-            Self::line(&record);
+            self.line(&record);
             self.next.set(record.seq.next());
         }
         Ok(())

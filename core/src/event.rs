@@ -33,6 +33,18 @@ pub enum DecodeError {
         /// The newest version known here.
         max: u16,
     },
+    /// The payload refers to an earlier event of its cast (see `event/completion.rs`) that the
+    /// reader was not given.
+    #[error(
+        "payload of {kind:?} refers to the reply at seq {seq} for its output, and that reply was \
+         not read with it"
+    )]
+    Unresolved {
+        /// The stored kind.
+        kind: String,
+        /// The seq the payload refers to.
+        seq: Seq,
+    },
     /// The payload is not valid JSON for the kind.
     #[error("payload of {kind:?} does not decode: {source}")]
     Payload {
@@ -75,8 +87,23 @@ macro_rules! events {
                 result.unwrap_or_default()
             }
 
-            /// Decodes stored bytes, upcasting older schema versions.
+            /// Decodes stored bytes, upcasting older schema versions. A payload that refers to
+            /// an earlier event of its cast does not decode here: see [`Event::decode_with`].
             pub fn decode(kind: &str, v: u16, payload: &[u8]) -> Result<Event, DecodeError> {
+                Self::decode_with(kind, v, payload, &mut |_| None)
+            }
+
+            /// [`Event::decode`], asking `earlier` for the reply at a seq when the payload
+            /// refers to one instead of repeating it (`socket_completed` version 3).
+            pub fn decode_with(
+                kind: &str,
+                v: u16,
+                payload: &[u8],
+                earlier: &mut dyn FnMut(Seq) -> Option<EarlierReply>,
+            ) -> Result<Event, DecodeError> {
+                if kind == "socket_completed" && v == 3 {
+                    return completion::decode(payload, earlier).map(Event::SocketCompleted);
+                }
                 match kind {
                     $( $kind => {
                         if v > $v {
@@ -138,7 +165,7 @@ events! {
     /// The output broke the handoff contract.
     OutputRejected(OutputRejected) = "output_rejected", v 1;
     /// The socket visit produced its final output.
-    SocketCompleted(SocketCompleted) = "socket_completed", v 2;
+    SocketCompleted(SocketCompleted) = "socket_completed", v 3;
     /// The agent asked for a tool call; recorded before the tool runs.
     ToolCalled(ToolCalled) = "tool_called", v 1;
     /// A tool call ended with a result.
@@ -243,8 +270,8 @@ impl Event {
             return Some(self.encode());
         }
         match (self, v) {
-            (Event::SocketCompleted(body), 1) => {
-                serde_json::to_vec(&completion::FirstVersion(body)).ok()
+            (Event::SocketCompleted(body), 1 | 2) => {
+                serde_json::to_vec(&completion::EarlierVersion(body, v)).ok()
             }
             _ => None,
         }
@@ -577,8 +604,9 @@ pub struct OutputRejected {
     pub repair: bool,
 }
 
-/// A socket visit's final output. Stored in version 2 (`event/completion.rs` has both
-/// versions' layouts): `parsed` is left out when it is what `output` parses to.
+/// A socket visit's final output. Stored in version 3 (`event/completion.rs` has every
+/// version's layout): `parsed` is left out when it is what `output` parses to, and `output`
+/// when it is the reply at `output_of`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "completion::Stored")]
 pub struct SocketCompleted {
@@ -590,12 +618,42 @@ pub struct SocketCompleted {
     pub item: Option<ItemKey>,
     /// The accepted reply (or utility stdout) verbatim, before parsing.
     pub output: String,
+    /// The seq of the `agent_replied` of this cast whose text `output` is, when it is one: the
+    /// payload then names that seq instead of repeating the text (version 3).
+    pub output_of: Option<Seq>,
     /// The parsed JSON for json sockets.
     pub parsed: Option<Value>,
     /// The canonical `satisfied` outcome, if the output had one.
     pub satisfied: Option<bool>,
     /// Whether this output finalized a multi-turn refinement.
     pub finalized: bool,
+}
+
+/// A reply a later payload of its cast refers to (see [`Event::decode_with`]): what a reader
+/// hands the decoder for the seq the payload names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierReply {
+    /// The socket that was answered.
+    pub socket: SocketId,
+    /// Its visit.
+    pub visit: Visit,
+    /// The reply's text.
+    pub text: String,
+}
+
+impl Event {
+    /// The reply a later `socket_completed` may name as its output: an `agent_replied` that
+    /// asks for no tool call (one that does is never an output).
+    pub fn earlier_reply(&self) -> Option<EarlierReply> {
+        match self {
+            Event::AgentReplied(r) if r.tool_calls.is_empty() => Some(EarlierReply {
+                socket: r.socket.clone(),
+                visit: r.visit,
+                text: r.text.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// A write into the workflow's data.

@@ -127,7 +127,7 @@ impl Projection for EngagementReport {
     const NAME: &'static str = "engagement";
     const VERSION: u32 = 1;
 
-    fn apply(&mut self, record: &Recorded) {
+    fn apply(&mut self, record: &Recorded, _: Option<&castlog_core::event::Event>) {
         let Ok(event) = EngageRecord::decode(record) else {
             return;
         };

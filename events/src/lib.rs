@@ -3,6 +3,8 @@
 //! # Layout
 //! - [`chain`]: the hash recipe (written out in prose, pinned by golden hashes).
 //! - [`record`]: the `Recorded` envelope and the `Pending` event before it is sealed.
+//! - [`decoder`]: `Decoder`, reading a cast's records in order with the earlier replies later
+//!   events name instead of repeating.
 //! - [`log`]: the `EventLog` seam and its error enum.
 //! - [`stream`]: `StreamKind`, what a chain is (cast, claims ledger, engagement), kept as data.
 //! - [`memory`]: `InMemoryLog`, the reference implementation.
@@ -39,6 +41,7 @@ pub mod chain;
 pub mod chunk;
 pub mod codec;
 pub mod database;
+pub mod decoder;
 pub mod deliveries;
 pub mod log;
 pub mod memory;
@@ -52,6 +55,7 @@ pub mod verify;
 
 pub use self::postgres::PostgresLog;
 pub use database::Database;
+pub use decoder::Decoder;
 pub use log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot};
 pub use memory::InMemoryLog;
 pub use queue::{Lease, LeasedLog, QueueEntry, QueueState, RunQueue, WorkerId};

@@ -49,7 +49,10 @@ impl Recorded {
         }
     }
 
-    /// Decodes the payload into a typed event (upcasting old versions).
+    /// Decodes the payload into a typed event (upcasting old versions). A `socket_completed`
+    /// that names an earlier reply as its output does not decode alone
+    /// ([`DecodeError::Unresolved`]): a reader of a cast's events uses a
+    /// [`Decoder`](crate::Decoder).
     pub fn event(&self) -> Result<Event, DecodeError> {
         Event::decode(&self.kind, self.v, &self.payload)
     }

@@ -12,6 +12,7 @@ use castlog_core::event::Contexts;
 use castlog_core::id::{CastId, Digest, Seq};
 use serde::Serialize;
 
+use crate::decoder::Decoder;
 use crate::log::{CastHead, EventLog, LogError, StoredRow};
 use crate::record::Recorded;
 
@@ -84,6 +85,8 @@ pub struct ChainChecker {
     events: u64,
     /// The vocabularies a payload may decode in (the machine's, and other contexts').
     contexts: Contexts,
+    /// Decodes the machine's events in order, with the replies later ones name.
+    decoder: Decoder,
 }
 
 impl ChainChecker {
@@ -96,6 +99,7 @@ impl ChainChecker {
             problems: Vec::new(),
             events: 0,
             contexts: Contexts::MACHINE,
+            decoder: Decoder::new(),
         }
     }
 
@@ -153,7 +157,7 @@ impl ChainChecker {
                 "stored hash {stored} but the stored bytes hash to {bytes}: the event was altered"
             );
             self.report(seq, ProblemKind::HashMismatch, message);
-        } else if let Err(err) = self.contexts.check(&record.kind, record.v, &record.payload) {
+        } else if let Err(err) = self.decoder.check(&self.contexts, record) {
             self.report(seq, ProblemKind::Undecodable, err.to_string());
         }
         self.prev = Some(record.hash);

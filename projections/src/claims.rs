@@ -38,16 +38,16 @@ impl Projection for ClaimsLedger {
     // 2: a resolution clears the reason the claim was pending.
     const VERSION: u32 = 2;
 
-    fn apply(&mut self, record: &Recorded) {
+    fn apply(&mut self, record: &Recorded, event: Option<&Event>) {
         if !KINDS.contains(&record.kind.as_str()) {
             return;
         }
-        let Ok(event) = record.event() else {
+        let Some(event) = event else {
             return;
         };
         let problem =
             |what: &dyn std::fmt::Display| format!("{} seq {}: {what}", record.cast, record.seq);
-        match &event {
+        match event {
             Event::PostClaimed(e) => {
                 if self.claims.contains_key(&e.claim) {
                     let twice = Misstep::ClaimedTwice(e.claim.clone());
@@ -165,8 +165,9 @@ impl ClaimsLedger {
         cast: Option<&CastId>,
     ) -> Result<ClaimsLedger, LogError> {
         let mut ledger = ClaimsLedger::default();
+        // Claim kinds never name an earlier event: each decodes alone.
         log.scan_kinds(&KINDS, cast, &mut |record| {
-            ledger.apply(&record);
+            ledger.apply(&record, record.event().ok().as_ref());
             ControlFlow::Continue(())
         })?;
         Ok(ledger)

@@ -177,15 +177,15 @@ impl Projection for Manifest {
     // seq.
     const VERSION: u32 = 6;
 
-    fn apply(&mut self, record: &Recorded) {
-        let Ok(event) = record.event() else { return };
+    fn apply(&mut self, record: &Recorded, event: Option<&Event>) {
+        let Some(event) = event else { return };
         let seq = record.seq.get();
         match event {
             Event::SocketStarted(e) => {
                 // A visit started again (a damaged or hand-made log) takes its latest item.
                 self.items.insert(
                     (e.socket.to_string(), e.visit.get()),
-                    e.item.map(|i| i.to_string()),
+                    e.item.as_ref().map(|i| i.to_string()),
                 );
             }
             Event::PromptDispatched(e) => {

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use castlog_core::event::{DecodeError, Event};
 use castlog_core::eventing::{BusEvent, iso_time};
 use castlog_core::id::{BusEventId, CastId, Seq, SocketId};
-use castlog_events::{EventLog, LogError, Recorded};
+use castlog_events::{Decoder, EventLog, LogError, Recorded};
 use serde_json::{Value, json};
 
 /// Why an outbox could not be read.
@@ -80,6 +80,8 @@ pub struct Outbox {
     /// The latest visit of each socket.
     visits: BTreeMap<SocketId, VisitContext>,
     last_at_ms: u64,
+    /// Reads the cast in order: a completion names the reply its output is.
+    decoder: Decoder,
 }
 
 /// The id of the `index`-th bus event made from the event at `seq` of `cast`: UUID-shaped
@@ -113,6 +115,7 @@ impl Outbox {
             sequence: 0,
             visits: BTreeMap::new(),
             last_at_ms: 0,
+            decoder: Decoder::new(),
         }
     }
 
@@ -123,11 +126,14 @@ impl Outbox {
 
     /// The bus events `record` makes (most make none).
     pub fn observe(&mut self, record: &Recorded) -> Result<Vec<BusEvent>, OutboxError> {
-        let event = record.event().map_err(|source| OutboxError::Decode {
-            cast: self.cast.clone(),
-            seq: record.seq,
-            source,
-        })?;
+        let event = self
+            .decoder
+            .event(record)
+            .map_err(|source| OutboxError::Decode {
+                cast: self.cast.clone(),
+                seq: record.seq,
+                source,
+            })?;
         self.last_at_ms = record.at_ms;
         let made = self.made_of(&event);
         Ok(made

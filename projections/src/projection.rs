@@ -17,10 +17,11 @@
 
 use std::ops::ControlFlow;
 
+use castlog_core::event::Event;
 use castlog_core::id::{CastId, Digest, Seq};
 use castlog_events::codec::{from_compact, is_compact_of, to_compact};
 use castlog_events::seal::{Purpose, Seal};
-use castlog_events::{EventLog, LogError, Recorded};
+use castlog_events::{Decoder, EventLog, LogError, Recorded};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -30,8 +31,10 @@ pub trait Projection: Default + Serialize + DeserializeOwned {
     const NAME: &'static str;
     /// Its version; a checkpoint of another version is ignored.
     const VERSION: u32;
-    /// Applies one recorded event.
-    fn apply(&mut self, record: &Recorded);
+    /// Applies one recorded event: `record` as stored, and `event`, what it decodes to in its
+    /// cast's order (`None` for a payload that does not decode or a kind of another context,
+    /// which the projection may decode itself).
+    fn apply(&mut self, record: &Recorded, event: Option<&Event>);
 }
 
 /// A stored checkpoint of one projection.
@@ -158,8 +161,10 @@ pub fn catch_up<P: Projection>(
         }
     }
     let mut last: Option<(Seq, Digest)> = None;
+    let mut decoder = Decoder::new();
     log.scan(cast, Seq(report.from + 1), &mut |record| {
-        projection.apply(&record);
+        let event = decoder.event_in(log, &record).ok();
+        projection.apply(&record, event.as_ref());
         report.folded += 1;
         last = Some((record.seq, record.hash));
         ControlFlow::Continue(())
@@ -198,11 +203,13 @@ pub fn check_checkpoint<P: Projection>(
     // Folded as the events are read, never holding them.
     let mut folded = P::default();
     let mut last = None;
+    let mut decoder = Decoder::new();
     log.scan(cast, Seq::FIRST, &mut |record| {
         if record.seq > cp.seq {
             return ControlFlow::Break(());
         }
-        folded.apply(&record);
+        let event = decoder.event(&record).ok();
+        folded.apply(&record, event.as_ref());
         last = Some((record.seq, record.hash));
         ControlFlow::Continue(())
     })?;
@@ -223,8 +230,10 @@ pub fn check_checkpoint<P: Projection>(
 /// Folds `P` over records from scratch.
 pub fn fold<'a, P: Projection>(records: impl IntoIterator<Item = &'a Recorded>) -> P {
     let mut p = P::default();
+    let mut decoder = Decoder::new();
     for r in records {
-        p.apply(r);
+        let event = decoder.event(r).ok();
+        p.apply(r, event.as_ref());
     }
     p
 }
@@ -297,7 +306,7 @@ mod tests {
     impl Projection for Count {
         const NAME: &'static str = "count";
         const VERSION: u32 = 1;
-        fn apply(&mut self, _: &Recorded) {
+        fn apply(&mut self, _: &Recorded, _: Option<&Event>) {
             self.n += 1;
         }
     }

@@ -19,11 +19,16 @@ pub struct TimelineLine {
 }
 
 impl TimelineLine {
-    /// The line for one record; an event of another context is described by its context
+    /// The line for one record, given what it decodes to (read in its cast's order, see
+    /// `castlog_events::Decoder`); an event of another context is described by its context
     /// (one of `contexts`), an undecodable payload is described, not hidden.
-    pub fn of(record: &Recorded, contexts: Contexts) -> Self {
-        let summary = match record.event() {
-            Ok(event) => describe(&event),
+    pub fn of(
+        record: &Recorded,
+        decoded: Result<&Event, &DecodeError>,
+        contexts: Contexts,
+    ) -> Self {
+        let summary = match decoded {
+            Ok(event) => describe(event),
             Err(err @ DecodeError::UnknownKind { .. }) => {
                 match contexts.describe(&record.kind, record.v, &record.payload) {
                     Some(Ok(summary)) => summary,

@@ -38,16 +38,16 @@ impl Projection for CastView {
     // 2: checkpoints are sealed.
     const VERSION: u32 = 2;
 
-    fn apply(&mut self, record: &Recorded) {
+    fn apply(&mut self, _: &Recorded, event: Option<&Event>) {
         self.events += 1;
-        let Ok(event) = record.event() else { return };
+        let Some(event) = event else { return };
         match event {
             Event::CastStarted(_) | Event::CastForked(_) | Event::CastRevived(_) => {
                 self.status = "running".into();
             }
             Event::SocketStarted(e) => {
                 self.socket = Some(e.socket.to_string());
-                self.item = e.item.map(|i| i.to_string());
+                self.item = e.item.as_ref().map(|i| i.to_string());
                 self.visits.insert(e.socket.to_string(), e.visit.get());
                 self.status = "running".into();
             }
@@ -91,14 +91,14 @@ impl Projection for Usage {
     // 2: checkpoints are sealed.
     const VERSION: u32 = 2;
 
-    fn apply(&mut self, record: &Recorded) {
-        let Ok(event) = record.event() else { return };
+    fn apply(&mut self, _: &Recorded, event: Option<&Event>) {
+        let Some(event) = event else { return };
         match event {
             Event::SocketStarted(e) => {
                 self.current = Some((
                     e.socket.to_string(),
                     e.materia.to_string(),
-                    e.item.map(|i| i.to_string()),
+                    e.item.as_ref().map(|i| i.to_string()),
                 ));
             }
             Event::AgentReplied(e) => {
@@ -138,7 +138,7 @@ impl Projection for Timeline {
     // in words. 5: the line count only, not the lines.
     const VERSION: u32 = 5;
 
-    fn apply(&mut self, _: &Recorded) {
+    fn apply(&mut self, _: &Recorded, _: Option<&Event>) {
         self.lines += 1;
     }
 }

@@ -90,12 +90,15 @@ pub fn decision_ends(
     let (mut state, _) = fold_until(log, cast, Seq::FIRST)?;
     let mut ends = Vec::new();
     let mut previous_kind = own.first().map_or(String::new(), |r| r.kind.clone());
+    let mut decoder = castlog_events::Decoder::new();
     for record in own.iter().skip(1) {
-        let event = record.event().map_err(|e| DriveError::Fold {
-            cast: cast.clone(),
-            seq: record.seq,
-            cause: e.into(),
-        })?;
+        let event = decoder
+            .event_in(log, record)
+            .map_err(|e| DriveError::Fold {
+                cast: cast.clone(),
+                seq: record.seq,
+                cause: e.into(),
+            })?;
         if starts_decision(&state, &event, &previous_kind) {
             ends.push(Seq(record.seq.get() - 1));
         }

@@ -15,7 +15,7 @@ use castlog_core::id::{CastId, Seq};
 use castlog_core::machine::decide::{self, input_of};
 use castlog_events::chain::blob_hash;
 use castlog_events::log::with_events;
-use castlog_events::{EventLog, LogError, Recorded};
+use castlog_events::{Decoder, EventLog, LogError, Recorded};
 use serde::Serialize;
 
 /// Where a replayed decision differs from the log.
@@ -77,7 +77,9 @@ fn redecide_records(
         return Ok(None);
     }
     let mut prev = castlog_core::id::Digest::ZERO;
-    let (mut state, mut position) = match decoded(&first) {
+    // One decoder for the whole cast, in order: a completion reads the reply it names.
+    let mut decoder = Decoder::new();
+    let (mut state, mut position) = match decoded(&mut decoder, &first) {
         Err(d) => return Ok(Some(d)),
         Ok(Event::CastStarted(started)) => {
             let at_ms = first.at_ms;
@@ -93,7 +95,9 @@ fn redecide_records(
                 position: 0,
                 at_ms,
             };
-            if let Some(d) = stretch.compare(&decision.events, first, records, &mut prev) {
+            if let Some(d) =
+                stretch.compare(&mut decoder, &decision.events, first, records, &mut prev)
+            {
                 return Ok(Some(d));
             }
             (state, decision.events.len() as u64)
@@ -139,7 +143,9 @@ fn redecide_records(
                 position: 0,
                 at_ms,
             };
-            if let Some(d) = stretch.compare(&decision.events, first, records, &mut prev) {
+            if let Some(d) =
+                stretch.compare(&mut decoder, &decision.events, first, records, &mut prev)
+            {
                 return Ok(Some(d));
             }
             (state, decision.events.len() as u64)
@@ -148,7 +154,7 @@ fn redecide_records(
         Ok(_) => return Ok(None),
     };
     while let Some(record) = records.next() {
-        let event = match decoded(&record) {
+        let event = match decoded(&mut decoder, &record) {
             Ok(event) => event,
             Err(d) => return Ok(Some(d)),
         };
@@ -183,7 +189,8 @@ fn redecide_records(
             position,
             at_ms: record.at_ms,
         };
-        if let Some(d) = stretch.compare(&decision.events, record, records, &mut prev) {
+        if let Some(d) = stretch.compare(&mut decoder, &decision.events, record, records, &mut prev)
+        {
             return Ok(Some(d));
         }
         position += decision.events.len() as u64;
@@ -192,8 +199,8 @@ fn redecide_records(
 }
 
 /// The event a record holds, or the divergence of a record that does not decode.
-fn decoded(record: &Recorded) -> Result<Event, Divergence> {
-    record.event().map_err(|err| Divergence {
+fn decoded(decoder: &mut Decoder, record: &Recorded) -> Result<Event, Divergence> {
+    decoder.event(record).map_err(|err| Divergence {
         cast: record.cast.clone(),
         seq: record.seq,
         expected: "a decodable event".into(),
@@ -255,6 +262,7 @@ impl Stretch<'_> {
     /// same times, same chain hashes.
     fn compare(
         &self,
+        decoder: &mut Decoder,
         produced: &[Event],
         first: Recorded,
         rest: &mut dyn Iterator<Item = Recorded>,
@@ -268,7 +276,7 @@ impl Stretch<'_> {
                 Some(record) => record,
                 None => match rest.next() {
                     Some(record) => {
-                        if let Err(d) = decoded(&record) {
+                        if let Err(d) = decoded(decoder, &record) {
                             return Some(d);
                         }
                         record

@@ -91,8 +91,10 @@ pub fn rows<L: EventLog + ?Sized>(log: &L, filter: &Filter) -> Result<Vec<CastRo
             continue;
         }
         let mut view = CastView::default();
+        let mut decoder = castlog_events::Decoder::new();
         log.scan(&head.cast, Seq::FIRST, &mut |record| {
-            view.apply(&record);
+            let event = decoder.event(&record);
+            view.apply(&record, event.as_ref().ok());
             ControlFlow::Continue(())
         })?;
         let row = CastRow {

@@ -12,7 +12,7 @@ use castlog_core::event::{Contexts, Event, Placement, Target};
 use castlog_core::id::{CastId, Digest};
 use castlog_core::loadout::Loadout;
 use castlog_core::prompt::Message;
-use castlog_events::{EventLog, Recorded};
+use castlog_events::{Decoder, EventLog, Recorded};
 use castlog_projections::audit::{Finding, PlacementAudit};
 use castlog_projections::history::with_history;
 use castlog_projections::projection::Projection;
@@ -239,25 +239,28 @@ struct Folder {
     replies: BTreeMap<(String, u32, u32), String>,
     first_ms: Option<u64>,
     last_ms: u64,
+    /// Reads the history in order: a completion names the reply its output is.
+    decoder: Decoder,
 }
 
 impl Folder {
     fn apply(&mut self, record: &Recorded) {
-        self.view.apply(record);
-        self.usage.apply(record);
+        let decoded = self.decoder.event(record);
+        let event = decoded.as_ref().ok();
+        self.view.apply(record, event);
+        self.usage.apply(record, event);
         self.first_ms.get_or_insert(record.at_ms);
         self.last_ms = self.last_ms.max(record.at_ms);
         if self.visits.is_empty() {
             self.visits.push(VisitGroup::default());
         }
-        let event = record.event().ok();
-        if let Some(event) = &event {
+        if let Some(event) = event {
             self.audit.apply(record.seq.get(), event);
             self.note(event);
         }
         let line = Line {
-            line: TimelineLine::of(record, self.contexts),
-            tag: event.as_ref().and_then(tag_of),
+            line: TimelineLine::of(record, decoded.as_ref(), self.contexts),
+            tag: event.and_then(tag_of),
             inherited_from: (record.cast != self.cast).then(|| record.cast.to_string()),
         };
         if let Some(group) = self.visits.last_mut() {
@@ -363,6 +366,7 @@ impl CastReport {
             replies: BTreeMap::new(),
             first_ms: None,
             last_ms: 0,
+            decoder: Decoder::new(),
         };
         with_history(log, cast, &mut |history| {
             for record in history {

@@ -191,10 +191,11 @@ fn run_size(path: &Path, casts: u64, args: &BenchPostsArgs) -> Result<(PostsRun,
         json: true,
     };
     let (template, ..) = super::bench_synth::run_synth(&log, &clock, &cwd, &synth)?;
+    let mut decoder = castlog_events::Decoder::new();
     let copies: Vec<Pending> = log
         .read(&template, Seq::FIRST, None)?
         .iter()
-        .map(|r| r.event().map(|e| Pending::new(r.at_ms, &e)))
+        .map(|r| decoder.event(r).map(|e| Pending::new(r.at_ms, &e)))
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::internal(format!("the background cast does not decode: {e}")))?;
     for n in 1..casts {

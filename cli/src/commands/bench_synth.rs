@@ -533,8 +533,10 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         .ok_or_else(|| CliError::internal("the synthetic cast vanished"))?;
     let timer = Instant::now();
     let mut history: Vec<TimelineLine> = Vec::new();
+    let mut decoder = castlog_events::Decoder::new();
     log.scan(&cast, Seq::FIRST, &mut |record| {
-        history.push(TimelineLine::of(&record, super::CONTEXTS));
+        let decoded = decoder.event(&record);
+        history.push(TimelineLine::of(&record, decoded.as_ref(), super::CONTEXTS));
         ControlFlow::Continue(())
     })?;
     let history_list_s = timer.elapsed().as_secs_f64();

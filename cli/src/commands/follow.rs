@@ -9,8 +9,9 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use castlog_core::event::{DecodeError, Event};
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{Database, EventLog, Recorded};
+use castlog_events::{Database, Decoder, EventLog, Recorded};
 use serde_json::Value;
 
 use crate::error::CliError;
@@ -30,21 +31,24 @@ pub(crate) fn follow(
     log: &Database,
     cast: &CastId,
     json: bool,
-    as_json: fn(&Recorded) -> Value,
+    as_json: fn(&Recorded, Result<&Event, &DecodeError>) -> Value,
 ) -> Result<(), CliError> {
     if !json {
         crate::say!("cast {cast} (following: Ctrl-C stops)");
     }
     let mut listener = log.listen_appends()?;
     let mut next = Seq::FIRST;
+    let mut decoder = Decoder::new();
     loop {
         let mut ended = false;
         log.scan(cast, next, &mut |record| {
+            let decoded = decoder.event_in(log, &record);
             if json {
-                let line = serde_json::to_string(&as_json(&record)).unwrap_or_default();
+                let line =
+                    serde_json::to_string(&as_json(&record, decoded.as_ref())).unwrap_or_default();
                 crate::say!("{line}");
             } else {
-                super::inspect::say_event(&record);
+                super::inspect::say_event(&record, decoded.as_ref());
             }
             next = record.seq.next();
             ended = TERMINAL.contains(&record.kind.as_str());

@@ -3,8 +3,9 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use castlog_core::event::{DecodeError, Event};
 use castlog_core::id::{CastId, Seq};
-use castlog_events::{CastHead, Database, EventLog, ForkPoint, Recorded, StreamKind};
+use castlog_events::{CastHead, Database, Decoder, EventLog, ForkPoint, Recorded, StreamKind};
 use castlog_projections::timeline::TimelineLine;
 use serde::Serialize;
 use serde_json::Value;
@@ -169,9 +170,10 @@ struct ShowEvent {
     payload: Value,
 }
 
-/// The `--json` shape of one event (its keys print sorted, as every `json!` object's do).
-fn show_event(record: &Recorded) -> Value {
-    let line = TimelineLine::of(record, super::CONTEXTS);
+/// The `--json` shape of one event (its keys print sorted, as every `json!` object's do), given
+/// what it decodes to in its cast's order.
+pub(crate) fn show_event(record: &Recorded, decoded: Result<&Event, &DecodeError>) -> Value {
+    let line = TimelineLine::of(record, decoded, super::CONTEXTS);
     serde_json::to_value(ShowEvent {
         seq: record.seq.get(),
         at_ms: record.at_ms,
@@ -179,30 +181,36 @@ fn show_event(record: &Recorded) -> Value {
         v: record.v,
         hash: record.hash.to_hex(),
         summary: line.summary,
-        payload: shown_payload(record),
+        payload: shown_payload(record, decoded.ok()),
     })
     .unwrap_or(Value::Null)
 }
 
-/// The stored payload as JSON, with what a format version leaves out of it put back: a
-/// `socket_completed` of version 2 whose `parsed_from_output` is set shows its `parsed` too
-/// (as the decoder reads it), as version 1 stored it, so `--json` readers find the same fields
-/// in either version.
-fn shown_payload(record: &Recorded) -> Value {
+/// The stored payload as JSON, with what a format version leaves out of it put back (as the
+/// decoder reads it), so `--json` readers find the same fields in every version: a
+/// `socket_completed` whose `parsed_from_output` is set shows its `parsed` too, as version 1
+/// stored it, and one that names the reply its output is (`output_of`, version 3) shows that
+/// `output` too, as version 2 stored it.
+fn shown_payload(record: &Recorded, event: Option<&Event>) -> Value {
     let mut payload = serde_json::from_slice(&record.payload).unwrap_or(Value::Null);
     if let Value::Object(fields) = &mut payload
-        && fields.get("parsed_from_output") == Some(&Value::Bool(true))
-        && let Ok(castlog_core::event::Event::SocketCompleted(completed)) = record.event()
-        && let Some(parsed) = completed.parsed
+        && let Some(Event::SocketCompleted(completed)) = event
     {
-        fields.insert("parsed".into(), parsed);
+        if fields.get("parsed_from_output") == Some(&Value::Bool(true))
+            && let Some(parsed) = &completed.parsed
+        {
+            fields.insert("parsed".into(), parsed.clone());
+        }
+        if fields.contains_key("output_of") && !fields.contains_key("output") {
+            fields.insert("output".into(), Value::String(completed.output.clone()));
+        }
     }
     payload
 }
 
 /// One event as `show` prints it: seq, time, kind and summary.
-pub(crate) fn say_event(record: &Recorded) {
-    let line = TimelineLine::of(record, super::CONTEXTS);
+pub(crate) fn say_event(record: &Recorded, decoded: Result<&Event, &DecodeError>) {
+    let line = TimelineLine::of(record, decoded, super::CONTEXTS);
     crate::say!(
         "{:>6}  {}  {:<26} {}",
         line.seq,
@@ -244,8 +252,9 @@ pub fn show(db: &Path, args: &ShowArgs) -> Result<(), CliError> {
     } else {
         crate::say!("cast {}", head.cast);
     }
+    let mut decoder = Decoder::new();
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        say_event(&record);
+        say_event(&record, decoder.event_in(&log, &record).as_ref());
         ControlFlow::Continue(())
     })?;
     crate::say!("head {} {}", head.seq, head.hash.short());

@@ -83,9 +83,10 @@ fn named<T>(
     of: impl FnOnce(castlog_core::event::Event) -> Option<T>,
 ) -> Result<T, CliError> {
     let records = log.read(cast, Seq(seq), Some(Seq(seq)))?;
+    // A completion names the reply its output is, which the decoder reads from the log.
     records
         .first()
-        .and_then(|r| r.event().ok())
+        .and_then(|r| castlog_events::Decoder::new().event_in(log, r).ok())
         .and_then(of)
         .ok_or_else(|| {
             CliError::integrity(format!(

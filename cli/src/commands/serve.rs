@@ -410,10 +410,12 @@ async fn events(
 /// Sends every event of `cast` after seq `after` as it is appended, until the page goes.
 fn follow(db: &Path, cast: &CastId, mut after: u64, sent: &tokio::sync::mpsc::Sender<SseEvent>) {
     let Ok(log) = super::open(db) else { return };
+    let mut decoder = castlog_events::Decoder::new();
     while !sent.is_closed() {
         let mut gone = false;
         let scanned = log.scan(cast, Seq(after + 1), &mut |record| {
-            let line = TimelineLine::of(&record, super::CONTEXTS);
+            let decoded = decoder.event_in(&log, &record);
+            let line = TimelineLine::of(&record, decoded.as_ref(), super::CONTEXTS);
             let data = serde_json::json!({
                 "seq": line.seq, "kind": line.kind, "summary": line.summary,
             });

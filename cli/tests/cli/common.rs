@@ -55,6 +55,15 @@ pub fn fixture_lines(path: &str) -> Vec<String> {
         .collect()
 }
 
+/// How many `socket_completed` lines of a JSONL export hold `with` and not `without`.
+pub fn completion_lines(jsonl: &str, with: &str, without: &str) -> usize {
+    jsonl
+        .lines()
+        .filter(|l| l.contains(r#""kind":"socket_completed""#))
+        .filter(|l| l.contains(with) && !l.contains(without))
+        .count()
+}
+
 /// The agent SPEC of a shipped script: `scripted:` and the path of `fixtures/scripts/NAME`.
 pub fn scripted(name: &str) -> String {
     format!("scripted:{}", fixture(&format!("scripts/{name}")))

@@ -1,7 +1,7 @@
 //! `replay` and `export --artifacts`: projections rebuilt from the log, checkpoints never trusted
 //! over it.
 
-use crate::common::{Sandbox, fixture, unpack_values};
+use crate::common::{Sandbox, completion_lines, fixture, unpack_values};
 
 fn cast(sandbox: &Sandbox) {
     let run = sandbox.run(&[
@@ -307,4 +307,59 @@ fn a_database_from_an_older_schema_replays_and_verifies() {
         .query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
         .unwrap();
     assert!(checkpoints > 0);
+}
+
+/// A completion whose output is its visit's reply names that reply's seq instead of repeating
+/// it (`socket_completed` version 3); every reader still sees the output: `show --json` puts it
+/// back beside `output_of`, `show` describes the event, an export carries the short payload and
+/// its import reads the same, and verify re-decides it to the same bytes.
+#[test]
+fn completions_name_their_replies_and_every_reader_shows_the_output() {
+    let sandbox = Sandbox::new();
+    cast(&sandbox);
+    let shown = sandbox.run(&["show", "a", "--json"]).json();
+    let events = shown["events"].as_array().unwrap();
+    let at = |seq: u64| events.iter().find(|e| e["seq"] == seq).unwrap();
+    let mut named = 0;
+    for event in events.iter().filter(|e| e["kind"] == "socket_completed") {
+        assert_eq!(event["v"], 3, "{event}");
+        let payload = &event["payload"];
+        assert!(payload["output"].is_string(), "{event}");
+        if let Some(seq) = payload["output_of"].as_u64() {
+            named += 1;
+            let reply = at(seq);
+            assert_eq!(reply["kind"], "agent_replied", "{event}");
+            assert_eq!(reply["payload"]["text"], payload["output"], "{event}");
+        }
+    }
+    assert!(named >= 8, "{named} completions named their reply");
+    let text = sandbox.run(&["show", "a"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(!text.stdout.contains("does not decode"), "{}", text.stdout);
+    assert!(
+        !text.stdout.contains("refers to the reply"),
+        "{}",
+        text.stdout
+    );
+
+    let file = sandbox.path("a.jsonl");
+    let file_arg = file.to_str().unwrap();
+    let export = sandbox.run(&["export", "a", "--format", "jsonl", "-o", file_arg]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let lines = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        completion_lines(&lines, r#""output_of":"#, r#""output":"#),
+        named
+    );
+    let other = sandbox.path("other.db");
+    let import = sandbox.run_on(&other, &["import", file_arg]);
+    assert_eq!(import.code, 0, "{}", import.stderr);
+    assert_eq!(
+        sandbox.run_on(&other, &["show", "a", "--json"]).json(),
+        shown
+    );
+    for db in [sandbox.db(), other] {
+        let verify = sandbox.run_on(&db, &["verify", "a", "--json"]);
+        assert_eq!(verify.code, 0, "{}", verify.stdout);
+    }
 }

@@ -5,7 +5,7 @@
 //! projection checkpoints from `replay`, and what `casts --all --json` and `replay --json`
 //! printed on it then.
 
-use crate::common::{Sandbox, fixture, make_read_only, scripted};
+use crate::common::{Sandbox, completion_lines, fixture, make_read_only, scripted};
 
 /// A sandbox whose database is a copy of the fixture database in `fixtures/casts/DIR/`.
 fn with_database(dir: &str) -> Sandbox {
@@ -194,9 +194,10 @@ fn reads_as_pinned_v9(sandbox: &Sandbox) {
     );
 }
 
-/// A recast of an old cast writes version 2 after its parent's version 1 prefix: the reply is
-/// stored once, `show --json` still gives `parsed`, both re-decide, and `diff` finds the recast
-/// the same as the one the old build made.
+/// A recast of an old cast writes version 3 after its parent's version 1 prefix: the reply is
+/// stored once (a completion names the reply its output is, and leaves out a `parsed` that is
+/// the output's parse), `show --json` still gives `output` and `parsed`, both re-decide, and
+/// `diff` finds the recast the same as the one the old build made.
 #[test]
 fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
     let sandbox = with_v9_database();
@@ -221,10 +222,14 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
         .filter(|e| e["kind"] == "socket_completed")
         .collect();
     assert!(!completions.is_empty());
-    let mut once = 0;
+    let (mut once, mut named) = (0, 0);
     for event in &completions {
-        assert_eq!(event["v"], 2, "{event}");
+        assert_eq!(event["v"], 3, "{event}");
         let payload = &event["payload"];
+        assert!(payload["output"].is_string(), "{event}");
+        if payload["output_of"].is_u64() {
+            named += 1;
+        }
         if payload["parsed_from_output"] == true {
             once += 1;
             let output: serde_json::Value =
@@ -233,6 +238,7 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
         }
     }
     assert!(once > 0, "no reply was stored once: {completions:?}");
+    assert!(named > 0, "no completion named its reply: {completions:?}");
     // The recast's large payloads are stored packed; the old casts' rows stay as they were.
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     let packed = |cast: &str| -> i64 {
@@ -256,12 +262,12 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
         0
     );
     let lines = std::fs::read_to_string(&exported).unwrap();
-    let stored_once = lines
-        .lines()
-        .filter(|l| l.contains(r#""kind":"socket_completed""#))
-        .filter(|l| l.contains(r#""parsed_from_output":true"#) && !l.contains(r#""parsed":"#))
-        .count();
+    let stored_once = completion_lines(&lines, r#""parsed_from_output":true"#, r#""parsed":"#);
     assert_eq!(stored_once, once);
+    assert_eq!(
+        completion_lines(&lines, r#""output_of":"#, r#""output":"#),
+        named
+    );
     verified(&sandbox);
     let diff = sandbox.run(&["diff", "demo-b", "demo-c", "--json"]).json();
     assert_eq!(diff["first_divergence"], serde_json::Value::Null, "{diff}");

@@ -1,4 +1,4 @@
-//! How a `socket_completed` payload is stored, in its two versions.
+//! How a `socket_completed` payload is stored, in its three versions.
 //!
 //! A json socket's accepted reply is usually the very JSON it parses to: storing `parsed` beside
 //! `output` kept the reply twice in one event. Version 2 leaves `parsed` out when it is exactly
@@ -10,25 +10,41 @@
 //! version 1 again for a re-decision of a cast recorded before version 2, whose bytes and
 //! hashes never change.
 //!
-//! The fields, in order: `socket`, `visit`, `item` (absent outside loops), `output`, then
-//! `parsed` or `parsed_from_output` (neither for a text socket), `satisfied` (absent when the
-//! output had none), `finalized` (absent when false).
+//! An agent socket's output is, most of the time, its reply byte for byte, and the reply is in
+//! the log already (`agent_replied`, a few seqs before). Version 3 writes `"output_of":N`, the
+//! seq of that reply in the same cast, in place of `output` when the event's
+//! [`SocketCompleted::output_of`] says so; an output that is not a reply of this cast (a
+//! utility's stdout, a reply rewritten without its `events`, one recorded before a fork) is
+//! written in full as before. Reading version 3 needs that earlier reply:
+//! [`Event::decode_with`](super::Event::decode_with) is given it by seq (a reader of the cast
+//! keeps the latest reply it read, see `castlog_events::Decoder`), checks that it is a reply of
+//! the same socket and visit, and takes its text as `output`; without it the event does not
+//! decode ([`DecodeError::Unresolved`](super::DecodeError::Unresolved)). A re-decision of a
+//! cast recorded in version 1 or 2 writes that version again, so old bytes and hashes never
+//! change.
+//!
+//! The fields, in order: `socket`, `visit`, `item` (absent outside loops), `output` or
+//! `output_of`, then `parsed` or `parsed_from_output` (neither for a text socket), `satisfied`
+//! (absent when the output had none), `finalized` (absent when false).
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{SocketCompleted, is_false};
-use crate::id::{ItemKey, SocketId, Visit};
+use super::{DecodeError, EarlierReply, PayloadCause, SocketCompleted, is_false};
+use crate::id::{ItemKey, Seq, SocketId, Visit};
 
-/// The stored form either version reads as.
+/// The stored form every version reads as.
 #[derive(Deserialize)]
 pub(super) struct Stored {
     socket: SocketId,
     visit: Visit,
     #[serde(default)]
     item: Option<ItemKey>,
-    output: String,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    output_of: Option<Seq>,
     #[serde(default)]
     parsed: Option<Value>,
     #[serde(default)]
@@ -42,21 +58,69 @@ pub(super) struct Stored {
 impl TryFrom<Stored> for SocketCompleted {
     type Error = String;
 
+    /// The event of a payload that holds its output (any version without `output_of`).
     fn try_from(stored: Stored) -> Result<Self, String> {
+        match (&stored.output, stored.output_of) {
+            (Some(_), None) => stored.with_output(None),
+            (None, Some(seq)) => Err(format!(
+                "`output_of` names the reply at seq {seq}, which is needed to read the output"
+            )),
+            (Some(_), Some(_)) => Err("`output` and `output_of` are both given".into()),
+            (None, None) => Err("missing field `output`".into()),
+        }
+    }
+}
+
+/// Decodes a version 3 payload, asking `earlier` for the reply its `output_of` names.
+pub(super) fn decode(
+    payload: &[u8],
+    earlier: &mut dyn FnMut(Seq) -> Option<EarlierReply>,
+) -> Result<SocketCompleted, DecodeError> {
+    let invalid = |message: String| DecodeError::Payload {
+        kind: "socket_completed".to_owned(),
+        source: PayloadCause::new(message),
+    };
+    let mut stored: Stored = serde_json::from_slice(payload).map_err(|e| DecodeError::Payload {
+        kind: "socket_completed".to_owned(),
+        source: PayloadCause::new(e),
+    })?;
+    let Some(seq) = stored.output_of.filter(|_| stored.output.is_none()) else {
+        return SocketCompleted::try_from(stored).map_err(invalid);
+    };
+    let reply = earlier(seq).ok_or(DecodeError::Unresolved {
+        kind: "socket_completed".to_owned(),
+        seq,
+    })?;
+    if reply.socket != stored.socket || reply.visit != stored.visit {
+        return Err(invalid(format!(
+            "`output_of` names seq {seq}, a reply of {} visit {}, not of {} visit {}",
+            reply.socket, reply.visit, stored.socket, stored.visit
+        )));
+    }
+    stored.output = Some(reply.text);
+    stored.with_output(Some(seq)).map_err(invalid)
+}
+
+impl Stored {
+    /// The event, once `output` is known (`output_of` is the seq it was read from, if any).
+    fn with_output(self, output_of: Option<Seq>) -> Result<SocketCompleted, String> {
+        let stored = self;
+        let output = stored.output.unwrap_or_default();
         let parsed = match (stored.parsed, stored.parsed_from_output) {
             (Some(_), true) => {
                 return Err("`parsed` and `parsed_from_output` are both given".into());
             }
             (parsed, false) => parsed,
-            (None, true) => Some(serde_json::from_str(&stored.output).map_err(|err| {
+            (None, true) => Some(serde_json::from_str(&output).map_err(|err| {
                 format!("`parsed_from_output` is set and `output` is not JSON ({err})")
             })?),
         };
-        Ok(Self {
+        Ok(SocketCompleted {
             socket: stored.socket,
             visit: stored.visit,
             item: stored.item,
-            output: stored.output,
+            output,
+            output_of,
             parsed,
             satisfied: stored.satisfied,
             finalized: stored.finalized,
@@ -72,9 +136,10 @@ impl SocketCompleted {
         })
     }
 
-    /// Writes the payload of `version` (1 or 2).
+    /// Writes the payload of `version` (1, 2 or 3).
     fn write<S: Serializer>(&self, serializer: S, version: u16) -> Result<S::Ok, S::Error> {
         let from_output = version >= 2 && self.parsed_is_output();
+        let output_of = self.output_of.filter(|_| version >= 3);
         let fields = 3
             + usize::from(self.item.is_some())
             + usize::from(self.parsed.is_some())
@@ -86,7 +151,10 @@ impl SocketCompleted {
         if let Some(item) = &self.item {
             out.serialize_field("item", item)?;
         }
-        out.serialize_field("output", &self.output)?;
+        match output_of {
+            Some(seq) => out.serialize_field("output_of", &seq)?,
+            None => out.serialize_field("output", &self.output)?,
+        }
         match &self.parsed {
             Some(_) if from_output => out.serialize_field("parsed_from_output", &true)?,
             Some(parsed) => out.serialize_field("parsed", parsed)?,
@@ -104,15 +172,16 @@ impl SocketCompleted {
 
 impl Serialize for SocketCompleted {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.write(serializer, 2)
+        self.write(serializer, 3)
     }
 }
 
-/// A `socket_completed` written as version 1 wrote it (`parsed` always in full).
-pub(super) struct FirstVersion<'a>(pub(super) &'a SocketCompleted);
+/// A `socket_completed` written as an earlier version wrote it: 1 (`parsed` always in full) or
+/// 2 (`output` always in full).
+pub(super) struct EarlierVersion<'a>(pub(super) &'a SocketCompleted, pub(super) u16);
 
-impl Serialize for FirstVersion<'_> {
+impl Serialize for EarlierVersion<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.write(serializer, 1)
+        self.0.write(serializer, self.1)
     }
 }

@@ -246,6 +246,7 @@ fn socket_completed_stores_a_parse_of_its_output_once() {
             visit: Visit(2),
             item: Some(ItemKey::new("WI-1")),
             output: output.into(),
+            output_of: None,
             parsed,
             satisfied: Some(true),
             finalized: false,
@@ -258,11 +259,16 @@ fn socket_completed_stores_a_parse_of_its_output_once() {
     );
     let v2 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed_from_output":true,"satisfied":true}"#;
     let v1 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed":{"feedback":"ok","satisfied":true},"satisfied":true}"#;
-    assert_eq!(event.version(), 2);
+    assert_eq!(event.version(), 3);
+    // An output that is no reply of the cast is written as version 2 wrote it.
     assert_eq!(String::from_utf8(event.encode()).unwrap(), v2);
     assert_eq!(event.encode_at(2), Some(event.encode()));
     assert_eq!(String::from_utf8(event.encode_at(1).unwrap()).unwrap(), v1);
-    assert_eq!(event.encode_at(3), None);
+    assert_eq!(event.encode_at(4), None);
+    assert_eq!(
+        Event::decode("socket_completed", 3, v2.as_bytes()),
+        Ok(event.clone())
+    );
     assert_eq!(
         Event::decode("socket_completed", 2, v2.as_bytes()),
         Ok(event.clone())
@@ -287,6 +293,65 @@ fn socket_completed_stores_a_parse_of_its_output_once() {
         Event::decode("socket_completed", 2, &json_text.encode()),
         Ok(json_text)
     );
+}
+
+/// `socket_completed` version 3 names the reply its output is instead of repeating it; it reads
+/// back only with that reply, of the same socket and visit, and version 2's bytes are still
+/// written for a re-decision of an older cast.
+#[test]
+fn socket_completed_names_the_reply_its_output_is() {
+    let reply = r#"{"satisfied": true, "feedback": "ok"}"#;
+    let event = Event::from(SocketCompleted {
+        socket: SocketId::new("Socket-3"),
+        visit: Visit(2),
+        item: Some(ItemKey::new("WI-1")),
+        output: reply.into(),
+        output_of: Some(Seq(41)),
+        parsed: Some(serde_json::json!({"satisfied": true, "feedback": "ok"})),
+        satisfied: Some(true),
+        finalized: false,
+    });
+    let v3 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output_of":41,"parsed_from_output":true,"satisfied":true}"#;
+    let v2 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed_from_output":true,"satisfied":true}"#;
+    assert_eq!(String::from_utf8(event.encode()).unwrap(), v3);
+    assert_eq!(String::from_utf8(event.encode_at(2).unwrap()).unwrap(), v2);
+    let earlier = |socket: &str, visit: u32| EarlierReply {
+        socket: SocketId::new(socket),
+        visit: Visit(visit),
+        text: reply.into(),
+    };
+    let mut asked = Vec::new();
+    let decoded = Event::decode_with("socket_completed", 3, v3.as_bytes(), &mut |seq| {
+        asked.push(seq);
+        Some(earlier("Socket-3", 2))
+    });
+    assert_eq!(decoded, Ok(event));
+    assert_eq!(asked, [Seq(41)]);
+    // Without the reply the payload does not decode, and says which seq it needs.
+    let err = Event::decode("socket_completed", 3, v3.as_bytes()).unwrap_err();
+    assert_eq!(
+        err,
+        DecodeError::Unresolved {
+            kind: "socket_completed".into(),
+            seq: Seq(41)
+        }
+    );
+    assert!(err.to_string().contains("reply at seq 41"), "{err}");
+    // A reply of another visit is not this output.
+    let err = Event::decode_with("socket_completed", 3, v3.as_bytes(), &mut |_| {
+        Some(earlier("Socket-3", 1))
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("not of Socket-3 visit 2"), "{err}");
+    // Version 2 never names a reply: `output_of` there is an error, resolved or not.
+    let err = Event::decode_with("socket_completed", 2, v3.as_bytes(), &mut |_| {
+        Some(earlier("Socket-3", 2))
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("reply at seq 41"), "{err}");
+    let both = r#"{"socket":"S","visit":1,"output":"x","output_of":3}"#;
+    let err = Event::decode("socket_completed", 3, both.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("both given"), "{err}");
 }
 
 #[test]

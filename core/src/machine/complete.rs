@@ -354,11 +354,15 @@ impl Decider<'_, '_> {
             .as_ref()
             .and_then(|p| p.get("satisfied"))
             .and_then(Value::as_bool);
+        let output_of = current
+            .pending_reply_at
+            .filter(|_| current.pending_reply.as_deref() == Some(output));
         self.emit(SocketCompleted {
             socket: socket_id.clone(),
             visit: current.visit,
             item: current.item.clone(),
             output: output.to_owned(),
+            output_of,
             parsed: parsed.clone(),
             satisfied,
             finalized: current.finalizing,

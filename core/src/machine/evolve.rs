@@ -168,7 +168,13 @@ impl CastState {
         self.head = self.head.next();
         match event {
             // A checkpoint is a record of the files; nothing routes on it.
-            Event::CastStarted(_) | Event::CastForked(_) | Event::WorkspaceCheckpointed(_) => {}
+            Event::CastStarted(_) | Event::WorkspaceCheckpointed(_) => {}
+            // A reply before the fork is the parent's event, not one of this cast's.
+            Event::CastForked(_) => {
+                if let Some(c) = &mut self.current {
+                    c.pending_reply_at = None;
+                }
+            }
             Event::CastCompleted(_) => {
                 self.status = Status::Completed;
                 if let Some(c) = &mut self.current {
@@ -250,6 +256,7 @@ impl CastState {
                 if let Some(c) = &mut self.current {
                     if e.tool_calls.is_empty() {
                         c.pending_reply = Some(e.text.clone());
+                        c.pending_reply_at = Some(self.head);
                     } else {
                         c.requested_calls = e.tool_calls.clone();
                     }
@@ -308,6 +315,7 @@ impl CastState {
                         text: e.text.clone(),
                     });
                     c.pending_reply = None;
+                    c.pending_reply_at = None;
                     c.phase = Phase::AwaitingRefinement;
                     let key = Self::refinement_key(c);
                     self.refinement_turns.insert(key, e.turn.get());
@@ -337,6 +345,7 @@ impl CastState {
                         c.repairs += 1;
                     }
                     let bad = c.pending_reply.take().unwrap_or_default();
+                    c.pending_reply_at = None;
                     c.repair_feedback = Some(repair_text(&e.issues, &bad));
                 }
             }
@@ -345,6 +354,7 @@ impl CastState {
                 let socket = loadout.socket(&e.socket);
                 if let Some(c) = &mut self.current {
                     c.pending_reply = None;
+                    c.pending_reply_at = None;
                     c.repair_feedback = None;
                     c.phase = Phase::Done;
                 }
@@ -584,6 +594,7 @@ impl CastState {
             repair_feedback: None,
             finalizing: false,
             pending_reply: None,
+            pending_reply_at: None,
             transient_failures: 0,
             interrupted: false,
             recovering: false,

@@ -143,6 +143,10 @@ pub struct Current {
     pub finalizing: bool,
     /// A reply recorded but not yet committed (a budget stop happened in between).
     pub pending_reply: Option<String>,
+    /// The seq of that reply when it is an event of this cast (not of a fork's parent): the
+    /// visit's `socket_completed` names it instead of repeating the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_reply_at: Option<Seq>,
     /// Transient agent failures since the last dispatch.
     pub transient_failures: u32,
     /// The last agent failure was an interruption.

@@ -172,3 +172,48 @@ fn the_stop_is_at_used_greater_or_equal_to_max(#[case] used: u64, #[case] stops:
     assert_eq!(of!(events, CastFailed).len(), usize::from(stops));
     assert_eq!(of!(events, SocketCompleted).len(), usize::from(!stops));
 }
+
+/// A completion names the seq of the reply it commits instead of repeating it, even when a
+/// budget stop came between them; a fork taken in between begins another cast, whose
+/// completion holds the parent's reply in full.
+#[test]
+fn a_completion_names_the_reply_it_commits_unless_a_fork_came_between() {
+    use castlog_core::event::{CastForked, Event};
+    use castlog_core::id::{CastId, Digest};
+
+    let mut cast = at_maintain(1000);
+    let reply_seq = cast.state.head.next();
+    let reply = r#"{"satisfied": true, "context": "committed"}"#;
+    cast.reply_using(reply, 700, 100);
+    let mut forked = cast.state.clone();
+    let events = cast.when(Input::Revive);
+    let completed = of!(events, SocketCompleted);
+    assert_eq!(completed[0].output, reply);
+    assert_eq!(completed[0].output_of, Some(reply_seq));
+    let stored = String::from_utf8(Event::from(completed[0].clone()).encode()).unwrap();
+    assert!(
+        stored.contains(&format!(r#""output_of":{}"#, reply_seq.get())),
+        "{stored}"
+    );
+    assert!(!stored.contains("committed"), "{stored}");
+
+    forked.evolve(&Event::from(CastForked {
+        cast: CastId::new("child"),
+        parent: CastId::new(crate::harness::CAST),
+        parent_seq: forked.head,
+        parent_hash: Digest::ZERO,
+        loadout_hash: None,
+        tools: None,
+        loadout: None,
+        workdir: None,
+    }));
+    let decision = forked
+        .decide_mut(&Input::Revive, &crate::harness::env())
+        .unwrap();
+    let completed = of!(decision.events, SocketCompleted);
+    assert_eq!(completed[0].output, reply);
+    assert_eq!(
+        completed[0].output_of, None,
+        "the reply is the parent's event"
+    );
+}

@@ -611,3 +611,73 @@ fn a_stream_keeps_the_kind_it_was_created_with(
         StreamKind::ClaimsLedger
     );
 }
+
+/// A completion that names the reply its output is (`socket_completed` version 3) reads back
+/// through a `Decoder`, from the records before it or from the log alone, and verifies; one
+/// that names a seq holding no reply of its visit is undecodable at its own seq.
+#[rstest]
+fn a_completion_naming_its_reply_reads_back_and_a_wrong_name_is_caught(
+    #[values(Backend::Memory, Backend::Sqlite, Backend::Postgres)] backend: Backend,
+) {
+    use castlog_core::event::{AgentReplied, Event, SocketCompleted};
+    use castlog_core::id::{SocketId, Turn, Visit};
+    use castlog_events::Decoder;
+    use castlog_events::verify::ProblemKind;
+
+    let log = backend.open();
+    let text = "a reply long enough to be worth storing once ".repeat(40);
+    let reply = Event::from(AgentReplied {
+        socket: SocketId::new("Build"),
+        visit: Visit(1),
+        turn: Turn(1),
+        text: text.clone(),
+        usage: None,
+        tool_calls: Vec::new(),
+        cost: None,
+    });
+    let completed = |output_of: u64| {
+        Event::from(SocketCompleted {
+            socket: SocketId::new("Build"),
+            visit: Visit(1),
+            item: None,
+            output: text.clone(),
+            output_of: Some(Seq(output_of)),
+            parsed: None,
+            satisfied: None,
+            finalized: false,
+        })
+    };
+    let good = sample::cast("named");
+    let events = [reply.clone(), completed(1)];
+    let pending: Vec<Pending> = events.iter().map(|e| Pending::new(AT, e)).collect();
+    let sealed = log.append(&good, Seq::FIRST, &pending).unwrap();
+    assert!(sealed[1].payload.len() < 200, "the reply is not repeated");
+    let records = log.read(&good, Seq::FIRST, None).unwrap();
+    assert_eq!(Decoder::all(&records).unwrap(), events);
+    let alone = log.read(&good, Seq(2), None).unwrap();
+    assert_eq!(
+        Decoder::new().event_in(&*log, &alone[0]).unwrap(),
+        events[1]
+    );
+    let head = log.head(&good).unwrap().unwrap();
+    assert!(verify_cast(&*log, &head).unwrap().problems.is_empty());
+
+    let bad = sample::cast("misnamed");
+    let events = [reply, sample::event(1), completed(2)];
+    let pending: Vec<Pending> = events.iter().map(|e| Pending::new(AT, e)).collect();
+    log.append(&bad, Seq::FIRST, &pending).unwrap();
+    let head = log.head(&bad).unwrap().unwrap();
+    let problems = verify_cast(&*log, &head).unwrap().problems;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(
+        (problems[0].seq, problems[0].kind),
+        (Seq(3), ProblemKind::Undecodable)
+    );
+    assert!(
+        problems[0]
+            .message
+            .contains("names seq 2, a reply of Socket-2 visit 2"),
+        "{}",
+        problems[0].message
+    );
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use castlog_core::event::{Event, Placement, Target};
 use castlog_core::id::{CastId, Digest, Seq};
-use castlog_events::{EventLog, Recorded};
+use castlog_events::{Decoder, EventLog, Recorded};
 use serde_json::Value;
 
 use super::DiffError;
@@ -287,6 +287,8 @@ pub(super) struct Steps {
     /// prompt kept as its stored bytes instead of its decoded placements (equal bytes are
     /// equal placements; a step whose digests differ is read again in full, [`reread`]).
     full: bool,
+    /// Reads the history in order: a completion names the reply its output is.
+    pub(super) decoder: Decoder,
 }
 
 impl Steps {
@@ -296,11 +298,12 @@ impl Steps {
         // head only.
         let head_only = !self.full && record.kind == "prompt_dispatched";
         let event = if Step::reads(&record.kind) && !head_only {
-            match record.event() {
+            match self.decoder.event(record) {
                 Ok(event) => Some(event),
                 Err(_) => return,
             }
         } else {
+            self.decoder.note(record);
             None
         };
         if let Some(Event::SocketStarted(e)) = &event {

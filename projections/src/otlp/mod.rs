@@ -139,6 +139,8 @@ pub struct CastTrace {
     /// Per socket of the frozen loadout: its kind (`agent`, `utility`, `post`) and model.
     sockets: BTreeMap<String, (String, Option<String>)>,
     last_ns: u64,
+    /// Reads the cast in order: a completion names the reply its output is.
+    decoder: castlog_events::Decoder,
 }
 
 impl CastTrace {
@@ -163,6 +165,7 @@ impl CastTrace {
             call: None,
             sockets: BTreeMap::new(),
             last_ns: 0,
+            decoder: castlog_events::Decoder::new(),
         }
     }
 

@@ -40,7 +40,7 @@ impl CastTrace {
         policy: Option<&castlog_core::prompt::Policy>,
         record: &Recorded,
     ) -> Result<(), OtlpError> {
-        let event = match record.event() {
+        let event = match self.decoder.event_in(log, record) {
             Ok(event) => event,
             // A stream of another context: its events carry no spans.
             Err(castlog_core::event::DecodeError::UnknownKind { .. }) => {

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use castlog_core::event::Event;
 use castlog_core::id::{CastId, Seq};
 use castlog_core::machine::CastState;
-use castlog_events::{EventLog, LogError, StreamKind};
+use castlog_events::{Decoder, EventLog, LogError, StreamKind};
 
 use super::snapshot::restored;
 use super::{DriveError, FoldError};
@@ -60,11 +60,13 @@ pub(super) fn fold_with(
         None => (None, 0, Seq::FIRST),
     };
     let mut failure: Option<DriveError> = None;
+    // From a snapshot, the reply a completion names may be before it: read from the log then.
+    let mut decoder = Decoder::new();
     let scanned = log.scan(cast, from, &mut |record| {
         if record.seq > until {
             return ControlFlow::Break(());
         }
-        let event = match record.event() {
+        let event = match decoder.event_in(log, &record) {
             Ok(event) => event,
             Err(err) => {
                 failure = Some(DriveError::Fold {

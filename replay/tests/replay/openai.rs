@@ -38,11 +38,8 @@ pub fn drive_with(
 
 /// The events of a cast, decoded.
 pub fn events(log: &InMemoryLog, cast: &str) -> Vec<Event> {
-    log.read(&CastId::new(cast), Seq::FIRST, None)
-        .unwrap()
-        .iter()
-        .map(|r| r.event().unwrap())
-        .collect()
+    let records = log.read(&CastId::new(cast), Seq::FIRST, None).unwrap();
+    castlog_events::Decoder::all(&records).unwrap()
 }
 
 /// One canned HTTP answer.

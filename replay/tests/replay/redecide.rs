@@ -10,9 +10,11 @@ use crate::drive::run;
 fn rewritten(log: &InMemoryLog, cast: &CastId, edit: impl Fn(u64, Event) -> Event) -> InMemoryLog {
     let records = log.read(cast, Seq::FIRST, None).unwrap();
     let out = InMemoryLog::new();
+    let events = castlog_events::Decoder::all(&records).unwrap();
     let pending: Vec<Pending> = records
         .iter()
-        .map(|r| Pending::new(r.at_ms, &edit(r.seq.get(), r.event().unwrap())))
+        .zip(events)
+        .map(|(r, event)| Pending::new(r.at_ms, &edit(r.seq.get(), event)))
         .collect();
     out.append(cast, Seq::FIRST, &pending).unwrap();
     out
@@ -94,15 +96,17 @@ fn a_changed_time_inside_a_decision_is_a_divergence() {
     // seq 3 (utility_finished) and seq 4 (socket_completed) come from one decision; give seq 4
     // another time while keeping the chain valid.
     let out = InMemoryLog::new();
+    let events = castlog_events::Decoder::all(&records).unwrap();
     let pending: Vec<Pending> = records
         .iter()
-        .map(|r| {
+        .zip(&events)
+        .map(|(r, event)| {
             let at = if r.seq == Seq(4) {
                 r.at_ms + 1
             } else {
                 r.at_ms
             };
-            Pending::new(at, &r.event().unwrap())
+            Pending::new(at, event)
         })
         .collect();
     out.append(&cast, Seq::FIRST, &pending).unwrap();

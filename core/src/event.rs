@@ -33,11 +33,11 @@ pub enum DecodeError {
         /// The newest version known here.
         max: u16,
     },
-    /// The payload refers to an earlier event of its cast (see `event/completion.rs`) that the
-    /// reader was not given.
+    /// The payload names an earlier event of its cast for its text (see `event/completion.rs`
+    /// and `event/derived.rs`) that the reader was not given.
     #[error(
-        "payload of {kind:?} refers to the reply at seq {seq} for its output, and that reply was \
-         not read with it"
+        "payload of {kind:?} names the event at seq {seq} for its text, and that event was not \
+         read with it"
     )]
     Unresolved {
         /// The stored kind.
@@ -93,16 +93,28 @@ macro_rules! events {
                 Self::decode_with(kind, v, payload, &mut |_| None)
             }
 
-            /// [`Event::decode`], asking `earlier` for the reply at a seq when the payload
-            /// refers to one instead of repeating it (`socket_completed` version 3).
+            /// [`Event::decode`], asking `earlier` for the event at a seq when the payload
+            /// names one instead of repeating its text (`socket_completed` version 3 names a
+            /// reply, `data_assigned` and `rework_routed` version 2 a completion).
             pub fn decode_with(
                 kind: &str,
                 v: u16,
                 payload: &[u8],
-                earlier: &mut dyn FnMut(Seq) -> Option<EarlierReply>,
+                earlier: &mut dyn FnMut(Seq) -> Option<Earlier>,
             ) -> Result<Event, DecodeError> {
-                if kind == "socket_completed" && v == 3 {
-                    return completion::decode(payload, earlier).map(Event::SocketCompleted);
+                // The kinds whose payload may name an earlier event of its cast.
+                match (kind, v) {
+                    ("socket_completed", 3) => {
+                        return completion::decode(payload, earlier).map(Event::SocketCompleted);
+                    }
+                    ("data_assigned", 1..=2) => {
+                        return derived::decode_assignment(v, payload, earlier)
+                            .map(Event::DataAssigned);
+                    }
+                    ("rework_routed", 1..=2) => {
+                        return derived::decode_rework(v, payload, earlier).map(Event::ReworkRouted);
+                    }
+                    _ => {}
                 }
                 match kind {
                     $( $kind => {
@@ -187,13 +199,13 @@ events! {
     LanesJoined(LanesJoined) = "lanes_joined", v 1;
     // ----- routing and data -----
     /// A value was written into `state.data` (or the cast's item).
-    DataAssigned(DataAssigned) = "data_assigned", v 1;
+    DataAssigned(DataAssigned) = "data_assigned", v 2;
     /// A loop cursor moved.
     CursorAdvanced(CursorAdvanced) = "cursor_advanced", v 1;
     /// An edge of the graph was followed.
     EdgeTaken(EdgeTaken) = "edge_taken", v 1;
     /// A `not_satisfied` edge carried rework context to its target.
-    ReworkRouted(ReworkRouted) = "rework_routed", v 1;
+    ReworkRouted(ReworkRouted) = "rework_routed", v 2;
     /// Live rework entries for an item were cleared because the item was satisfied.
     ReworkCleared(ReworkCleared) = "rework_cleared", v 1;
     /// A prompt dispatch was scheduled under an idempotency key.
@@ -234,6 +246,7 @@ events! {
 mod budget;
 mod cause;
 mod completion;
+mod derived;
 mod dispatch;
 mod lanes;
 mod materia;
@@ -245,6 +258,7 @@ mod workspace;
 
 pub use budget::{BudgetRaised, BudgetWarning, CostUse, ReplyCost, dollars};
 pub use cause::PayloadCause;
+pub use derived::{REASON_CHARS, assigned_value, is_output_source, quoted_reason};
 pub use dispatch::{
     AgentFailed, AgentReplied, Destination, FailureClass, Placement, PromptDispatched, PromptHeld,
 };
@@ -272,6 +286,12 @@ impl Event {
         match (self, v) {
             (Event::SocketCompleted(body), 1 | 2) => {
                 serde_json::to_vec(&completion::EarlierVersion(body, v)).ok()
+            }
+            (Event::DataAssigned(body), 1) => {
+                serde_json::to_vec(&derived::FirstVersion::Assignment(body)).ok()
+            }
+            (Event::ReworkRouted(body), 1) => {
+                serde_json::to_vec(&derived::FirstVersion::Rework(body)).ok()
             }
             _ => None,
         }
@@ -629,8 +649,7 @@ pub struct SocketCompleted {
     pub finalized: bool,
 }
 
-/// A reply a later payload of its cast refers to (see [`Event::decode_with`]): what a reader
-/// hands the decoder for the seq the payload names.
+/// A reply a later payload of its cast names (see [`Event::decode_with`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EarlierReply {
     /// The socket that was answered.
@@ -641,23 +660,47 @@ pub struct EarlierReply {
     pub text: String,
 }
 
+/// What a reader hands [`Event::decode_with`] for the seq a payload names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Earlier {
+    /// An `agent_replied` that asks for no tool call (a `socket_completed`'s output).
+    Reply(EarlierReply),
+    /// A `socket_completed` (what an assignment from `$` or a rework reason is taken from).
+    Completion {
+        /// The socket that completed.
+        socket: SocketId,
+        /// Its output as assignments read it: `parsed`, or `output` as a JSON string.
+        whole: Value,
+    },
+}
+
 impl Event {
-    /// The reply a later `socket_completed` may name as its output: an `agent_replied` that
-    /// asks for no tool call (one that does is never an output).
-    pub fn earlier_reply(&self) -> Option<EarlierReply> {
+    /// What a later payload may name this event for: a reply that asks for no tool call (one
+    /// that does is never an output), or a completion.
+    pub fn earlier(&self) -> Option<Earlier> {
         match self {
-            Event::AgentReplied(r) if r.tool_calls.is_empty() => Some(EarlierReply {
-                socket: r.socket.clone(),
-                visit: r.visit,
-                text: r.text.clone(),
+            Event::AgentReplied(r) if r.tool_calls.is_empty() => {
+                Some(Earlier::Reply(EarlierReply {
+                    socket: r.socket.clone(),
+                    visit: r.visit,
+                    text: r.text.clone(),
+                }))
+            }
+            Event::SocketCompleted(c) => Some(Earlier::Completion {
+                socket: c.socket.clone(),
+                whole: c
+                    .parsed
+                    .clone()
+                    .unwrap_or_else(|| Value::String(c.output.clone())),
             }),
             _ => None,
         }
     }
 }
 
-/// A write into the workflow's data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A write into the workflow's data. Stored in version 2 (`event/derived.rs` has both
+/// versions' layouts): `value` is left out when it is read from the completion at `from`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DataAssigned {
     /// The socket whose completion caused it.
     pub socket: SocketId,
@@ -665,6 +708,19 @@ pub struct DataAssigned {
     pub path: String,
     /// The JSON value written at `path` (replacing what was there).
     pub value: Value,
+    /// Where `value` comes from, when it is read from the output of the completion just
+    /// recorded: the payload then names that completion and the source path instead of
+    /// repeating the value (version 2).
+    pub from: Option<ValueFrom>,
+}
+
+/// The completion an assignment's value is read from, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueFrom {
+    /// Seq of the `socket_completed` of the same cast.
+    pub seq: Seq,
+    /// The assignment's source path (`$` or `$.…`), read on that completion's output.
+    pub source: String,
 }
 
 /// A loop cursor moved.
@@ -694,8 +750,10 @@ pub struct EdgeTaken {
     pub traversal: u32,
 }
 
-/// Rework context for the target of a `not_satisfied` edge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Rework context for the target of a `not_satisfied` edge. Stored in version 2
+/// (`event/derived.rs` has both versions' layouts): `reason` is left out when it quotes the
+/// `context` of the completion at `reason_of`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReworkRouted {
     /// Socket whose output was not satisfied.
     pub source: SocketId,
@@ -704,10 +762,12 @@ pub struct ReworkRouted {
     /// Socket the `not_satisfied` edge leads to, which must do its work again.
     pub target: SocketId,
     /// Work item being reworked; `None` outside loops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The reason: the output's `context`, or a bounded excerpt of the output.
     pub reason: String,
+    /// The seq of the completion of this cast whose `context` `reason` quotes, when it is
+    /// one, quoted as [`quoted_reason`] does: the payload then names it (version 2).
+    pub reason_of: Option<Seq>,
 }
 
 /// Rework entries for an item stopped being live.

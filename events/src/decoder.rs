@@ -1,18 +1,20 @@
 //! Decoding a cast's records in seq order, with the earlier replies later events refer to.
 //!
 //! A `socket_completed` of version 3 names the `agent_replied` of its cast whose text its
-//! output is, instead of repeating the text (`castlog_core::event`'s `completion` module has
-//! the layout). A reader of such a record needs that reply: a [`Decoder`] keeps the latest
-//! reply it decoded (the one a completion names: a visit's output is the last reply of the
-//! visit, and visits of one cast never overlap), so reading a cast in order costs nothing
-//! more than the reply's text kept once. A record whose reply it did not see (a read that
+//! output is, instead of repeating the text, and a `data_assigned` or `rework_routed` of
+//! version 2 names the `socket_completed` its value or reason is read from
+//! (`castlog_core::event`'s `completion` and `derived` modules have the layouts). A reader of
+//! such a record needs the event it names: a [`Decoder`] keeps the latest reply and the latest
+//! completion it read (the ones named: a visit's output is the last reply of the visit, the
+//! assignments and rework of a completion follow it, and visits of one cast never overlap), so
+//! reading a cast in order costs nothing more than those two kept once. A record whose reply it did not see (a read that
 //! starts after it: a fold from a snapshot, `events --from`) is resolved by reading that one
 //! seq from the log ([`Decoder::event_in`]); without a log ([`Decoder::event`]) it does not
 //! decode, and the error names the seq it needs.
 //!
 //! Every other record decodes as [`Recorded::event`] decodes it.
 
-use castlog_core::event::{Contexts, DecodeError, EarlierReply, Event};
+use castlog_core::event::{Contexts, DecodeError, Earlier, Event};
 use castlog_core::id::{CastId, Seq};
 
 use crate::log::EventLog;
@@ -21,38 +23,28 @@ use crate::record::Recorded;
 /// Decodes records of casts in seq order (see the module documentation).
 #[derive(Debug, Clone, Default)]
 pub struct Decoder {
-    /// The latest reply of a cast read, decoded or as stored.
-    latest: Option<Latest>,
+    /// The latest reply read.
+    reply: Option<Latest>,
+    /// The latest completion read.
+    completion: Option<Latest>,
 }
 
-/// The latest `agent_replied` read: decoded by [`Decoder::event`], or noted by
-/// [`Decoder::note`] by a reader that does not decode replies (decoded only when a completion
-/// names it).
+/// The latest event of a kind read: decoded by [`Decoder::event`], or noted by
+/// [`Decoder::note`] by a reader that does not decode its kind (decoded only when a later
+/// record names it).
 #[derive(Debug, Clone)]
 enum Latest {
-    Decoded(CastId, Seq, EarlierReply),
+    Decoded(CastId, Seq, Earlier),
     Stored(Box<Recorded>),
 }
+
+/// The kinds a later record may name.
+const NAMED: [&str; 2] = ["agent_replied", "socket_completed"];
 
 impl Decoder {
     /// A decoder that has read nothing yet.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Decodes `record` into a typed event, upcasting old versions and resolving a reference
-    /// to an earlier reply of its cast from the records read before it.
-    pub fn event(&mut self, record: &Recorded) -> Result<Event, DecodeError> {
-        self.decode(record, &mut |_, _| None)
-    }
-
-    /// [`Decoder::event`], reading from `log` a reply this decoder did not read itself.
-    pub fn event_in<L: EventLog + ?Sized>(
-        &mut self,
-        log: &L,
-        record: &Recorded,
-    ) -> Result<Event, DecodeError> {
-        self.decode(record, &mut |cast, seq| read_reply(log, cast, seq))
     }
 
     /// Decodes the records of a cast (or of a history: ancestors first), in order.
@@ -63,45 +55,78 @@ impl Decoder {
         records.into_iter().map(|r| decoder.event(r)).collect()
     }
 
-    /// Reads `record` without decoding it, for a reader that skips most kinds: a reply is
-    /// kept as stored, so a completion that names it still decodes.
-    pub fn note(&mut self, record: &Recorded) {
-        if record.kind == "agent_replied" {
-            self.latest = Some(Latest::Stored(Box::new(record.clone())));
-        }
+    /// Decodes `record` into a typed event, upcasting old versions and resolving a name of an
+    /// earlier event of its cast from the records read before it.
+    pub fn event(&mut self, record: &Recorded) -> Result<Event, DecodeError> {
+        self.decode(record, &mut |_, _| None)
     }
 
-    /// Decodes `record` as [`Decoder::event`] would, without counting it as read (a reply it
-    /// is is not kept): for a look at a record that is read in its turn later.
+    /// [`Decoder::event`], reading from `log` an event this decoder did not read itself.
+    pub fn event_in<L: EventLog + ?Sized>(
+        &mut self,
+        log: &L,
+        record: &Recorded,
+    ) -> Result<Event, DecodeError> {
+        self.decode(record, &mut |cast, seq| read_earlier(log, cast, seq))
+    }
+
+    /// Reads `record` without decoding it, for a reader that skips most kinds: a reply or a
+    /// completion is kept as stored, so a later record that names it still decodes.
+    pub fn note(&mut self, record: &Recorded) {
+        let slot = match record.kind.as_str() {
+            "agent_replied" => &mut self.reply,
+            "socket_completed" => &mut self.completion,
+            _ => return,
+        };
+        *slot = Some(Latest::Stored(Box::new(record.clone())));
+    }
+
+    /// Decodes `record` as [`Decoder::event`] would, without counting it as read (a reply or
+    /// completion it is is not kept): for a look at a record that is read in its turn later.
     pub fn peek(&self, record: &Recorded) -> Result<Event, DecodeError> {
         Event::decode_with(&record.kind, record.v, &record.payload, &mut |seq| {
-            self.resolve(&record.cast, seq)
+            // Only an earlier seq can be named (so a hostile name never loops).
+            (seq < record.seq)
+                .then(|| self.resolve(&record.cast, seq))
+                .flatten()
         })
     }
 
-    /// The reply at `seq` of `cast`, if it is the latest one read.
-    fn resolve(&self, cast: &CastId, seq: Seq) -> Option<EarlierReply> {
-        match self.latest.as_ref()? {
-            Latest::Decoded(c, at, reply) if c == cast && *at == seq => Some(reply.clone()),
-            Latest::Stored(r) if r.cast == *cast && r.seq == seq => r.event().ok()?.earlier_reply(),
-            _ => None,
-        }
+    /// The event at `seq` of `cast`, if it is the latest reply or completion read.
+    fn resolve(&self, cast: &CastId, seq: Seq) -> Option<Earlier> {
+        [&self.reply, &self.completion]
+            .into_iter()
+            .find_map(|slot| match slot.as_ref()? {
+                Latest::Decoded(c, at, earlier) if c == cast && *at == seq => Some(earlier.clone()),
+                Latest::Stored(r) if r.cast == *cast && r.seq == seq => {
+                    self.peek(r).ok()?.earlier()
+                }
+                _ => None,
+            })
     }
 
     fn decode(
         &mut self,
         record: &Recorded,
-        read: &mut dyn FnMut(&CastId, Seq) -> Option<EarlierReply>,
+        read: &mut dyn FnMut(&CastId, Seq) -> Option<Earlier>,
     ) -> Result<Event, DecodeError> {
         let event = Event::decode_with(&record.kind, record.v, &record.payload, &mut |seq| {
+            // Only an earlier seq can be named (so a hostile name never loops).
+            if seq >= record.seq {
+                return None;
+            }
             self.resolve(&record.cast, seq)
                 .or_else(|| read(&record.cast, seq))
         })?;
-        if let Some(reply) = event.earlier_reply() {
-            self.latest = Some(Latest::Decoded(record.cast.clone(), record.seq, reply));
-        } else if record.kind == "agent_replied" {
-            // A reply that asks for tools is never an output: the one after it will be.
-            self.latest = None;
+        if NAMED.contains(&record.kind.as_str()) {
+            let kept = event
+                .earlier()
+                .map(|earlier| Latest::Decoded(record.cast.clone(), record.seq, earlier));
+            match event {
+                // A reply that asks for tools is never an output: the one after it will be.
+                Event::AgentReplied(_) => self.reply = kept,
+                _ => self.completion = kept,
+            }
         }
         Ok(event)
     }
@@ -116,11 +141,12 @@ impl Decoder {
     }
 }
 
-/// The reply at `seq` of `cast`, read from the log; `None` when there is none there.
-fn read_reply<L: EventLog + ?Sized>(log: &L, cast: &CastId, seq: Seq) -> Option<EarlierReply> {
+/// The reply or completion at `seq` of `cast`, read from the log (a completion with the reply
+/// it names); `None` when there is neither there.
+fn read_earlier<L: EventLog + ?Sized>(log: &L, cast: &CastId, seq: Seq) -> Option<Earlier> {
     let records = log.read(cast, seq, Some(seq)).ok()?;
     let record = records.into_iter().find(|r| r.seq == seq)?;
-    record.event().ok()?.earlier_reply()
+    Decoder::new().event_in(log, &record).ok()?.earlier()
 }
 
 #[cfg(test)]
@@ -198,6 +224,19 @@ mod tests {
         let mut other = records[1].clone();
         other.cast = CastId::new("other");
         assert!(decoder.peek(&other).is_err());
+    }
+
+    #[test]
+    fn a_completion_naming_itself_or_a_later_seq_does_not_decode() {
+        let log = InMemoryLog::new();
+        for named in [2, 3] {
+            let cast = CastId::new(format!("c{named}"));
+            let events = [reply("first"), completed("first", Seq(named))];
+            let pending: Vec<Pending> = events.iter().map(|e| Pending::new(0, e)).collect();
+            let records = log.append(&cast, Seq(1), &pending).unwrap();
+            let err = Decoder::new().event_in(&log, &records[1]).unwrap_err();
+            assert!(matches!(err, DecodeError::Unresolved { .. }), "{err}");
+        }
     }
 
     #[test]

@@ -189,21 +189,37 @@ pub(crate) fn show_event(record: &Recorded, decoded: Result<&Event, &DecodeError
 /// The stored payload as JSON, with what a format version leaves out of it put back (as the
 /// decoder reads it), so `--json` readers find the same fields in every version: a
 /// `socket_completed` whose `parsed_from_output` is set shows its `parsed` too, as version 1
-/// stored it, and one that names the reply its output is (`output_of`, version 3) shows that
-/// `output` too, as version 2 stored it.
+/// stored it, and one that names the reply its output is (`output_of`, version 3) its
+/// `output`; a `data_assigned` that names its completion (`value_of`, version 2) shows its
+/// `value`, and a `rework_routed` (`reason_of`, version 2) its `reason`.
 fn shown_payload(record: &Recorded, event: Option<&Event>) -> Value {
     let mut payload = serde_json::from_slice(&record.payload).unwrap_or(Value::Null);
-    if let Value::Object(fields) = &mut payload
-        && let Some(Event::SocketCompleted(completed)) = event
-    {
-        if fields.get("parsed_from_output") == Some(&Value::Bool(true))
-            && let Some(parsed) = &completed.parsed
-        {
-            fields.insert("parsed".into(), parsed.clone());
+    let Value::Object(fields) = &mut payload else {
+        return payload;
+    };
+    let mut put_back = |named: &str, field: &str, value: Value| {
+        if fields.contains_key(named) && !fields.contains_key(field) {
+            fields.insert(field.into(), value);
         }
-        if fields.contains_key("output_of") && !fields.contains_key("output") {
-            fields.insert("output".into(), Value::String(completed.output.clone()));
+    };
+    match event {
+        Some(Event::SocketCompleted(completed)) => {
+            if let Some(parsed) = &completed.parsed {
+                put_back("parsed_from_output", "parsed", parsed.clone());
+            }
+            put_back(
+                "output_of",
+                "output",
+                Value::String(completed.output.clone()),
+            );
         }
+        Some(Event::DataAssigned(assigned)) => {
+            put_back("value_of", "value", assigned.value.clone());
+        }
+        Some(Event::ReworkRouted(rework)) => {
+            put_back("reason_of", "reason", Value::String(rework.reason.clone()));
+        }
+        _ => {}
     }
     payload
 }

@@ -122,8 +122,28 @@ fn with_v9_database() -> Sandbox {
     with_database("v9")
 }
 
-fn pinned_v9(name: &str) -> String {
-    std::fs::read_to_string(fixture(&format!("casts/v9/{name}"))).unwrap()
+/// Recasts the fixture's `demo` at Socket-4:2 with `full-auto-other.jsonl` as `demo-c` (what
+/// `demo-b` is, by the build that wrote the fixture); `show demo-c --json` then.
+fn recast_demo(sandbox: &Sandbox) -> serde_json::Value {
+    let agent = scripted("full-auto-other.jsonl");
+    let recast = sandbox.run(&[
+        "recast",
+        "demo",
+        "--at",
+        "Socket-4:2",
+        "--agent",
+        &agent,
+        "--cast",
+        "demo-c",
+        "--quiet",
+    ]);
+    assert_eq!(recast.code, 0, "{}", recast.stderr);
+    sandbox.run(&["show", "demo-c", "--json"]).json()
+}
+
+/// A file of what the build that wrote `fixtures/casts/DIR/` printed on it.
+fn pinned(dir: &str, name: &str) -> String {
+    std::fs::read_to_string(fixture(&format!("casts/{dir}/{name}"))).unwrap()
 }
 
 #[test]
@@ -165,17 +185,24 @@ fn a_read_only_version_9_database_reads_byte_for_byte_without_its_upgrade() {
 
 /// The v9 fixture's casts verify and print what the build that wrote them printed.
 fn reads_as_pinned_v9(sandbox: &Sandbox) {
+    reads_as_pinned(sandbox, "v9");
+}
+
+/// The casts of the fixture in `fixtures/casts/DIR/` (`built`, `demo`, `demo-b`, 192 events)
+/// verify and print what the build that wrote them printed: `casts --json`, `replay --json`,
+/// `export --format jsonl` and `show --json`.
+fn reads_as_pinned(sandbox: &Sandbox, dir: &str) {
     assert_eq!(verified(sandbox)["events"], 192);
     assert_eq!(
         sandbox.run(&["casts", "--json"]).stdout,
-        pinned_v9("casts.json")
+        pinned(dir, "casts.json")
     );
     for cast in ["built", "demo", "demo-b"] {
         let replayed = sandbox.run(&["replay", cast, "--json"]);
         assert_eq!(replayed.code, 0, "{cast}: {}", replayed.stderr);
         assert_eq!(
             replayed.stdout,
-            pinned_v9(&format!("replay-{cast}.json")),
+            pinned(dir, &format!("replay-{cast}.json")),
             "{cast}"
         );
     }
@@ -185,13 +212,62 @@ fn reads_as_pinned_v9(sandbox: &Sandbox) {
     assert_eq!(export.code, 0, "{}", export.stderr);
     assert_eq!(
         std::fs::read_to_string(&exported).unwrap(),
-        pinned_v9("export-demo.jsonl")
+        pinned(dir, "export-demo.jsonl")
     );
-    // Its socket_completed events are version 1, `parsed` in full.
     assert_eq!(
         sandbox.run(&["show", "demo-b", "--json"]).stdout,
-        pinned_v9("show-demo-b.json")
+        pinned(dir, "show-demo-b.json")
     );
+}
+
+/// `fixtures/casts/v10/` holds the same casts written at schema v10 (values packed) by the
+/// build before `socket_completed` version 3 and `data_assigned` and `rework_routed` version 2
+/// (every reply, value and reason in full), with what it printed: they read byte for byte, and
+/// a recast of `demo` goes on in the new versions and diffs as the same as `demo-b`.
+#[test]
+fn a_database_from_before_texts_were_named_reads_byte_for_byte() {
+    let sandbox = with_database("v10");
+    reads_as_pinned(&sandbox, "v10");
+    let shown = sandbox.run(&["show", "demo", "--json"]).json();
+    let versions: std::collections::BTreeSet<(String, u64)> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            ["socket_completed", "data_assigned", "rework_routed"]
+                .contains(&e["kind"].as_str().unwrap())
+        })
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_owned(),
+                e["v"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        versions.into_iter().collect::<Vec<_>>(),
+        [
+            ("data_assigned".to_owned(), 1),
+            ("socket_completed".to_owned(), 2)
+        ]
+    );
+    let shown = recast_demo(&sandbox);
+    let named: Vec<&str> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            let p = &e["payload"];
+            p["output_of"].is_u64() || p["value_of"].is_u64() || p["reason_of"].is_u64()
+        })
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["socket_completed", "data_assigned"] {
+        assert!(named.contains(&kind), "no {kind} names its text: {named:?}");
+    }
+    verified(&sandbox);
+    let diff = sandbox.run(&["diff", "demo-b", "demo-c", "--json"]).json();
+    assert_eq!(diff["first_divergence"], serde_json::Value::Null, "{diff}");
 }
 
 /// A recast of an old cast writes version 3 after its parent's version 1 prefix: the reply is
@@ -201,20 +277,7 @@ fn reads_as_pinned_v9(sandbox: &Sandbox) {
 #[test]
 fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
     let sandbox = with_v9_database();
-    let agent = scripted("full-auto-other.jsonl");
-    let recast = sandbox.run(&[
-        "recast",
-        "demo",
-        "--at",
-        "Socket-4:2",
-        "--agent",
-        &agent,
-        "--cast",
-        "demo-c",
-        "--quiet",
-    ]);
-    assert_eq!(recast.code, 0, "{}", recast.stderr);
-    let shown = sandbox.run(&["show", "demo-c", "--json"]).json();
+    let shown = recast_demo(&sandbox);
     let completions: Vec<&serde_json::Value> = shown["events"]
         .as_array()
         .unwrap()

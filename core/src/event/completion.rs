@@ -31,7 +31,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{DecodeError, EarlierReply, PayloadCause, SocketCompleted, is_false};
+use super::{DecodeError, Earlier, PayloadCause, SocketCompleted, is_false};
 use crate::id::{ItemKey, Seq, SocketId, Visit};
 
 /// The stored form every version reads as.
@@ -74,7 +74,7 @@ impl TryFrom<Stored> for SocketCompleted {
 /// Decodes a version 3 payload, asking `earlier` for the reply its `output_of` names.
 pub(super) fn decode(
     payload: &[u8],
-    earlier: &mut dyn FnMut(Seq) -> Option<EarlierReply>,
+    earlier: &mut dyn FnMut(Seq) -> Option<Earlier>,
 ) -> Result<SocketCompleted, DecodeError> {
     let invalid = |message: String| DecodeError::Payload {
         kind: "socket_completed".to_owned(),
@@ -87,10 +87,20 @@ pub(super) fn decode(
     let Some(seq) = stored.output_of.filter(|_| stored.output.is_none()) else {
         return SocketCompleted::try_from(stored).map_err(invalid);
     };
-    let reply = earlier(seq).ok_or(DecodeError::Unresolved {
-        kind: "socket_completed".to_owned(),
-        seq,
-    })?;
+    let reply = match earlier(seq) {
+        Some(Earlier::Reply(reply)) => reply,
+        Some(Earlier::Completion { .. }) => {
+            return Err(invalid(format!(
+                "`output_of` names seq {seq}, a completion, not a reply"
+            )));
+        }
+        None => {
+            return Err(DecodeError::Unresolved {
+                kind: "socket_completed".to_owned(),
+                seq,
+            });
+        }
+    };
     if reply.socket != stored.socket || reply.visit != stored.visit {
         return Err(invalid(format!(
             "`output_of` names seq {seq}, a reply of {} visit {}, not of {} visit {}",

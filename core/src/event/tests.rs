@@ -315,10 +315,12 @@ fn socket_completed_names_the_reply_its_output_is() {
     let v2 = r#"{"socket":"Socket-3","visit":2,"item":"WI-1","output":"{\"satisfied\": true, \"feedback\": \"ok\"}","parsed_from_output":true,"satisfied":true}"#;
     assert_eq!(String::from_utf8(event.encode()).unwrap(), v3);
     assert_eq!(String::from_utf8(event.encode_at(2).unwrap()).unwrap(), v2);
-    let earlier = |socket: &str, visit: u32| EarlierReply {
-        socket: SocketId::new(socket),
-        visit: Visit(visit),
-        text: reply.into(),
+    let earlier = |socket: &str, visit: u32| {
+        Earlier::Reply(EarlierReply {
+            socket: SocketId::new(socket),
+            visit: Visit(visit),
+            text: reply.into(),
+        })
     };
     let mut asked = Vec::new();
     let decoded = Event::decode_with("socket_completed", 3, v3.as_bytes(), &mut |seq| {
@@ -336,7 +338,7 @@ fn socket_completed_names_the_reply_its_output_is() {
             seq: Seq(41)
         }
     );
-    assert!(err.to_string().contains("reply at seq 41"), "{err}");
+    assert!(err.to_string().contains("event at seq 41"), "{err}");
     // A reply of another visit is not this output.
     let err = Event::decode_with("socket_completed", 3, v3.as_bytes(), &mut |_| {
         Some(earlier("Socket-3", 1))
@@ -369,4 +371,89 @@ fn a_socket_completed_claiming_a_parse_it_cannot_have_is_refused() {
         let err = Event::decode("socket_completed", 2, payload.as_bytes()).unwrap_err();
         assert!(err.to_string().contains(says), "{err}");
     }
+}
+
+/// `data_assigned` and `rework_routed` version 2 name the completion their value or reason is
+/// read from; they read back only with it, of the same socket, and version 1's bytes are still
+/// written for a re-decision of an older cast.
+#[test]
+fn assignments_and_rework_name_the_completion_they_quote() {
+    let context = format!("verdict  rejected:\n{}", "word ".repeat(300));
+    let whole = serde_json::json!({"context": context, "satisfied": false});
+    let completion = |socket: &str| {
+        Some(Earlier::Completion {
+            socket: SocketId::new(socket),
+            whole: whole.clone(),
+        })
+    };
+    let assigned = Event::from(DataAssigned {
+        socket: SocketId::new("Eval"),
+        path: "lastFeedback".into(),
+        value: Value::String(context.clone()),
+        from: Some(ValueFrom {
+            seq: Seq(7),
+            source: "$.context".into(),
+        }),
+    });
+    let v2 = r#"{"socket":"Eval","path":"lastFeedback","value_of":7,"source":"$.context"}"#;
+    assert_eq!(assigned.version(), 2);
+    assert_eq!(String::from_utf8(assigned.encode()).unwrap(), v2);
+    let v1 = assigned.encode_at(1).unwrap();
+    assert!(String::from_utf8_lossy(&v1).contains(r#""value":"verdict  rejected:"#));
+    let read = |kind: &str, v: u16, bytes: &[u8], socket: &str| {
+        Event::decode_with(kind, v, bytes, &mut |seq| {
+            assert_eq!(seq, Seq(7));
+            completion(socket)
+        })
+    };
+    assert_eq!(
+        read("data_assigned", 2, v2.as_bytes(), "Eval"),
+        Ok(assigned.clone())
+    );
+    let mut plain = assigned;
+    if let Event::DataAssigned(a) = &mut plain {
+        a.from = None;
+    }
+    assert_eq!(read("data_assigned", 1, &v1, "Eval"), Ok(plain));
+    let err = read("data_assigned", 2, v2.as_bytes(), "Build").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a completion of Build, not of Eval"),
+        "{err}"
+    );
+    assert!(matches!(
+        Event::decode("data_assigned", 2, v2.as_bytes()),
+        Err(DecodeError::Unresolved { seq: Seq(7), .. })
+    ));
+    // A null value is a value, not a missing one.
+    let null = r#"{"socket":"Eval","path":"x","value":null}"#;
+    assert!(Event::decode("data_assigned", 1, null.as_bytes()).is_ok());
+
+    // The reason is the context collapsed and cut at 900 characters, as the machine quotes it.
+    let reason = quoted_reason(&context);
+    assert!(
+        reason.starts_with("verdict rejected: word word"),
+        "{reason}"
+    );
+    assert_eq!(reason.chars().count(), REASON_CHARS + 1);
+    assert!(reason.ends_with('…'));
+    let rework = Event::from(ReworkRouted {
+        source: SocketId::new("Eval"),
+        materia_label: "Auto-Eval".into(),
+        target: SocketId::new("Build"),
+        item: Some(ItemKey::new("WI-1")),
+        reason,
+        reason_of: Some(Seq(7)),
+    });
+    let v2 = r#"{"source":"Eval","materia_label":"Auto-Eval","target":"Build","item":"WI-1","reason_of":7}"#;
+    assert_eq!(String::from_utf8(rework.encode()).unwrap(), v2);
+    assert_eq!(
+        read("rework_routed", 2, v2.as_bytes(), "Eval"),
+        Ok(rework.clone())
+    );
+    let v1 = rework.encode_at(1).unwrap();
+    assert!(String::from_utf8_lossy(&v1).contains(r#""reason":"verdict rejected"#));
+    assert!(read("rework_routed", 2, v2.as_bytes(), "Build").is_err());
+    let err = Event::decode("rework_routed", 1, v2.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("not part of version 1"), "{err}");
 }

@@ -63,6 +63,7 @@ impl CastState {
             refinement_turns: Default::default(),
             last_output: None,
             last_json: None,
+            last_json_at: None,
             usage: Usage::default(),
             budget_warned: false,
             cost_micros: 0,

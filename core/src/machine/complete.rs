@@ -367,6 +367,8 @@ impl Decider<'_, '_> {
             satisfied,
             finalized: current.finalizing,
         });
+        // The seq of the completion just recorded, which the assignments from `$` name.
+        let completed_at = self.state.head;
         // `$` of assignments and advance conditions: the parsed JSON, or the raw text.
         let whole = parsed.unwrap_or_else(|| Value::String(output.to_owned()));
         // A utility reporting satisfied:false with a failed state namespace is an
@@ -397,11 +399,19 @@ impl Decider<'_, '_> {
                 last_json: self.state.last_json.as_ref(),
                 last_output: self.state.last_output.as_deref(),
             };
-            let value = path::resolve(&scope, source).unwrap_or(Value::Null);
+            let resolved = path::resolve(&scope, source);
+            // A value read from the output alone is named, not repeated.
+            let from = (resolved.is_some() && crate::event::is_output_source(source)).then(|| {
+                crate::event::ValueFrom {
+                    seq: completed_at,
+                    source: source.clone(),
+                }
+            });
             self.emit(DataAssigned {
                 socket: socket_id.clone(),
                 path: target.clone(),
-                value,
+                value: resolved.unwrap_or(Value::Null),
+                from,
             });
         }
         if satisfied == Some(true) && self.state.rework.iter().any(|r| r.item == current.item) {
@@ -550,12 +560,14 @@ impl Decider<'_, '_> {
             && let Target::Socket(target) = &to
         {
             let reason = self.rework_reason();
+            let reason_of = self.quoted_completion(socket_id, &reason);
             self.emit(ReworkRouted {
                 source: socket_id.clone(),
                 materia_label: socket.label.clone(),
                 target: target.clone(),
                 item,
                 reason,
+                reason_of,
             });
         }
         self.go(to);
@@ -566,6 +578,14 @@ impl Decider<'_, '_> {
             Target::End => self.finish(),
             Target::Socket(next) => self.enter(&next, true),
         }
+    }
+
+    /// The seq of this cast's completion of `socket` whose `context` `reason` quotes as a
+    /// version 2 `rework_routed` derives it, if there is one.
+    fn quoted_completion(&self, socket: &SocketId, reason: &str) -> Option<crate::id::Seq> {
+        let (at, by) = self.state.last_json_at.as_ref()?;
+        let context = self.state.last_json.as_ref()?.get("context")?.as_str()?;
+        (by == socket && crate::event::quoted_reason(context) == reason).then_some(*at)
     }
 
     /// The rework reason: the output's `context`, else a bounded excerpt without `text`.

@@ -174,6 +174,7 @@ impl CastState {
                 if let Some(c) = &mut self.current {
                     c.pending_reply_at = None;
                 }
+                self.last_json_at = None;
             }
             Event::CastCompleted(_) => {
                 self.status = Status::Completed;
@@ -363,6 +364,7 @@ impl CastState {
                 self.last_satisfied = e.satisfied;
                 if let Some(parsed) = &e.parsed {
                     self.last_json = Some(parsed.clone());
+                    self.last_json_at = Some((self.head, e.socket.clone()));
                     if let Some(socket) = socket {
                         self.apply_envelope(&e.socket, socket, parsed);
                     }

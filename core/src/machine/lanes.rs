@@ -41,6 +41,8 @@ impl CastState {
         state.failure = None;
         state.current = None;
         state.scheduled = None;
+        // The parent's completions are not events of the lane.
+        state.last_json_at = None;
         let loadout = std::sync::Arc::clone(&state.loadout);
         if let Some(lanes) = &loadout.lanes
             && let Some(region) = loadout.loops.iter().find(|l| l.id == lanes.loop_id)
@@ -222,11 +224,13 @@ impl Decider<'_, '_> {
             }).collect::<Vec<_>>(),
         });
         self.emit(DataAssigned {
+            from: None,
             socket: set.socket.clone(),
             path: "parallelFanIn".into(),
             value: fan_in,
         });
         self.emit(DataAssigned {
+            from: None,
             socket: set.socket.clone(),
             path: "envelope.satisfied".into(),
             value: satisfied.map_or(Value::Null, Value::Bool),
@@ -241,6 +245,7 @@ impl Decider<'_, '_> {
                 .join(", ")
         );
         self.emit(DataAssigned {
+            from: None,
             socket: set.socket.clone(),
             path: "envelope.context".into(),
             value: Value::String(context),

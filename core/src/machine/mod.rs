@@ -33,6 +33,7 @@ use crate::id::{CastId, ClaimId, Digest, DispatchKey, ItemKey, Seq, SocketId, Tu
 use crate::loadout::Loadout;
 
 pub use begin::StartError;
+pub(crate) use complete::bounded;
 pub use decide::{Decision, Rejection};
 pub use next::{Inconsistent, Next};
 use snapshot::empty_loadout;
@@ -295,6 +296,10 @@ pub struct CastState {
     pub last_output: Option<String>,
     /// The last committed JSON.
     pub last_json: Option<Value>,
+    /// The seq and socket of the completion that committed it, when that is an event of this
+    /// cast (not of a fork's or a lane's parent): a rework reason that quotes it names that seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_json_at: Option<(Seq, SocketId)>,
     /// Tokens the agents reported over the whole cast (the budget is checked against it).
     pub usage: Usage,
     /// Whether the budget warning was given (`budget_warning`; a raise that brings the use

@@ -14,8 +14,9 @@ use crate::loadout::{Budget, Limits, Loadout};
 /// The snapshot format; bump it whenever [`CastState`] changes shape or its seal does (2:
 /// sealed by the driver, see `castlog_replay::driver`; 3: the fence version; 4: sealed by the
 /// one seal of the log's caches, `castlog_events::seal`, which covers this version too; 5: the handoff-context rule and the settled rework reasons; 6: the execution scope; 7: the
-/// seq of the pending reply, which a fold from the start knows and an older snapshot did not).
-pub const VERSION: u32 = 7;
+/// seq of the pending reply, which a fold from the start knows and an older snapshot did not;
+/// 8: the seq of the completion behind `last_json`, the same way).
+pub const VERSION: u32 = 8;
 
 #[derive(Serialize)]
 struct Out<'a> {

@@ -10,8 +10,9 @@ use super::{Divergence, EventSummary};
 use crate::timeline::TimelineLine;
 
 /// An event made comparable across casts: the cast id (in `cast_started` and in dispatch keys)
-/// is the only expected difference between two runs of the same thing, besides how a
-/// completion stores its output (naming a reply's seq, or in full). `decoder` has read the
+/// is the only expected difference between two runs of the same thing, besides where a text is
+/// stored (a completion's output, an assignment's value, a rework reason: named by an earlier
+/// event's seq, or in full). `decoder` has read the
 /// history before `record`.
 fn normalized(record: &Recorded, decoder: &Decoder) -> (String, Vec<u8>) {
     let own = |key: &DispatchKey| {
@@ -38,6 +39,14 @@ fn normalized(record: &Recorded, decoder: &Decoder) -> (String, Vec<u8>) {
         Ok(Event::SocketCompleted(mut e)) => {
             e.output_of = None;
             Event::SocketCompleted(e)
+        }
+        Ok(Event::DataAssigned(mut e)) => {
+            e.from = None;
+            Event::DataAssigned(e)
+        }
+        Ok(Event::ReworkRouted(mut e)) => {
+            e.reason_of = None;
+            Event::ReworkRouted(e)
         }
         Ok(other) => other,
         Err(_) => return (record.kind.clone(), record.payload.clone()),

@@ -94,10 +94,11 @@ fn a_parallel_cast_runs_its_lanes_to_the_fan_in_and_every_stream_re_decides() {
     assert_eq!(plan.kind, "lanes_planned");
     assert_eq!(lane_a[0].prev, plan.hash);
     // The rework in lane a went by the normal rules, for the parent's item WI-3.
-    let reworked: Vec<_> = lane_a
-        .iter()
-        .filter_map(|r| match r.event() {
-            Ok(Event::ReworkRouted(e)) => e.item.map(|i| i.to_string()),
+    let reworked: Vec<_> = castlog_events::Decoder::all(&lane_a)
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::ReworkRouted(e) => e.item.map(|i| i.to_string()),
             _ => None,
         })
         .collect();

@@ -82,7 +82,18 @@ macro_rules! events {
 
             /// The payload bytes: compact JSON of the kind's struct, in the kind's current version.
             pub fn encode(&self) -> Vec<u8> {
-                let result = match self { $( Event::$variant(body) => serde_json::to_vec(body), )* };
+                // The two kinds whose stored layout is not their struct's own serialization
+                // come first; the table's arms for them are never reached.
+                #[allow(unreachable_patterns)]
+                let result = match self {
+                    Event::DataAssigned(body) => {
+                        serde_json::to_vec(&derived::Layout::Assignment(body, self.version()))
+                    }
+                    Event::ReworkRouted(body) => {
+                        serde_json::to_vec(&derived::Layout::Rework(body, self.version()))
+                    }
+                    $( Event::$variant(body) => serde_json::to_vec(body), )*
+                };
                 // Serializing plain structs of strings, numbers and `Value`s cannot fail.
                 result.unwrap_or_default()
             }
@@ -288,10 +299,10 @@ impl Event {
                 serde_json::to_vec(&completion::EarlierVersion(body, v)).ok()
             }
             (Event::DataAssigned(body), 1) => {
-                serde_json::to_vec(&derived::FirstVersion::Assignment(body)).ok()
+                serde_json::to_vec(&derived::Layout::Assignment(body, 1)).ok()
             }
             (Event::ReworkRouted(body), 1) => {
-                serde_json::to_vec(&derived::FirstVersion::Rework(body)).ok()
+                serde_json::to_vec(&derived::Layout::Rework(body, 1)).ok()
             }
             _ => None,
         }
@@ -700,7 +711,7 @@ impl Event {
 
 /// A write into the workflow's data. Stored in version 2 (`event/derived.rs` has both
 /// versions' layouts): `value` is left out when it is read from the completion at `from`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataAssigned {
     /// The socket whose completion caused it.
     pub socket: SocketId,
@@ -711,11 +722,12 @@ pub struct DataAssigned {
     /// Where `value` comes from, when it is read from the output of the completion just
     /// recorded: the payload then names that completion and the source path instead of
     /// repeating the value (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<ValueFrom>,
 }
 
 /// The completion an assignment's value is read from, and how.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueFrom {
     /// Seq of the `socket_completed` of the same cast.
     pub seq: Seq,
@@ -753,7 +765,7 @@ pub struct EdgeTaken {
 /// Rework context for the target of a `not_satisfied` edge. Stored in version 2
 /// (`event/derived.rs` has both versions' layouts): `reason` is left out when it quotes the
 /// `context` of the completion at `reason_of`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReworkRouted {
     /// Socket whose output was not satisfied.
     pub source: SocketId,
@@ -762,11 +774,13 @@ pub struct ReworkRouted {
     /// Socket the `not_satisfied` edge leads to, which must do its work again.
     pub target: SocketId,
     /// Work item being reworked; `None` outside loops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ItemKey>,
     /// The reason: the output's `context`, or a bounded excerpt of the output.
     pub reason: String,
     /// The seq of the completion of this cast whose `context` `reason` quotes, when it is
     /// one, quoted as [`quoted_reason`] does: the payload then names it (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason_of: Option<Seq>,
 }
 

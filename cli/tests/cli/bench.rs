@@ -208,6 +208,9 @@ fn state_at_from_a_snapshot_equals_a_full_fold() {
             .collect()
     };
     let from_snapshots = states(&sandbox);
+    // The kept snapshots are read, not ignored (a state that keeps rework entries included).
+    let at_head = sandbox.run(&["state", &cast, "--json"]);
+    assert!(!at_head.stderr.contains("snapshot"), "{}", at_head.stderr);
     assert_eq!(
         sandbox.run(&["verify", &cast]).code,
         0,

@@ -187,20 +187,6 @@ impl DataAssigned {
     }
 }
 
-impl Serialize for DataAssigned {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.write(serializer, 2)
-    }
-}
-
-impl<'de> Deserialize<'de> for DataAssigned {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        let bytes = serde_json::to_vec(&value).map_err(serde::de::Error::custom)?;
-        decode_assignment(2, &bytes, &mut |_| None).map_err(serde::de::Error::custom)
-    }
-}
-
 /// The stored form of `rework_routed` in either version.
 #[derive(Deserialize)]
 struct StoredRework {
@@ -281,31 +267,19 @@ impl ReworkRouted {
     }
 }
 
-impl Serialize for ReworkRouted {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.write(serializer, 2)
-    }
+/// An event of one of these kinds in the stored layout of a version (1 or 2). (The structs'
+/// own `Serialize` is their whole in-memory form, texts included, as a state snapshot keeps a
+/// rework entry.)
+pub(super) enum Layout<'a> {
+    Assignment(&'a DataAssigned, u16),
+    Rework(&'a ReworkRouted, u16),
 }
 
-impl<'de> Deserialize<'de> for ReworkRouted {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        let bytes = serde_json::to_vec(&value).map_err(serde::de::Error::custom)?;
-        decode_rework(2, &bytes, &mut |_| None).map_err(serde::de::Error::custom)
-    }
-}
-
-/// An event of one of these kinds written as version 1 wrote it.
-pub(super) enum FirstVersion<'a> {
-    Assignment(&'a DataAssigned),
-    Rework(&'a ReworkRouted),
-}
-
-impl Serialize for FirstVersion<'_> {
+impl Serialize for Layout<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            FirstVersion::Assignment(a) => a.write(serializer, 1),
-            FirstVersion::Rework(r) => r.write(serializer, 1),
+            Layout::Assignment(a, v) => a.write(serializer, *v),
+            Layout::Rework(r, v) => r.write(serializer, *v),
         }
     }
 }

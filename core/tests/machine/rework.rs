@@ -248,3 +248,30 @@ fn outside_loops_rework_targets_the_socket_without_an_item() {
         "{block}"
     );
 }
+
+/// A rework reason that quotes the output's `context` names the completion it quotes, and the
+/// state that keeps the entry (with its reason, for the next prompt) survives a snapshot.
+#[test]
+fn a_quoted_reason_names_its_completion_and_its_entry_survives_a_snapshot() {
+    use castlog_core::event::Event;
+    use castlog_core::machine::CastState;
+
+    let mut cast = at_build();
+    cast.reply("built");
+    let events = cast.json(&json!({"satisfied": false, "context": "Missing   the\nname."}));
+    let completed_at = events
+        .iter()
+        .position(|e| matches!(e, Event::SocketCompleted(_)))
+        .map(|i| cast.state.head.get() - (events.len() - 1 - i) as u64)
+        .unwrap();
+    let rework = of!(events, ReworkRouted);
+    assert_eq!(rework[0].reason_of.map(|s| s.get()), Some(completed_at));
+    let stored = String::from_utf8(Event::from(rework[0].clone()).encode()).unwrap();
+    assert!(
+        stored.ends_with(&format!(r#""reason_of":{completed_at}}}"#)),
+        "{stored}"
+    );
+    let (restored, _) = CastState::restore(&cast.state.snapshot(0)).unwrap();
+    assert_eq!(restored.rework, cast.state.rework);
+    assert_eq!(restored.rework[0].reason, "Missing the name.");
+}

@@ -70,8 +70,10 @@ impl PlacementAudit {
     /// Folds a cast's records.
     pub fn fold<'a>(records: impl IntoIterator<Item = &'a Recorded>) -> Self {
         let mut audit = Self::default();
+        // A rework reason may name the completion it quotes: read in order.
+        let mut decoder = castlog_events::Decoder::new();
         for record in records {
-            if let Ok(event) = record.event() {
+            if let Ok(event) = decoder.event(record) {
                 audit.apply(record.seq.get(), &event);
             }
         }
@@ -298,4 +300,67 @@ fn carries_text(body: &str, reason: &str) -> bool {
     let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let reason = collapse(reason.trim_end_matches('…'));
     !reason.is_empty() && collapse(body).contains(&reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use castlog_core::event::{
+        PromptDispatched, ReworkRouted, SocketCompleted, SocketStarted, quoted_reason,
+    };
+    use castlog_core::id::{CastId, Digest, MateriaName, Seq, SocketId, Turn, Visit};
+    use castlog_events::Pending;
+    use castlog_events::record::seal_batch;
+
+    use super::*;
+
+    /// A rework reason that names the completion it quotes reaches the audit of the target's
+    /// next prompt, as one written in full does.
+    #[test]
+    fn a_reason_named_by_its_completion_is_live_for_the_next_prompt() {
+        let context = "greet() ignores the user's name";
+        let events = [
+            Event::from(SocketCompleted {
+                socket: SocketId::new("Eval"),
+                visit: Visit(1),
+                item: None,
+                output: format!(r#"{{"satisfied":false,"context":"{context}"}}"#),
+                output_of: None,
+                parsed: Some(serde_json::json!({"satisfied": false, "context": context})),
+                satisfied: Some(false),
+                finalized: false,
+            }),
+            Event::from(ReworkRouted {
+                source: SocketId::new("Eval"),
+                materia_label: "Eval".into(),
+                target: SocketId::new("Build"),
+                item: None,
+                reason: quoted_reason(context),
+                reason_of: Some(Seq(1)),
+            }),
+            Event::from(SocketStarted {
+                socket: SocketId::new("Build"),
+                materia: MateriaName::new("Build"),
+                materia_label: "Build".into(),
+                visit: Visit(2),
+                item: None,
+                item_label: None,
+                attempt: 2,
+            }),
+            Event::from(PromptDispatched {
+                socket: SocketId::new("Build"),
+                visit: Visit(2),
+                turn: Turn(1),
+                prompt_hash: Digest::ZERO,
+                system_hash: None,
+                placements: Vec::new(),
+                redispatch: false,
+            }),
+        ];
+        let pending: Vec<Pending> = events.iter().map(|e| Pending::new(0, e)).collect();
+        let records = seal_batch(&CastId::new("c"), Seq(0), Digest::ZERO, &pending);
+        assert!(!String::from_utf8_lossy(&records[1].payload).contains("greet()"));
+        let audit = PlacementAudit::fold(&records);
+        assert_eq!(audit.prompts.len(), 1);
+        assert_eq!(audit.prompts[0].reasons, [context]);
+    }
 }

@@ -18,8 +18,10 @@ use crate::output;
 fn audit_of(log: &Database, cast: &str) -> Result<PlacementAudit, CliError> {
     let head = super::inspect::head_of(log, cast)?;
     let mut audit = PlacementAudit::default();
+    // A rework reason may name the completion it quotes: read in order.
+    let mut decoder = castlog_events::Decoder::new();
     log.scan(&head.cast, Seq::FIRST, &mut |record| {
-        if let Ok(event) = record.event() {
+        if let Ok(event) = decoder.event_in(log, &record) {
             audit.apply(record.seq.get(), &event);
         }
         ControlFlow::Continue(())

@@ -259,9 +259,11 @@ mod cause;
 mod completion;
 mod derived;
 mod dispatch;
+mod earlier;
 mod lanes;
 mod materia;
 mod posting;
+mod routing;
 mod scope;
 mod tools;
 mod vocabulary;
@@ -273,11 +275,15 @@ pub use derived::{REASON_CHARS, assigned_value, is_output_source, quoted_reason}
 pub use dispatch::{
     AgentFailed, AgentReplied, Destination, FailureClass, Placement, PromptDispatched, PromptHeld,
 };
+pub use earlier::{Earlier, EarlierReply};
 pub use lanes::{LaneOutcome, LanePlan, LaneStarted, LaneStatus, LanesJoined, LanesPlanned};
 pub use materia::MateriaEvent;
 pub use posting::{
     ClaimStatus, DayClaimed, PostClaimed, PostOutcomeUnknown, PostRefused, PostResolutionInherited,
     PostResolved, PostResponseRecorded, PostStaged, Resolution, Response,
+};
+pub use routing::{
+    CursorAdvanced, DataAssigned, EdgeTaken, ReworkCleared, ReworkRouted, Target, ValueFrom, When,
 };
 pub use scope::{ExecutionScope, ScopeActivated};
 pub use tools::{
@@ -325,28 +331,6 @@ impl Event {
 /// the flag existed read (and re-encode) the same.
 pub(crate) fn is_false(value: &bool) -> bool {
     !*value
-}
-
-/// A graph target: a socket or the end of the cast.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Target {
-    /// Continue at this socket.
-    Socket(SocketId),
-    /// The cast ends.
-    End,
-}
-
-/// Which outcome an edge or an advance matched on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum When {
-    /// Taken whatever the output said (`always` in the config).
-    Always,
-    /// Taken when the output said `satisfied: true`.
-    Satisfied,
-    /// Taken when the output said `satisfied: false`.
-    NotSatisfied,
 }
 
 /// Token counts reported by an agent for one reply.
@@ -658,140 +642,6 @@ pub struct SocketCompleted {
     pub satisfied: Option<bool>,
     /// Whether this output finalized a multi-turn refinement.
     pub finalized: bool,
-}
-
-/// A reply a later payload of its cast names (see [`Event::decode_with`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EarlierReply {
-    /// The socket that was answered.
-    pub socket: SocketId,
-    /// Its visit.
-    pub visit: Visit,
-    /// The reply's text.
-    pub text: String,
-}
-
-/// What a reader hands [`Event::decode_with`] for the seq a payload names.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Earlier {
-    /// An `agent_replied` that asks for no tool call (a `socket_completed`'s output).
-    Reply(EarlierReply),
-    /// A `socket_completed` (what an assignment from `$` or a rework reason is taken from).
-    Completion {
-        /// The socket that completed.
-        socket: SocketId,
-        /// Its output as assignments read it: `parsed`, or `output` as a JSON string.
-        whole: Value,
-    },
-}
-
-impl Event {
-    /// What a later payload may name this event for: a reply that asks for no tool call (one
-    /// that does is never an output), or a completion.
-    pub fn earlier(&self) -> Option<Earlier> {
-        match self {
-            Event::AgentReplied(r) if r.tool_calls.is_empty() => {
-                Some(Earlier::Reply(EarlierReply {
-                    socket: r.socket.clone(),
-                    visit: r.visit,
-                    text: r.text.clone(),
-                }))
-            }
-            Event::SocketCompleted(c) => Some(Earlier::Completion {
-                socket: c.socket.clone(),
-                whole: c
-                    .parsed
-                    .clone()
-                    .unwrap_or_else(|| Value::String(c.output.clone())),
-            }),
-            _ => None,
-        }
-    }
-}
-
-/// A write into the workflow's data. Stored in version 2 (`event/derived.rs` has both
-/// versions' layouts): `value` is left out when it is read from the completion at `from`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DataAssigned {
-    /// The socket whose completion caused it.
-    pub socket: SocketId,
-    /// The target path (`state.x`, `item.y`, ...).
-    pub path: String,
-    /// The JSON value written at `path` (replacing what was there).
-    pub value: Value,
-    /// Where `value` comes from, when it is read from the output of the completion just
-    /// recorded: the payload then names that completion and the source path instead of
-    /// repeating the value (version 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<ValueFrom>,
-}
-
-/// The completion an assignment's value is read from, and how.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ValueFrom {
-    /// Seq of the `socket_completed` of the same cast.
-    pub seq: Seq,
-    /// The assignment's source path (`$` or `$.…`), read on that completion's output.
-    pub source: String,
-}
-
-/// A loop cursor moved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CursorAdvanced {
-    /// Cursor that moved (a loop's `iterator.cursor`, e.g. `workItemIndex`).
-    pub cursor: String,
-    /// Cursor index before the move (0-based).
-    pub from: u64,
-    /// Cursor index after the move (0-based).
-    pub to: u64,
-}
-
-/// An edge was followed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EdgeTaken {
-    /// Socket whose completion took the edge.
-    pub from: SocketId,
-    /// Socket (or `end`) the edge leads to.
-    pub to: Target,
-    /// Outcome the edge is taken on (`always`, `satisfied`, `not_satisfied`).
-    pub when: When,
-    /// Work item the traversal is counted for; `None` outside loops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<ItemKey>,
-    /// The traversal count of this edge for this item, including this one.
-    pub traversal: u32,
-}
-
-/// Rework context for the target of a `not_satisfied` edge. Stored in version 2
-/// (`event/derived.rs` has both versions' layouts): `reason` is left out when it quotes the
-/// `context` of the completion at `reason_of`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReworkRouted {
-    /// Socket whose output was not satisfied.
-    pub source: SocketId,
-    /// Display label of that socket's materia, shown in the rework entry.
-    pub materia_label: String,
-    /// Socket the `not_satisfied` edge leads to, which must do its work again.
-    pub target: SocketId,
-    /// Work item being reworked; `None` outside loops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<ItemKey>,
-    /// The reason: the output's `context`, or a bounded excerpt of the output.
-    pub reason: String,
-    /// The seq of the completion of this cast whose `context` `reason` quotes, when it is
-    /// one, quoted as [`quoted_reason`] does: the payload then names it (version 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason_of: Option<Seq>,
-}
-
-/// Rework entries for an item stopped being live.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReworkCleared {
-    /// Work item whose rework entries are cleared; `None` outside loops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<ItemKey>,
-    /// The socket whose satisfied outcome cleared them.
-    pub by: SocketId,
 }
 
 /// A deferred dispatch was scheduled.

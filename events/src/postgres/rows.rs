@@ -17,21 +17,8 @@ use crate::log::{CastHead, ForkPoint, LogError, Snapshot, StoredRow};
 use crate::record::Recorded;
 use crate::sqlite::{CastsAudit, DamagedCast};
 
-/// A stored digest column, which must be exactly 32 bytes.
-pub(crate) fn digest(
-    cast: &CastId,
-    seq: Seq,
-    column: &str,
-    bytes: &[u8],
-) -> Result<Digest, LogError> {
-    <[u8; 32]>::try_from(bytes)
-        .map(Digest)
-        .map_err(|_| LogError::Corrupt {
-            context: format!("reading cast {cast} seq {seq}"),
-            message: format!("column {column} holds {} bytes, not 32", bytes.len()),
-            source: None,
-        })
-}
+/// A stored digest column, which must be exactly 32 bytes (the same check as SQLite's rows).
+pub(crate) use crate::sqlite::digest_from_sql as digest;
 
 /// An event row that does not decode: its seq, its stored hash when that is a digest, and
 /// what is wrong.

@@ -1,4 +1,4 @@
-//! Decoding a cast's records in seq order, with the earlier replies later events refer to.
+//! Decoding a cast's records in seq order, with the earlier events later ones name.
 //!
 //! A `socket_completed` of version 3 names the `agent_replied` of its cast whose text its
 //! output is, instead of repeating the text, and a `data_assigned` or `rework_routed` of
@@ -7,10 +7,11 @@
 //! such a record needs the event it names: a [`Decoder`] keeps the latest reply and the latest
 //! completion it read (the ones named: a visit's output is the last reply of the visit, the
 //! assignments and rework of a completion follow it, and visits of one cast never overlap), so
-//! reading a cast in order costs nothing more than those two kept once. A record whose reply it did not see (a read that
-//! starts after it: a fold from a snapshot, `events --from`) is resolved by reading that one
-//! seq from the log ([`Decoder::event_in`]); without a log ([`Decoder::event`]) it does not
-//! decode, and the error names the seq it needs.
+//! reading a cast in order costs nothing more than those two kept once. A record naming an
+//! event the decoder did not read (a read that starts after it: a fold from a snapshot, a
+//! projection from its checkpoint) is resolved by reading that one seq from the log
+//! ([`Decoder::event_in`]); without a log ([`Decoder::event`]) it does not decode, and the
+//! error names the seq it needs.
 //!
 //! Every other record decodes as [`Recorded::event`] decodes it.
 

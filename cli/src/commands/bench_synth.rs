@@ -81,6 +81,69 @@ struct SynthFigures {
     /// one, a `--no-pipeline` run to the one-commit-per-step one.
     of_ceiling_batched: Option<f64>,
     of_ceiling_per_step: Option<f64>,
+    /// Where `db_bytes` went, per step: the stored payload bytes of each event kind, the
+    /// chunks and whole blobs of the blob store, and the caches (snapshots, checkpoints), as
+    /// stored (packed where they are), without SQLite's own pages and indexes. Of the whole
+    /// SQLite file (the run's own with bench's temporary database); null on PostgreSQL.
+    stored_bytes_per_step: Option<StoredBytes>,
+}
+
+/// Stored bytes of a SQLite log by what holds them, per step (see `stored_bytes_per_step`).
+#[derive(Debug, Serialize)]
+struct StoredBytes {
+    payloads: std::collections::BTreeMap<String, f64>,
+    chunks: f64,
+    blobs: f64,
+    caches: f64,
+}
+
+impl StoredBytes {
+    /// Each figure divided by `steps`.
+    fn per_step(mut self, steps: u64) -> Self {
+        let steps = steps.max(1) as f64;
+        for bytes in self.payloads.values_mut() {
+            *bytes /= steps;
+        }
+        self.chunks /= steps;
+        self.blobs /= steps;
+        self.caches /= steps;
+        self
+    }
+}
+
+/// What the tables of the SQLite log at `path` hold, in bytes.
+fn stored_bytes(path: &Path) -> Result<StoredBytes, CliError> {
+    let sql = |e: rusqlite::Error| CliError::internal(format!("measuring {}: {e}", path.display()));
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(sql)?;
+    let per_step = |bytes: i64| bytes as f64;
+    let mut payloads = std::collections::BTreeMap::new();
+    let mut stmt = conn
+        .prepare("SELECT kind, sum(length(payload)) FROM events GROUP BY kind")
+        .map_err(sql)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(sql)?;
+    for row in rows {
+        let (kind, bytes) = row.map_err(sql)?;
+        payloads.insert(kind, per_step(bytes));
+    }
+    let total = |table: &str, column: &str| -> Result<f64, CliError> {
+        conn.query_row(
+            &format!("SELECT coalesce(sum(length({column})), 0) FROM {table}"),
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(per_step)
+        .map_err(sql)
+    };
+    Ok(StoredBytes {
+        payloads,
+        chunks: total("chunks", "bytes")?,
+        blobs: total("blobs", "bytes")?,
+        caches: total("checkpoints", "bytes")?,
+    })
 }
 
 fn now_nanos() -> u128 {
@@ -516,12 +579,13 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
     let mut stamps: Vec<Instant> = agent.stamps.iter().skip(1).copied().collect();
     stamps.push(end);
     let (first_ms, last_ms) = decile_means_ms(t0, &stamps);
-    let bytes = match &log {
-        Database::Postgres(pg) => pg.stored_bytes()?.saturating_sub(bytes_before),
+    // `stored` is measured where `bytes` is, before the time travel adds its fork.
+    let (bytes, stored) = match &log {
+        Database::Postgres(pg) => (pg.stored_bytes()?.saturating_sub(bytes_before), None),
         Database::Sqlite(_) => {
             drop(log);
             checkpoint(&path)?;
-            db_bytes(&path)
+            (db_bytes(&path), Some(stored_bytes(&path)?))
         }
     };
 
@@ -624,6 +688,7 @@ pub fn synth(db: Option<&Path>, args: &BenchSynthArgs) -> Result<(), CliError> {
         of_ceiling_per_step: of(&ceiling_per_step),
         ceiling_batched,
         ceiling_per_step,
+        stored_bytes_per_step: stored.map(|s| s.per_step(steps)),
     })
 }
 

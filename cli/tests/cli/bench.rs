@@ -35,6 +35,7 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
         "ceiling_per_step",
         "of_ceiling_batched",
         "of_ceiling_per_step",
+        "stored_bytes_per_step",
     ];
     let mut got = keys.clone();
     got.sort_unstable();
@@ -69,6 +70,28 @@ fn bench_synth_prints_every_figure_and_counts_the_steps() {
     if let Some(fork) = figures["fork_steps"].as_u64() {
         assert!((1..=9).contains(&fork), "fork_steps {fork}");
     }
+    // Where the bytes went: every kind the run recorded, the blob store and the caches, each
+    // at most what the whole file holds per step.
+    let stored = &figures["stored_bytes_per_step"];
+    let per_step = figures["db_bytes_per_step"].as_f64().unwrap();
+    let payloads = stored["payloads"].as_object().unwrap();
+    for kind in [
+        "cast_started",
+        "agent_replied",
+        "socket_completed",
+        "prompt_dispatched",
+    ] {
+        assert!(payloads[kind].as_f64().unwrap() > 0.0, "{stored}");
+    }
+    let held: f64 = payloads.values().map(|v| v.as_f64().unwrap()).sum::<f64>()
+        + ["chunks", "blobs", "caches"]
+            .iter()
+            .map(|k| stored[*k].as_f64().unwrap())
+            .sum::<f64>();
+    assert!(
+        held > 0.0 && held <= per_step,
+        "{held} of {per_step}: {stored}"
+    );
 }
 
 #[test]

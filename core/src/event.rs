@@ -262,6 +262,7 @@ mod dispatch;
 mod earlier;
 mod lanes;
 mod materia;
+mod named;
 mod posting;
 mod routing;
 mod scope;

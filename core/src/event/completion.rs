@@ -31,7 +31,8 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{DecodeError, Earlier, PayloadCause, SocketCompleted, is_false};
+use super::named::{Text, earlier_at, inline_or_named, invalid, undecodable};
+use super::{DecodeError, Earlier, SocketCompleted, is_false};
 use crate::id::{ItemKey, Seq, SocketId, Visit};
 
 /// The stored form every version reads as.
@@ -60,14 +61,13 @@ impl TryFrom<Stored> for SocketCompleted {
 
     /// The event of a payload that holds its output (any version without `output_of`).
     fn try_from(stored: Stored) -> Result<Self, String> {
-        match (&stored.output, stored.output_of) {
-            (Some(_), None) => stored.with_output(None),
-            (None, Some(seq)) => Err(format!(
+        stored.resolve(&mut |_| None).map_err(|err| match err {
+            DecodeError::Unresolved { seq, .. } => format!(
                 "`output_of` names the reply at seq {seq}, which is needed to read the output"
-            )),
-            (Some(_), Some(_)) => Err("`output` and `output_of` are both given".into()),
-            (None, None) => Err("missing field `output`".into()),
-        }
+            ),
+            DecodeError::Payload { source, .. } => source.to_string(),
+            other => other.to_string(),
+        })
     }
 }
 
@@ -76,64 +76,71 @@ pub(super) fn decode(
     payload: &[u8],
     earlier: &mut dyn FnMut(Seq) -> Option<Earlier>,
 ) -> Result<SocketCompleted, DecodeError> {
-    let invalid = |message: String| DecodeError::Payload {
-        kind: "socket_completed".to_owned(),
-        source: PayloadCause::new(message),
-    };
-    let mut stored: Stored = serde_json::from_slice(payload).map_err(|e| DecodeError::Payload {
-        kind: "socket_completed".to_owned(),
-        source: PayloadCause::new(e),
-    })?;
-    let Some(seq) = stored.output_of.filter(|_| stored.output.is_none()) else {
-        return SocketCompleted::try_from(stored).map_err(invalid);
-    };
-    let reply = match earlier(seq) {
-        Some(Earlier::Reply(reply)) => reply,
-        Some(Earlier::Completion { .. }) => {
-            return Err(invalid(format!(
-                "`output_of` names seq {seq}, a completion, not a reply"
-            )));
-        }
-        None => {
-            return Err(DecodeError::Unresolved {
-                kind: "socket_completed".to_owned(),
-                seq,
-            });
-        }
-    };
-    if reply.socket != stored.socket || reply.visit != stored.visit {
-        return Err(invalid(format!(
-            "`output_of` names seq {seq}, a reply of {} visit {}, not of {} visit {}",
-            reply.socket, reply.visit, stored.socket, stored.visit
-        )));
-    }
-    stored.output = Some(reply.text);
-    stored.with_output(Some(seq)).map_err(invalid)
+    let stored: Stored = serde_json::from_slice(payload).map_err(|e| undecodable(KIND, e))?;
+    stored.resolve(earlier)
 }
 
+const KIND: &str = "socket_completed";
+
 impl Stored {
-    /// The event, once `output` is known (`output_of` is the seq it was read from, if any).
-    fn with_output(self, output_of: Option<Seq>) -> Result<SocketCompleted, String> {
-        let stored = self;
-        let output = stored.output.unwrap_or_default();
-        let parsed = match (stored.parsed, stored.parsed_from_output) {
+    /// The event, its output read from the reply `output_of` names when it names one.
+    fn resolve(
+        mut self,
+        earlier: &mut dyn FnMut(Seq) -> Option<Earlier>,
+    ) -> Result<SocketCompleted, DecodeError> {
+        let named = inline_or_named(
+            KIND,
+            ("output", self.output.take()),
+            ("output_of", self.output_of),
+        )?;
+        let (output, output_of) = match named {
+            Text::Inline(output) => (output, None),
+            Text::Named(seq) => {
+                let reply = match earlier_at(KIND, seq, earlier)? {
+                    Earlier::Reply(reply) => reply,
+                    Earlier::Completion { .. } => {
+                        return Err(invalid(
+                            KIND,
+                            format!("`output_of` names seq {seq}, a completion, not a reply"),
+                        ));
+                    }
+                };
+                if reply.socket != self.socket || reply.visit != self.visit {
+                    return Err(invalid(
+                        KIND,
+                        format!(
+                            "`output_of` names seq {seq}, a reply of {} visit {}, not of {} visit {}",
+                            reply.socket, reply.visit, self.socket, self.visit
+                        ),
+                    ));
+                }
+                (reply.text, Some(seq))
+            }
+        };
+        let parsed = match (self.parsed, self.parsed_from_output) {
             (Some(_), true) => {
-                return Err("`parsed` and `parsed_from_output` are both given".into());
+                return Err(invalid(
+                    KIND,
+                    "`parsed` and `parsed_from_output` are both given".into(),
+                ));
             }
             (parsed, false) => parsed,
             (None, true) => Some(serde_json::from_str(&output).map_err(|err| {
-                format!("`parsed_from_output` is set and `output` is not JSON ({err})")
+                invalid(
+                    KIND,
+                    format!("`parsed_from_output` is set and `output` is not JSON ({err})"),
+                )
             })?),
         };
         Ok(SocketCompleted {
-            socket: stored.socket,
-            visit: stored.visit,
-            item: stored.item,
+            socket: self.socket,
+            visit: self.visit,
+            item: self.item,
             output,
             output_of,
             parsed,
-            satisfied: stored.satisfied,
-            finalized: stored.finalized,
+            satisfied: self.satisfied,
+            finalized: self.finalized,
         })
     }
 }

@@ -30,7 +30,8 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
-use super::{DataAssigned, DecodeError, Earlier, PayloadCause, ReworkRouted, ValueFrom};
+use super::named::{Text, earlier_at, inline_or_named, invalid, undecodable};
+use super::{DataAssigned, DecodeError, Earlier, ReworkRouted, ValueFrom};
 use crate::id::{ItemKey, Seq, SocketId};
 
 /// How many characters of a completion's `context` a version 2 `rework_routed` quotes.
@@ -61,20 +62,6 @@ pub fn is_output_source(source: &str) -> bool {
     source == "$" || source.starts_with("$.")
 }
 
-fn invalid(kind: &str, message: String) -> DecodeError {
-    DecodeError::Payload {
-        kind: kind.to_owned(),
-        source: PayloadCause::new(message),
-    }
-}
-
-fn undecodable(kind: &str, err: serde_json::Error) -> DecodeError {
-    DecodeError::Payload {
-        kind: kind.to_owned(),
-        source: PayloadCause::new(err),
-    }
-}
-
 /// The completion at `seq`, which must be one of `socket`'s.
 fn completion(
     kind: &str,
@@ -82,20 +69,16 @@ fn completion(
     socket: &SocketId,
     earlier: &mut dyn FnMut(Seq) -> Option<Earlier>,
 ) -> Result<Value, DecodeError> {
-    match earlier(seq) {
-        Some(Earlier::Completion { socket: s, whole }) if s == *socket => Ok(whole),
-        Some(Earlier::Completion { socket: s, .. }) => Err(invalid(
+    match earlier_at(kind, seq, earlier)? {
+        Earlier::Completion { socket: s, whole } if s == *socket => Ok(whole),
+        Earlier::Completion { socket: s, .. } => Err(invalid(
             kind,
             format!("names seq {seq}, a completion of {s}, not of {socket}"),
         )),
-        Some(Earlier::Reply(_)) => Err(invalid(
+        Earlier::Reply(_) => Err(invalid(
             kind,
             format!("names seq {seq}, a reply, not a completion"),
         )),
-        None => Err(DecodeError::Unresolved {
-            kind: kind.to_owned(),
-            seq,
-        }),
     }
 }
 
@@ -138,9 +121,10 @@ pub(super) fn decode_assignment(
             return Err(invalid(KIND, "`value_of` and `source` go together".into()));
         }
     };
-    let value = match (stored.value, &named) {
-        (Some(value), None) => value,
-        (None, Some(from)) => {
+    let value = match inline_or_named(KIND, ("value", stored.value), ("value_of", named.as_ref()))?
+    {
+        Text::Inline(value) => value,
+        Text::Named(from) => {
             let whole = completion(KIND, from.seq, &stored.socket, earlier)?;
             assigned_value(&whole, &from.source).ok_or_else(|| {
                 invalid(
@@ -152,13 +136,6 @@ pub(super) fn decode_assignment(
                 )
             })?
         }
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                KIND,
-                "`value` and `value_of` are both given".into(),
-            ));
-        }
-        (None, None) => return Err(invalid(KIND, "missing field `value`".into())),
     };
     Ok(DataAssigned {
         socket: stored.socket,
@@ -210,12 +187,16 @@ pub(super) fn decode_rework(
 ) -> Result<ReworkRouted, DecodeError> {
     const KIND: &str = "rework_routed";
     let stored: StoredRework = serde_json::from_slice(payload).map_err(|e| undecodable(KIND, e))?;
-    let reason = match (stored.reason, stored.reason_of) {
-        (Some(reason), None) => reason,
-        (None, Some(_)) if version < 2 => {
-            return Err(invalid(KIND, "`reason_of` is not part of version 1".into()));
-        }
-        (None, Some(seq)) => {
+    if stored.reason_of.is_some() && version < 2 {
+        return Err(invalid(KIND, "`reason_of` is not part of version 1".into()));
+    }
+    let reason = match inline_or_named(
+        KIND,
+        ("reason", stored.reason),
+        ("reason_of", stored.reason_of),
+    )? {
+        Text::Inline(reason) => reason,
+        Text::Named(seq) => {
             let whole = completion(KIND, seq, &stored.source, earlier)?;
             match whole.get("context") {
                 Some(Value::String(context)) if !context.trim().is_empty() => {
@@ -229,13 +210,6 @@ pub(super) fn decode_rework(
                 }
             }
         }
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                KIND,
-                "`reason` and `reason_of` are both given".into(),
-            ));
-        }
-        (None, None) => return Err(invalid(KIND, "missing field `reason`".into())),
     };
     Ok(ReworkRouted {
         source: stored.source,

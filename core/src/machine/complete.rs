@@ -559,8 +559,8 @@ impl Decider<'_, '_> {
         if edge.when == When::NotSatisfied
             && let Target::Socket(target) = &to
         {
-            let reason = self.rework_reason();
-            let reason_of = self.quoted_completion(socket_id, &reason);
+            let (reason, quoted) = self.rework_reason();
+            let reason_of = quoted.then(|| self.json_completion_of(socket_id)).flatten();
             self.emit(ReworkRouted {
                 source: socket_id.clone(),
                 materia_label: socket.label.clone(),
@@ -580,39 +580,40 @@ impl Decider<'_, '_> {
         }
     }
 
-    /// The seq of this cast's completion of `socket` whose `context` `reason` quotes as a
-    /// version 2 `rework_routed` derives it, if there is one.
-    fn quoted_completion(&self, socket: &SocketId, reason: &str) -> Option<crate::id::Seq> {
+    /// The seq of this cast's completion of `socket` that committed `last_json`, if it is one.
+    fn json_completion_of(&self, socket: &SocketId) -> Option<crate::id::Seq> {
         let (at, by) = self.state.last_json_at.as_ref()?;
-        let context = self.state.last_json.as_ref()?.get("context")?.as_str()?;
-        (by == socket && crate::event::quoted_reason(context) == reason).then_some(*at)
+        (by == socket).then_some(*at)
     }
 
-    /// The rework reason: the output's `context`, else a bounded excerpt without `text`.
-    fn rework_reason(&self) -> String {
+    /// The rework reason: the output's `context`, else a bounded excerpt without `text`; and
+    /// whether it quotes that `context` (as a version 2 `rework_routed` names it: quoted by
+    /// the layout's own [`crate::event::quoted_reason`], so a reader derives the same text).
+    fn rework_reason(&self) -> (String, bool) {
         const PREFIX: &str = "No top-level context was provided; bounded previous output excerpt: ";
         match &self.state.last_json {
             Some(Value::Object(map)) => {
                 if let Some(Value::String(context)) = map.get("context")
                     && !context.trim().is_empty()
                 {
-                    return bounded(context, REASON_LIMIT);
+                    return (crate::event::quoted_reason(context), true);
                 }
                 let mut stripped = map.clone();
                 stripped.remove("text");
                 if stripped.is_empty() && map.contains_key("text") {
-                    return "The output carried only renderable text and no reason; re-check the work item against its context.".into();
+                    return ("The output carried only renderable text and no reason; re-check the work item against its context.".into(), false);
                 }
                 let json = serde_json::to_string(&stripped).unwrap_or_default();
-                format!("{PREFIX}{}", bounded(&json, REASON_LIMIT))
+                (format!("{PREFIX}{}", bounded(&json, REASON_LIMIT)), false)
             }
             _ => match self.state.last_output.as_deref() {
                 Some(text) if !text.trim().is_empty() => {
-                    format!("{PREFIX}{}", bounded(text, REASON_LIMIT))
+                    (format!("{PREFIX}{}", bounded(text, REASON_LIMIT)), false)
                 }
-                _ => {
-                    "The previous socket gave no context or output; re-check the work item.".into()
-                }
+                _ => (
+                    "The previous socket gave no context or output; re-check the work item.".into(),
+                    false,
+                ),
             },
         }
     }

@@ -185,7 +185,11 @@ mod tests {
     }
 
     fn cast_of(log: &InMemoryLog, events: &[Event]) -> Vec<Recorded> {
-        let cast = CastId::new("c");
+        cast_named(log, "c", events)
+    }
+
+    fn cast_named(log: &InMemoryLog, name: &str, events: &[Event]) -> Vec<Recorded> {
+        let cast = CastId::new(name);
         let pending: Vec<Pending> = events.iter().map(|e| Pending::new(0, e)).collect();
         log.append(&cast, Seq(1), &pending).unwrap()
     }
@@ -231,10 +235,8 @@ mod tests {
     fn a_completion_naming_itself_or_a_later_seq_does_not_decode() {
         let log = InMemoryLog::new();
         for named in [2, 3] {
-            let cast = CastId::new(format!("c{named}"));
             let events = [reply("first"), completed("first", Seq(named))];
-            let pending: Vec<Pending> = events.iter().map(|e| Pending::new(0, e)).collect();
-            let records = log.append(&cast, Seq(1), &pending).unwrap();
+            let records = cast_named(&log, &format!("c{named}"), &events);
             let err = Decoder::new().event_in(&log, &records[1]).unwrap_err();
             assert!(matches!(err, DecodeError::Unresolved { .. }), "{err}");
         }

@@ -98,7 +98,8 @@ pub struct ReworkRouted {
     /// The reason: the output's `context`, or a bounded excerpt of the output.
     pub reason: String,
     /// The seq of the completion of this cast whose `context` `reason` quotes, when it is
-    /// one, quoted as [`quoted_reason`](super::quoted_reason) does: the payload then names it (version 2).
+    /// one, quoted as [`quoted_reason`](super::quoted_reason) does: the payload then names it
+    /// (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason_of: Option<Seq>,
 }

@@ -272,7 +272,8 @@ mod workspace;
 
 pub use budget::{BudgetRaised, BudgetWarning, CostUse, ReplyCost, dollars};
 pub use cause::PayloadCause;
-pub use derived::{REASON_CHARS, assigned_value, is_output_source, quoted_reason};
+pub(crate) use derived::is_output_source;
+pub use derived::{REASON_CHARS, quoted_reason};
 pub use dispatch::{
     AgentFailed, AgentReplied, Destination, FailureClass, Placement, PromptDispatched, PromptHeld,
 };

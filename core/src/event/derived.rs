@@ -44,7 +44,7 @@ pub fn quoted_reason(context: &str) -> String {
 
 /// The value a version 2 `data_assigned` derives from a completion's output (`whole`: its
 /// `parsed`, or its `output` as a string) by a `$` source; `None` when the output has none.
-pub fn assigned_value(whole: &Value, source: &str) -> Option<Value> {
+fn assigned_value(whole: &Value, source: &str) -> Option<Value> {
     let scope = crate::path::Scope {
         output: Some(whole),
         data: &Value::Null,
@@ -57,7 +57,7 @@ pub fn assigned_value(whole: &Value, source: &str) -> Option<Value> {
 }
 
 /// Whether an assignment's source reads the output alone (`$` or `$.…`).
-pub fn is_output_source(source: &str) -> bool {
+pub(crate) fn is_output_source(source: &str) -> bool {
     let source = source.trim();
     source == "$" || source.starts_with("$.")
 }

@@ -162,7 +162,10 @@ fn a_database_from_before_socket_completed_version_2_reads_byte_for_byte() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!((version, packed), (10, 0));
+    assert_eq!(
+        (version, packed),
+        (castlog_events::sqlite::SCHEMA_VERSION, 0)
+    );
 }
 
 /// Read-only, the same file reads as it is, at schema version 9 (no packed columns), the same

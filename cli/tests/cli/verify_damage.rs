@@ -89,7 +89,12 @@ fn verify_json_names_a_row_that_does_not_decode(#[case] set: &str, #[case] seq: 
              WHERE cast_id = (SELECT id FROM casts WHERE cast_id = 'c') AND seq = {seq};"
         ))
         .unwrap();
-    let expected = vec![problem("c", seq, "unreadable")];
+    let mut expected = vec![problem("c", seq, "unreadable")];
+    if set.starts_with("hash") {
+        // The next event's link is this hash (schema v11 stores it once), so it is unreadable
+        // too.
+        expected.push(problem("c", seq + 1, "unreadable"));
+    }
     assert_eq!(failed_report(&sandbox, &[]), expected);
     assert_eq!(failed_report(&sandbox, &["c"]), expected);
     assert_eq!(sandbox.run(&["verify", "other"]).code, 0);
@@ -132,7 +137,9 @@ fn verify_json_names_the_rows_of_a_damaged_page_and_checks_the_rows_after_it() {
     let sandbox = Sandbox::new();
     sandbox.append("c", 400);
     let (page, first, rows) = third_leaf(&sandbox);
-    let last = first + rows - 1;
+    // The page's rows, and the row after it: its link is the hash of the page's last row
+    // (schema v11 stores it once), so it cannot be read either.
+    let last = first + rows;
     assert!(last < 390, "seq 390 is after the page");
     // A row after the damaged page is altered too: it must still be found.
     let conn = raw(&sandbox);

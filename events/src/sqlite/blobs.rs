@@ -3,10 +3,11 @@
 //! # Layout (schema v5)
 //! - `blobs(id, hash, bytes, chunked)`: one row per distinct content. A blob smaller than
 //!   [`chunk::CHUNKED_FROM`] keeps its bytes (`chunked = 0`); a larger one is cut into
-//!   content-defined chunks (`chunk.rs`) and its row lists the chunks' row ids, in order, as
-//!   8-byte big-endian integers (`chunked = 1`).
-//! - `chunks(id, hash, bytes)`: one row per distinct chunk. No hash index: the writer dedupes
-//!   chunks through an in-memory map of those it stored ([`RowIndex`], bounded).
+//!   content-defined chunks (`chunk.rs`) and its row lists the chunks' row ids, in order
+//!   (`chunked` 1 or 2 names the list's form, see [`chunk_list`]).
+//! - `chunks(id, hash, bytes, packed)`: one row per distinct chunk. No hash index: the writer
+//!   dedupes chunks through an in-memory map of those it stored ([`RowIndex`], bounded). From
+//!   schema v11 on `hash` is written empty (nothing reads it; a blob is checked whole).
 //! - `blob_index(hash, id)`: the address of every blob row at or below `blob_index_upto.upto`.
 //!   Rows above `upto` (the *tail*) are not indexed yet: when the tail reaches [`MERGE_AT`]
 //!   rows, the commit that reaches it indexes all of them in one sorted insert and moves `upto`
@@ -32,7 +33,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::chain::blob_hash;
 use crate::chunk;
 use crate::log::LogError;
-use crate::sqlite::{map_err, pack};
+use crate::sqlite::{chunk_list, map_err, pack, payload};
 
 /// Tail rows that trigger indexing them (about 150 steps of a typical cast).
 pub(crate) const MERGE_AT: usize = 512;
@@ -178,8 +179,14 @@ impl BlobStore {
                 .map_err(store)?;
         } else {
             let list = self.put_chunks(conn, bytes, prepared.map(|p| p.chunks.as_slice()))?;
-            conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, 1)")
-                .and_then(|mut stmt| stmt.execute(params![hash.0.as_slice(), list]))
+            conn.prepare_cached("INSERT INTO blobs (hash, bytes, chunked) VALUES (?1, ?2, ?3)")
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        hash.0.as_slice(),
+                        chunk_list::encode(&list),
+                        chunk_list::DELTAS
+                    ])
+                })
                 .map_err(store)?;
         }
         self.tail.stage(hash, conn.last_insert_rowid());
@@ -187,16 +194,18 @@ impl BlobStore {
     }
 
     /// Stores the chunks of `bytes` not stored yet (as `prepared` cut, hashed and packed them,
-    /// when given); returns the chunk list of its blob row.
-    fn put_chunks(
+    /// when given); returns the row ids of its chunks, in order.
+    pub(super) fn put_chunks(
         &mut self,
         conn: &Connection,
         bytes: &[u8],
         prepared: Option<&[PreparedChunk]>,
-    ) -> Result<Vec<u8>, LogError> {
+    ) -> Result<Vec<i64>, LogError> {
         let store = |e: rusqlite::Error| map_err("storing a blob", e);
+        // A chunk's own hash is not stored (from schema v11): nothing reads it, and the blob
+        // that holds the chunk is checked by the hash of its whole content.
         let mut insert = conn
-            .prepare_cached("INSERT INTO chunks (hash, bytes, packed) VALUES (?1, ?2, ?3)")
+            .prepare_cached("INSERT INTO chunks (hash, bytes, packed) VALUES (X'', ?1, ?2)")
             .map_err(store)?;
         let cut;
         let (chunks, prepacked) = match prepared {
@@ -206,7 +215,7 @@ impl BlobStore {
                 (cut.as_slice(), false)
             }
         };
-        let mut list = Vec::with_capacity(chunks.len() * 8);
+        let mut list = Vec::with_capacity(chunks.len());
         let mut start = 0;
         for chunk in chunks {
             let piece = &bytes[start..chunk.end];
@@ -220,14 +229,14 @@ impl BlobStore {
                         (None, false) => pack::value_to_store(piece),
                     };
                     insert
-                        .execute(params![chunk.key.0.as_slice(), stored.as_ref(), packed])
+                        .execute(params![stored.as_ref(), packed])
                         .map_err(store)?;
                     let id = conn.last_insert_rowid();
                     self.chunks.stage(chunk.key, id);
                     id
                 }
             };
-            list.extend_from_slice(&id.to_be_bytes());
+            list.push(id);
         }
         Ok(list)
     }
@@ -352,7 +361,7 @@ pub(crate) fn prepare(bytes: &[u8]) -> PreparedBlob {
 }
 
 /// The chunks of `bytes`, packed when `packed` (else packing is left to their insert).
-fn cut_chunks(bytes: &[u8], packed: bool) -> Vec<PreparedChunk> {
+pub(super) fn cut_chunks(bytes: &[u8], packed: bool) -> Vec<PreparedChunk> {
     let mut end = 0;
     chunk::split(bytes)
         .into_iter()
@@ -400,34 +409,10 @@ pub(crate) fn read_blob(
         message,
         source: None,
     };
-    if bytes.len() % 8 != 0 {
-        return Err(damaged(format!(
-            "its chunk list is {} bytes, not a multiple of 8",
-            bytes.len()
-        )));
-    }
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT bytes, {packed_sql} FROM chunks WHERE id = ?1"
-        ))
-        .map_err(read)?;
+    let ids = chunk_list::decode(chunked, &bytes).map_err(damaged)?;
     let mut out = Vec::new();
-    for (i, id) in bytes.chunks_exact(8).enumerate() {
-        let id = i64::from_be_bytes(id.try_into().unwrap_or_default());
-        // An unpacked chunk is appended straight from the row, without a copy of its own.
-        let found = stmt
-            .query_row([id], |r| {
-                let stored = r.get_ref(0)?.as_blob()?;
-                Ok(pack::value_from_store(stored, r.get(1)?)
-                    .map(|bytes| out.extend_from_slice(&bytes)))
-            })
-            .optional()
-            .map_err(read)?;
-        match found {
-            None => return Err(damaged(format!("its chunk {i} (row {id}) is missing"))),
-            Some(Err(why)) => return Err(damaged(format!("its chunk {i} (row {id}): {why}"))),
-            Some(Ok(())) => {}
-        }
-    }
+    payload::read_chunks(conn, &ids, packed_sql, &mut out)
+        .map_err(read)?
+        .map_err(|why| damaged(format!("its {why}")))?;
     Ok(Some(out))
 }

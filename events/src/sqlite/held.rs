@@ -13,7 +13,8 @@ use crate::sqlite::StoredCheckpoint;
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::blobs::{PreparedBlob, prepare};
 use crate::sqlite::map_err;
-use crate::sqlite::pack::{Packer, Packing, StoredPayloads, payloads_to_store};
+use crate::sqlite::pack::{Packer, Packing};
+use crate::sqlite::payload::{PreparedPayloads, prepare_all};
 use crate::sqlite::transaction::{begin, commit, rollback};
 use crate::sqlite::writes::{append_sealed, head_of, put_checkpoint};
 
@@ -36,7 +37,7 @@ struct HeldAppend {
 /// What the packer works out for one held append.
 #[derive(Debug)]
 struct Prepared {
-    payloads: StoredPayloads,
+    payloads: PreparedPayloads,
     blobs: Vec<PreparedBlob>,
 }
 
@@ -123,7 +124,7 @@ impl Held {
         let payloads: Vec<Vec<u8>> = records.iter().map(|r| r.payload.clone()).collect();
         let copies = blobs.clone();
         let packing = self.packer.submit(move || Prepared {
-            payloads: payloads_to_store(&payloads),
+            payloads: prepare_all(&payloads),
             blobs: copies.iter().map(|blob| prepare(blob)).collect(),
         });
         self.appends.push(HeldAppend {
@@ -242,7 +243,14 @@ fn write_one(
         if append.records.is_empty() {
             return Ok(());
         }
-        append_sealed(conn, &append.cast, append.on, &append.records, payloads)
+        append_sealed(
+            conn,
+            store,
+            &append.cast,
+            append.on,
+            &append.records,
+            payloads,
+        )
     })
 }
 

@@ -30,20 +30,16 @@ fn indexed_condition() -> String {
 /// under a key `casts` does not list (an orphan, named by `verify`) is left out, as a scan of
 /// the listed casts leaves it out.
 static QUERY: LazyLock<String> = LazyLock::new(|| {
-    let columns: Vec<String> = rows::EVENT_COLUMNS
-        .split(", ")
-        .map(|c| format!("e.{c}"))
-        .collect();
     format!(
         "SELECT {}, c.cast_id FROM events e JOIN casts c ON c.id = e.id >> 32
          WHERE e.{} AND e.id BETWEEN ?1 AND ?2 ORDER BY e.id",
-        columns.join(", "),
+        rows::event_columns("e"),
         indexed_condition()
     )
 });
 
-/// The column of [`QUERY`] that holds the cast's name (after [`rows::EVENT_COLUMNS`]).
-const CAST_COLUMN: usize = 8;
+/// The column of [`QUERY`] that holds the cast's name (after [`rows::event_columns`]).
+const CAST_COLUMN: usize = rows::EVENT_COLUMN_COUNT;
 
 impl SqliteLog {
     pub(super) fn scan_indexed_kinds(
@@ -100,7 +96,7 @@ fn indexed_rows(
             Some(c) if c.as_str() == name => c,
             _ => CastId::new(name),
         };
-        let record = rows::event(row, &current).map_err(|bad| bad.into_error(&current))?;
+        let record = rows::event(conn, row, &current).map_err(|bad| bad.into_error(&current))?;
         cast = Some(current);
         if !kinds.contains(&record.kind.as_str()) {
             continue;

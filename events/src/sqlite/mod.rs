@@ -43,17 +43,21 @@
 
 mod address;
 mod blobs;
+mod chunk_list;
 mod damage;
 mod deliveries;
 mod held;
 mod kinds;
 mod open;
 pub mod pack;
+mod payload;
 mod pinned;
 mod queue;
 mod rows;
+mod split;
 mod syncer;
 mod transaction;
+mod varint;
 mod wal;
 mod writer;
 mod writes;
@@ -714,14 +718,14 @@ fn scan_rows(
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-            rows::EVENT_COLUMNS
+            *rows::EVENT_COLUMNS
         ))
         .map_err(|e| map_err("reading events", e))?;
     let mut rows = stmt
         .query(params![first, last])
         .map_err(|e| map_err("reading events", e))?;
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", e))? {
-        let record = rows::event(row, cast).map_err(|bad| bad.into_error(cast))?;
+        let record = rows::event(conn, row, cast).map_err(|bad| bad.into_error(cast))?;
         if visit(record).is_break() {
             break;
         }

@@ -22,6 +22,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("schema/v8.sql"),
     include_str!("schema/v9.sql"),
     include_str!("schema/v10.sql"),
+    include_str!("schema/v11.sql"),
 ];
 
 /// The schema version this build writes.

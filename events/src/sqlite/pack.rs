@@ -132,20 +132,6 @@ pub(super) fn payload_to_store(payload: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     std::borrow::Cow::Borrowed(payload)
 }
 
-/// The stored form of each payload of a batch: `Some` the packed bytes, `None` as given.
-pub(super) type StoredPayloads = Vec<Option<Vec<u8>>>;
-
-/// The stored forms of `payloads`, by [`payload_to_store`].
-pub(super) fn payloads_to_store(payloads: &[Vec<u8>]) -> StoredPayloads {
-    payloads
-        .iter()
-        .map(|payload| match payload_to_store(payload) {
-            std::borrow::Cow::Owned(packed) => Some(packed),
-            std::borrow::Cow::Borrowed(_) => None,
-        })
-        .collect()
-}
-
 /// A thread that packs the values of held appends while the appender goes on.
 ///
 /// The writer holds a begun append for a while before it writes it (see `held.rs`); packing

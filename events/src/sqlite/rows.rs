@@ -8,19 +8,37 @@
 //! spells.
 
 use std::ops::ControlFlow;
+use std::sync::LazyLock;
 
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
 
 use super::address::{MAX_SEQ, event_row_id};
-use super::{SqliteLog, digest_from_sql, is_damage, map_err, pack};
+use super::{SqliteLog, digest_from_sql, is_damage, map_err, payload};
 use crate::log::{CastHead, ForkPoint, LogError, StoredRow};
 use crate::record::Recorded;
 use crate::stream::StreamKind;
 
-/// The columns [`event`] decodes, in its order.
-pub(super) const EVENT_COLUMNS: &str = "id, seq, at_ms, kind, v, payload, prev, hash";
+/// The columns [`event`] decodes, in its order, of the events table `table` names in the
+/// query. A row whose `prev` is empty (written so from schema v11 on: its link is the hash of
+/// the row before it in the cast) reads with that row's hash there, or NULL when no row is
+/// stored before it; the last column says which (1: taken from the row before).
+pub(super) fn event_columns(table: &str) -> String {
+    format!(
+        "{table}.id, {table}.seq, {table}.at_ms, {table}.kind, {table}.v, {table}.payload, \
+         CASE WHEN length({table}.prev) = 0 \
+              THEN (SELECT before.hash FROM events before WHERE before.id = {table}.id - 1) \
+              ELSE {table}.prev END, \
+         {table}.hash, length({table}.prev) = 0"
+    )
+}
+
+/// How many columns [`event_columns`] selects.
+pub(super) const EVENT_COLUMN_COUNT: usize = 9;
+
+/// [`event_columns`] of a query that reads the events table by its own name.
+pub(super) static EVENT_COLUMNS: LazyLock<String> = LazyLock::new(|| event_columns("events"));
 
 /// What is wrong with one row: each column that does not hold what castlog writes.
 #[derive(Default)]
@@ -86,17 +104,16 @@ impl Faults {
         }
     }
 
-    /// An event payload, unpacked when it was stored packed (see [`super::pack`]).
-    fn payload(&mut self, row: &Row<'_>, i: usize) -> Option<Vec<u8>> {
+    /// An event payload, rebuilt from its stored form (see [`super::payload`]).
+    fn payload(&mut self, conn: &Connection, row: &Row<'_>, i: usize) -> Option<Vec<u8>> {
         match self.value(row, i, "payload")? {
-            ValueRef::Blob(bytes) if pack::is_packed_payload(bytes) => match pack::unpack(bytes) {
+            ValueRef::Blob(bytes) => match payload::from_row(conn, bytes) {
                 Ok(payload) => Some(payload),
                 Err(why) => {
-                    self.0.push(format!("column payload is packed, but {why}"));
+                    self.0.push(format!("column payload {why}"));
                     None
                 }
             },
-            ValueRef::Blob(bytes) => Some(bytes.to_vec()),
             other => {
                 self.wrong("payload", other, "bytes");
                 None
@@ -122,6 +139,23 @@ impl Faults {
     }
 }
 
+/// The link of a row that keeps it as the hash of the row before it: that row's hash, or
+/// why it cannot be known (the row before is missing, or its hash is unreadable, so this
+/// event's own hash cannot be checked either).
+fn linked_prev(row: &Row<'_>, faults: &mut Faults) -> Option<Digest> {
+    let before = match row.get_ref(6) {
+        Ok(ValueRef::Null) => "is missing",
+        Ok(ValueRef::Blob(bytes)) if bytes.len() == 32 => {
+            return <[u8; 32]>::try_from(bytes).ok().map(Digest);
+        }
+        _ => "has an unreadable hash",
+    };
+    faults.0.push(format!(
+        "its link is stored as the hash of the event before it, and that event {before}"
+    ));
+    None
+}
+
 /// An event row that does not decode.
 pub(super) struct BadEvent {
     /// Its seq column, or the seq of its address when that column is unreadable.
@@ -142,7 +176,7 @@ impl BadEvent {
 }
 
 /// Decodes an event row of `cast` selected as [`EVENT_COLUMNS`].
-pub(super) fn event(row: &Row<'_>, cast: &CastId) -> Result<Recorded, BadEvent> {
+pub(super) fn event(conn: &Connection, row: &Row<'_>, cast: &CastId) -> Result<Recorded, BadEvent> {
     let mut faults = Faults::default();
     let address = faults.int(row, 0, "id").unwrap_or_default();
     let hash = faults.digest(row, 7, "hash");
@@ -150,8 +184,12 @@ pub(super) fn event(row: &Row<'_>, cast: &CastId) -> Result<Recorded, BadEvent> 
     let at_ms = faults.int(row, 2, "at_ms");
     let kind = faults.text(row, 3, "kind");
     let v = faults.int(row, 4, "v");
-    let payload = faults.payload(row, 5);
-    let prev = faults.digest(row, 6, "prev");
+    let payload = faults.payload(conn, row, 5);
+    let prev = if matches!(row.get_ref(8), Ok(ValueRef::Integer(1))) {
+        linked_prev(row, &mut faults)
+    } else {
+        faults.digest(row, 6, "prev")
+    };
     match (seq, at_ms, kind, v, payload, prev, hash) {
         (Some(seq), Some(at_ms), Some(kind), Some(v), Some(payload), Some(prev), Some(hash))
             if faults.0.is_empty() =>
@@ -195,7 +233,8 @@ pub(super) fn scan_chain_rows(
     };
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id"
+            "SELECT {} FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            *EVENT_COLUMNS
         ))
         .map_err(|e| map_err("reading events", e))?;
     // Seqs hidden by a damaged page so far: (first, last, SQLite's message).
@@ -209,7 +248,7 @@ pub(super) fn scan_chain_rows(
         loop {
             match rows.next() {
                 Ok(Some(row)) => {
-                    let stored = match event(row, cast) {
+                    let stored = match event(conn, row, cast) {
                         Ok(record) => StoredRow::Record(record),
                         Err(bad) => StoredRow::Unreadable {
                             first: bad.seq,

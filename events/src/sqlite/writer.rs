@@ -726,7 +726,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             expected,
             events,
             reply,
-        } => Done::Records(reply, append(conn, &cast, expected, events)),
+        } => Done::Records(reply, append(conn, store, &cast, expected, events)),
         Command::AppendWithBlobs {
             cast,
             expected,
@@ -740,7 +740,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
                 if events.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    append(conn, &cast, expected, events)
+                    append(conn, store, &cast, expected, events)
                 }
             });
             Done::Numbered(reply, result)
@@ -754,7 +754,7 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
         } => {
             let result = crate::sqlite::queue::check_lease(conn, &lease)
                 .and_then(|()| blobs.iter().try_for_each(|b| store.put(conn, b).map(drop)))
-                .and_then(|()| append(conn, &lease.cast, expected, events));
+                .and_then(|()| append(conn, store, &lease.cast, expected, events));
             Done::Records(reply, result)
         }
         Command::Fork {
@@ -762,12 +762,12 @@ fn execute(conn: &Connection, store: &mut BlobStore, command: Command) -> Done {
             from,
             events,
             reply,
-        } => Done::Records(reply, fork(conn, &cast, &from, &events)),
+        } => Done::Records(reply, fork(conn, store, &cast, &from, &events)),
         Command::Import {
             head,
             events,
             reply,
-        } => Done::Unit(reply, import(conn, &head, &events)),
+        } => Done::Unit(reply, import(conn, store, &head, &events)),
         Command::PutBlob { bytes, reply } => Done::Blob(reply, store.put(conn, &bytes)),
         Command::PutCheckpoint {
             cast,

@@ -8,7 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::log::{CastHead, ForkPoint, LogError};
 use crate::record::{Pending, Recorded, seal_batch, seal_owned};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
-use crate::sqlite::pack::StoredPayloads;
+use crate::sqlite::blobs::BlobStore;
+use crate::sqlite::payload::{self, PreparedPayloads};
 use crate::sqlite::{digest_from_sql, map_err};
 use crate::stream::StreamKind;
 
@@ -41,6 +42,7 @@ pub(crate) fn head_of(
 
 pub(crate) fn append(
     conn: &Connection,
+    store: &mut BlobStore,
     cast: &CastId,
     expected: Seq,
     events: Vec<Pending>,
@@ -51,10 +53,10 @@ pub(crate) fn append(
     let found = head_of(conn, cast)?;
     crate::log::expect_next(cast, expected, found.as_ref().map(|(_, head, _)| *head))?;
     match found {
-        None => create(conn, cast, None, &events),
+        None => create(conn, store, cast, None, &events),
         Some((key, head, hash)) => {
             let sealed = seal_owned(cast, head, hash, events);
-            insert_events(conn, key, &sealed, None)?;
+            insert_events(conn, store, key, &sealed, None)?;
             move_head(conn, key, sealed.last())?;
             Ok(sealed)
         }
@@ -63,6 +65,7 @@ pub(crate) fn append(
 
 pub(crate) fn fork(
     conn: &Connection,
+    store: &mut BlobStore,
     cast: &CastId,
     from: &ForkPoint,
     events: &[Pending],
@@ -78,7 +81,7 @@ pub(crate) fn fork(
             found: head.next(),
         });
     }
-    create(conn, cast, Some(from), events)
+    create(conn, store, cast, Some(from), events)
 }
 
 fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError> {
@@ -114,10 +117,11 @@ fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError>
 /// the cast's stored head is still that; a [`LogError::Conflict`] otherwise.
 pub(crate) fn append_sealed(
     conn: &Connection,
+    store: &mut BlobStore,
     cast: &CastId,
     on: Option<(Seq, Digest)>,
     records: &[Recorded],
-    payloads: Option<StoredPayloads>,
+    payloads: Option<PreparedPayloads>,
 ) -> Result<(), LogError> {
     let stored = head_of(conn, cast)?;
     let key = match (stored, on) {
@@ -135,12 +139,13 @@ pub(crate) fn append_sealed(
             });
         }
     };
-    insert_events(conn, key, records, payloads)?;
+    insert_events(conn, store, key, records, payloads)?;
     move_head(conn, key, records.last())
 }
 
 fn create(
     conn: &Connection,
+    store: &mut BlobStore,
     cast: &CastId,
     parent: Option<&ForkPoint>,
     events: &[Pending],
@@ -152,7 +157,7 @@ fn create(
         .first()
         .map_or(StreamKind::Cast, |e| StreamKind::opened_by(e.kind));
     let key = insert_cast(conn, cast, parent, created, kind)?;
-    insert_events(conn, key, &sealed, None)?;
+    insert_events(conn, store, key, &sealed, None)?;
     move_head(conn, key, sealed.last())?;
     Ok(sealed)
 }
@@ -184,26 +189,33 @@ fn insert_cast(
 }
 
 /// Inserts `records` of the cast keyed `key`, their payloads in the stored forms `stored`
-/// when given (by the packer, see [`super::pack::Packer`]), else packed here.
+/// when given (by the packer, see [`super::pack::Packer`]), else worked out here.
 fn insert_events(
     conn: &Connection,
+    store: &mut BlobStore,
     key: i64,
     records: &[Recorded],
-    stored: Option<StoredPayloads>,
+    stored: Option<PreparedPayloads>,
 ) -> Result<(), LogError> {
-    let mut stored = stored.filter(|s| s.len() == records.len());
+    let mut stored = stored
+        .filter(|s| s.len() == records.len())
+        .map(Vec::into_iter);
+    let mut before = match records.first() {
+        Some(first) if first.seq > Seq::FIRST => stored_hash(conn, key, Seq(first.seq.get() - 1))?,
+        _ => None,
+    };
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO events (id, cast_id, seq, at_ms, kind, v, payload, prev, hash)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .map_err(|e| map_err("preparing an append", e))?;
-    for (i, r) in records.iter().enumerate() {
-        let payload = match stored.as_mut().map(|s| s[i].take()) {
-            Some(Some(packed)) => std::borrow::Cow::Owned(packed),
-            Some(None) => std::borrow::Cow::Borrowed(r.payload.as_slice()),
-            None => super::pack::payload_to_store(&r.payload),
+    for r in records {
+        let prepared = match stored.as_mut().and_then(Iterator::next) {
+            Some(prepared) => prepared,
+            None => payload::prepare(&r.payload),
         };
+        let payload = payload::to_row(conn, store, &r.payload, prepared)?;
         let Some(id) = event_row_id(key, r.seq) else {
             let message = if r.seq.get() > MAX_SEQ {
                 format!(
@@ -218,6 +230,13 @@ fn insert_events(
             };
             return Err(LogError::storage("appending an event", message));
         };
+        // The link is the row before's hash: stored empty when it is (see schema v11).
+        let prev: &[u8] = if r.seq > Seq::FIRST && before == Some(r.prev) {
+            &[]
+        } else {
+            r.prev.0.as_slice()
+        };
+        before = Some(r.hash);
         stmt.execute(params![
             id,
             key,
@@ -226,7 +245,7 @@ fn insert_events(
             r.kind,
             i64::from(r.v),
             payload.as_ref(),
-            r.prev.0.as_slice(),
+            prev,
             r.hash.0.as_slice(),
         ])
         .map_err(|e| match e.sqlite_error_code() {
@@ -241,6 +260,19 @@ fn insert_events(
     Ok(())
 }
 
+/// The hash stored in the row of seq `seq` of the cast keyed `key`, when that row exists and
+/// holds a digest.
+fn stored_hash(conn: &Connection, key: i64, seq: Seq) -> Result<Option<Digest>, LogError> {
+    let Some(id) = event_row_id(key, seq) else {
+        return Ok(None);
+    };
+    let stored: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT hash FROM events WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
+        .map_err(|e| map_err("reading the event before an append", e))?;
+    Ok(stored.and_then(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok().map(Digest)))
+}
+
 fn move_head(conn: &Connection, key: i64, last: Option<&Recorded>) -> Result<(), LogError> {
     let Some(last) = last else { return Ok(()) };
     conn.prepare_cached("UPDATE casts SET head_seq = ?2, head_hash = ?3 WHERE id = ?1")
@@ -253,6 +285,7 @@ fn move_head(conn: &Connection, key: i64, last: Option<&Recorded>) -> Result<(),
 
 pub(crate) fn import(
     conn: &Connection,
+    store: &mut BlobStore,
     head: &CastHead,
     events: &[Recorded],
 ) -> Result<(), LogError> {
@@ -280,7 +313,7 @@ pub(crate) fn import(
         head.created_ms,
         head.kind,
     )?;
-    insert_events(conn, key, events, None)?;
+    insert_events(conn, store, key, events, None)?;
     move_head(conn, key, events.last())
 }
 

@@ -42,7 +42,7 @@ fn large_blobs_share_chunks_and_damage_is_named() {
         b.len()
     );
     let chunked: i64 = conn
-        .query_row("SELECT count(*) FROM blobs WHERE chunked = 1", [], |r| {
+        .query_row("SELECT count(*) FROM blobs WHERE chunked = 2", [], |r| {
             r.get(0)
         })
         .unwrap();
@@ -59,7 +59,15 @@ fn large_blobs_share_chunks_and_damage_is_named() {
         other => panic!("{other}"),
     }
     conn.execute(
-        "UPDATE blobs SET bytes = x'00' WHERE hash = ?1",
+        "UPDATE blobs SET bytes = x'80' WHERE hash = ?1",
+        [ha.0.as_slice()],
+    )
+    .unwrap();
+    let err = log.get_blob(&ha).unwrap_err();
+    assert!(err.to_string().contains("ends inside a number"), "{err}");
+    // The list form of files before schema v11 (chunked = 1) is read, and checked, too.
+    conn.execute(
+        "UPDATE blobs SET bytes = x'00', chunked = 1 WHERE hash = ?1",
         [ha.0.as_slice()],
     )
     .unwrap();

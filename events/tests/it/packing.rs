@@ -14,22 +14,15 @@ use super::sample;
 /// The first bytes of a zstd frame, which a packed payload starts with.
 const FRAME: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
-/// Four notes of about 3 kB of word-like text each (large enough to pack) and one short one.
+/// Four notes of about 3 kB of word-like text each (large enough to pack; kept in a field
+/// other than `text`, which would be split instead, see `long_texts_...` below) and one short
+/// one.
 fn notes() -> Vec<Pending> {
     let long = String::from_utf8(sample::text(7, 3000)).unwrap();
     (0..5u64)
         .map(|i| {
-            let text = if i == 4 {
-                "short".to_owned()
-            } else {
-                format!("{i}: {long}")
-            };
-            let event = Event::from(SteeringNoted {
-                text,
-                locked: false,
-                origin: None,
-            });
-            Pending::new(sample::AT + i * 1000, &event)
+            let origin = (i != 4).then(|| format!("{i}: {long}"));
+            note(sample::AT + i * 1000, &format!("note {i}"), origin)
         })
         .collect()
 }
@@ -182,4 +175,172 @@ fn a_damaged_packed_chunk_is_named_by_its_blob() {
         }
         other => panic!("{other}"),
     }
+}
+
+// Schema v11: an event's link is stored once, as the hash of the row before it; a link that
+// is not that hash (a fork's first event names its parent's) is stored in full.
+#[test]
+fn links_are_stored_once_and_read_back_as_appended() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let reference = InMemoryLog::new();
+    let origin = sample::cast("origin");
+    let stored = sample::seed(&log, &origin, 4);
+    assert_eq!(stored, sample::seed(&reference, &origin, 4));
+    let more = log.append(&origin, Seq(5), &sample::batch(4, 3)).unwrap();
+    let point = castlog_events::ForkPoint {
+        cast: origin.clone(),
+        seq: Seq(3),
+        hash: stored[2].hash,
+    };
+    let fork = sample::cast("fork");
+    let forked = log.fork(&fork, &point, &sample::batch(10, 2)).unwrap();
+    drop(log);
+
+    let conn = Connection::open(&path).unwrap();
+    let links: Vec<(String, i64, usize)> = conn
+        .prepare(
+            "SELECT c.cast_id, e.seq, length(e.prev) FROM events e
+             JOIN casts c ON c.id = e.cast_id ORDER BY e.id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let expected: Vec<(String, i64, usize)> = (1..=7)
+        .map(|seq| ("origin".to_owned(), seq, if seq == 1 { 32 } else { 0 }))
+        .chain((1..=2).map(|seq| ("fork".to_owned(), seq, if seq == 1 { 32 } else { 0 })))
+        .collect();
+    assert_eq!(links, expected);
+    drop(conn);
+
+    let log = open_sqlite(&path);
+    let read = log.read(&origin, Seq::FIRST, None).unwrap();
+    assert_eq!(read, [stored, more].concat());
+    // A read from the middle takes the link from a row it does not return.
+    assert_eq!(log.read(&origin, Seq(5), None).unwrap(), read[4..]);
+    assert_eq!(log.read(&fork, Seq::FIRST, None).unwrap(), forked);
+    assert_eq!(forked[0].prev, point.hash);
+    for cast in [&origin, &fork] {
+        let head = log.head(cast).unwrap().unwrap();
+        assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
+    }
+}
+
+#[test]
+fn an_event_whose_link_row_is_gone_is_named_for_it() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let cast = sample::cast("gap");
+    sample::seed(&log, &cast, 5);
+    drop(log);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DROP TRIGGER events_no_delete;
+             DELETE FROM events WHERE seq = 3;",
+        )
+        .unwrap();
+    let log = open_sqlite(&path);
+    let head = log.head(&cast).unwrap().unwrap();
+    let problems = verify_cast(&log, &head).unwrap().problems;
+    let named: Vec<(u64, ProblemKind)> = problems.iter().map(|p| (p.seq.get(), p.kind)).collect();
+    assert_eq!(
+        named,
+        [(3, ProblemKind::Missing), (4, ProblemKind::Unreadable)]
+    );
+    assert!(
+        problems[1].message.contains(
+            "its link is stored as the hash of the event before it, and that event is missing"
+        ),
+        "{}",
+        problems[1].message
+    );
+    match log.read(&cast, Seq(4), None).unwrap_err() {
+        LogError::Corrupt { context, .. } => assert!(context.contains("seq 4"), "{context}"),
+        other => panic!("{other}"),
+    }
+}
+
+/// A note of `text` at `at`.
+fn note(at: u64, text: &str, origin: Option<String>) -> Pending {
+    let event = Event::from(SteeringNoted {
+        text: text.to_owned(),
+        locked: false,
+        origin,
+    });
+    Pending::new(at, &event)
+}
+
+// Schema v11: a long top-level text is kept in the chunk store, where the entry bodies that
+// quote it share its chunks; the row holds the rest of the payload and the chunk list.
+#[test]
+fn long_texts_are_kept_in_the_chunk_store_and_read_back_as_appended() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let reference = InMemoryLog::new();
+    let cast = sample::cast("split");
+    let text = format!(
+        "a \"quoted\" reply\twith\nlines \\ {}",
+        String::from_utf8(sample::text(3, 6000)).unwrap()
+    );
+    let events = [
+        note(sample::AT, &text, None),
+        note(sample::AT, "short", None),
+    ];
+    let stored = log.append(&cast, Seq::FIRST, &events).unwrap();
+    assert_eq!(
+        stored,
+        reference.append(&cast, Seq::FIRST, &events).unwrap()
+    );
+    let conn = Connection::open(&path).unwrap();
+    let rows = stored_payloads(&conn);
+    assert_eq!(rows[0][0], 0x01, "the long text's payload is split");
+    assert!(rows[0].len() < 100, "{} bytes in the row", rows[0].len());
+    assert_eq!(rows[1], stored[1].payload, "a short one is kept as it is");
+    let chunks = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = chunks(&conn);
+    assert!(before >= 4, "{before} chunks");
+    // An entry body quoting the text shares its chunks: only its first ones are new.
+    let body = format!("Previous output:\n{text}");
+    let address = log.put_blob(body.as_bytes()).unwrap();
+    assert!(
+        chunks(&conn) - before <= 2,
+        "{} new chunks",
+        chunks(&conn) - before
+    );
+    drop(log);
+
+    let log = open_sqlite(&path);
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), stored);
+    assert_eq!(log.get_blob(&address).unwrap(), Some(body.into_bytes()));
+    let head = log.head(&cast).unwrap().unwrap();
+    assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
+
+    // A chunk of the text gone: the read names the event, verify names it unreadable.
+    conn.execute("DELETE FROM chunks WHERE id = 2", []).unwrap();
+    match log.read(&cast, Seq::FIRST, None).unwrap_err() {
+        LogError::Corrupt {
+            context, message, ..
+        } => {
+            assert!(context.contains("seq 1"), "{context}");
+            assert!(
+                message
+                    .contains("column payload is split, but its text's chunk 1 (row 2) is missing"),
+                "{message}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    let found: Vec<(u64, ProblemKind)> = verify_cast(&log, &head)
+        .unwrap()
+        .problems
+        .iter()
+        .map(|p| (p.seq.get(), p.kind))
+        .collect();
+    assert_eq!(found, vec![(1, ProblemKind::Unreadable)]);
 }

@@ -5,10 +5,13 @@
 //! verify the same.
 //!
 //! # What is packed, and how a reader knows
-//! - An event's `payload` (its JSON) of at least [`PAYLOAD_PACK_FROM`] bytes. A packed payload is one
-//!   zstd frame, which starts with the bytes `28 b5 2f fd`; JSON text never starts with `(`
-//!   (0x28), so a payload is packed exactly when it starts with [`MAGIC`], and files written
-//!   before schema version 10 (which never pack) read as they are.
+//! - An event's `payload` (its JSON). From schema version 11 one of at least
+//!   [`DICTIONARY_PACK_FROM`] bytes is packed against [`DICTIONARY`]: the byte
+//!   [`WITH_DICTIONARY`] (`02`), then one zstd frame. Versions 10 packed a payload of at least
+//!   1 kB as a plain frame, which starts with the bytes `28 b5 2f fd` ([`MAGIC`]); such rows
+//!   read as they are. JSON text starts with neither (nor with `01`, the split form of
+//!   `split.rs`), so a payload's first byte names its form, and files written before version
+//!   10 (which never pack) read as they are.
 //! - A blob's chunk (`chunks.bytes`) and a cache (`checkpoints.bytes`, a state snapshot or a
 //!   projection checkpoint) of at least [`PACK_FROM`] bytes: their bytes are arbitrary, so
 //!   the row's `packed` column (schema version 10) says it: 1 packed, 0 as given.
@@ -29,13 +32,6 @@ pub(super) const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// time cost more than the few bytes such a value could save.
 pub(super) const PACK_FROM: usize = 256;
 
-/// Event payloads shorter than this are stored as given. A payload is read whenever its cast
-/// is (every `verify`, `diff`, `replay`, `export`), and unpacking a small frame costs mostly
-/// zstd's table setup, which does not shrink with the frame: below about a kilobyte that cost
-/// outweighs the bytes saved. Chunks and caches are read far less often (a body placed in many
-/// prompts is read once, see `blobs::ReadBlobs`), so [`PACK_FROM`] holds for them.
-pub(super) const PAYLOAD_PACK_FROM: usize = 1024;
-
 /// zstd's level: its fastest positive one, which packs a 2 kB reply of prose to about a third
 /// in under 10 µs.
 const LEVEL: i32 = 1;
@@ -44,12 +40,34 @@ const LEVEL: i32 = 1;
 /// stored frame can ask for more memory than a stored value could take.
 pub(super) const UNPACKED_LIMIT: u64 = 1_000_000_000;
 
+/// The first byte of an event payload packed with [`DICTIONARY`] (schema v11 on); the zstd
+/// frame follows it.
+pub(super) const WITH_DICTIONARY: u8 = 0x02;
+
+/// Event payloads shorter than this are stored as given even with [`DICTIONARY`].
+pub(super) const DICTIONARY_PACK_FROM: usize = 48;
+
+/// What event payloads are packed against (schema v11 on): a zstd raw-content dictionary of
+/// castlog's own vocabulary, the field names and common values of the events every step
+/// appends (`socket_started`, `dispatch_scheduled`, `prompt_dispatched` with its placement
+/// rules and entry names, `agent_replied`, `socket_completed`, `data_assigned`, `edge_taken`,
+/// `rework_routed`, ...), as JSON lines with the values of pi-materia's bundled default
+/// (`Socket-N`, `WI-N`, `lastFeedback`, `workItemIndex`, `Build`, `Auto-Eval`). A payload of
+/// a hundred bytes, which alone would not pack at all, packs to about half against it, since
+/// its names are found there. It never changes: every payload packed with it needs these very
+/// bytes to unpack (a golden test pins their hash); a better one would be a second dictionary
+/// with a first byte of its own.
+pub(super) static DICTIONARY: &[u8] = include_bytes!("pack_dictionary.jsonl");
+
 thread_local! {
     /// One compression context per writing thread, kept between values (making one costs more
     /// than packing a small value).
     static PACKER: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
     /// One decompression context per reading thread.
     static UNPACKER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    /// The same with [`DICTIONARY`] loaded, for event payloads.
+    static DICTIONARY_PACKER: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DICTIONARY_UNPACKER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
 /// Whether this process packs what it writes (see [`set_packing`]).
@@ -72,7 +90,7 @@ pub(super) fn pack(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `bytes` as one zstd frame, however long that is.
-fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     PACKER.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
@@ -82,8 +100,43 @@ fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+/// An event payload packed against [`DICTIONARY`] ([`WITH_DICTIONARY`], then the frame),
+/// when it is at least [`DICTIONARY_PACK_FROM`] long, packing is on and that makes it
+/// shorter.
+pub(super) fn pack_with_dictionary(payload: &[u8]) -> Option<Vec<u8>> {
+    if payload.len() < DICTIONARY_PACK_FROM || !PACKING.load(Ordering::Relaxed) {
+        return None;
+    }
+    let frame = DICTIONARY_PACKER.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            *cell = zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY).ok();
+        }
+        cell.as_mut()?.compress(payload).ok()
+    })?;
+    (frame.len() < payload.len()).then(|| [&[WITH_DICTIONARY][..], &frame].concat())
+}
+
+/// The payload a frame made by [`pack_with_dictionary`] (without its first byte) unpacks to,
+/// or what is wrong with it.
+pub(super) fn unpack_with_dictionary(frame: &[u8]) -> Result<Vec<u8>, String> {
+    unpack_in(&DICTIONARY_UNPACKER, frame, || {
+        zstd::bulk::Decompressor::with_dictionary(DICTIONARY).ok()
+    })
+}
+
 /// The bytes a frame unpacks to, or what is wrong with it.
 pub(super) fn unpack(frame: &[u8]) -> Result<Vec<u8>, String> {
+    unpack_in(&UNPACKER, frame, || zstd::bulk::Decompressor::new().ok())
+}
+
+type Unpacker = RefCell<Option<zstd::bulk::Decompressor<'static>>>;
+
+fn unpack_in(
+    unpacker: &'static std::thread::LocalKey<Unpacker>,
+    frame: &[u8],
+    make: impl FnOnce() -> Option<zstd::bulk::Decompressor<'static>>,
+) -> Result<Vec<u8>, String> {
     let size = match zstd::zstd_safe::get_frame_content_size(frame) {
         Ok(Some(size)) => size,
         Ok(None) => return Err("its packed bytes do not say how long they unpack to".into()),
@@ -94,10 +147,10 @@ pub(super) fn unpack(frame: &[u8]) -> Result<Vec<u8>, String> {
             "its packed bytes say they unpack to {size} bytes, more than any stored value"
         ));
     }
-    let unpacked = UNPACKER.with(|cell| {
+    let unpacked = unpacker.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
-            *cell = zstd::bulk::Decompressor::new().ok();
+            *cell = make();
         }
         match cell.as_mut() {
             Some(unpacker) => unpacker
@@ -115,21 +168,39 @@ pub(super) fn unpack(frame: &[u8]) -> Result<Vec<u8>, String> {
     Ok(unpacked)
 }
 
-/// An event payload as stored: packed when that pays, else as given. A payload that is not
-/// JSON yet starts with [`MAGIC`] (no event castlog writes; an imported line could hold one) is
-/// packed whatever that costs, so that a stored payload is packed exactly when it starts so.
+/// An event payload as stored whole (see `payload.rs` for the split form): packed against
+/// [`DICTIONARY`] when that pays, else as given. A payload that is not JSON yet starts as a
+/// stored form does ([`MAGIC`], [`WITH_DICTIONARY`] or the split form's `01`: no event castlog
+/// writes; an imported line could hold one) is packed as a plain frame whatever that costs, so
+/// that a stored payload's first byte always names its form.
 pub(super) fn payload_to_store(payload: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if payload.len() >= PAYLOAD_PACK_FROM
-        && let Some(packed) = pack(payload)
-    {
-        return std::borrow::Cow::Owned(packed);
-    }
-    if is_packed_payload(payload)
-        && let Some(packed) = compress(payload)
-    {
+    let marked = is_packed_payload(payload)
+        || matches!(
+            payload.first(),
+            Some(&WITH_DICTIONARY | &super::split::SPLIT)
+        );
+    if marked {
+        if let Some(packed) = compress(payload) {
+            return std::borrow::Cow::Owned(packed);
+        }
+    } else if let Some(packed) = pack_with_dictionary(payload) {
         return std::borrow::Cow::Owned(packed);
     }
     std::borrow::Cow::Borrowed(payload)
+}
+
+/// A payload stored whole, as [`payload_to_store`] stored it, back as it was given.
+pub(super) fn payload_from_store(stored: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    let unpacked = if stored.first() == Some(&WITH_DICTIONARY) {
+        unpack_with_dictionary(&stored[1..])
+    } else if is_packed_payload(stored) {
+        unpack(stored)
+    } else {
+        return Ok(std::borrow::Cow::Borrowed(stored));
+    };
+    unpacked
+        .map(std::borrow::Cow::Owned)
+        .map_err(|why| format!("is packed, but {why}"))
 }
 
 /// A thread that packs the values of held appends while the appender goes on.
@@ -303,6 +374,45 @@ mod tests {
     }
 
     #[test]
+    fn small_payloads_pack_against_the_dictionary() {
+        let payload = br#"{"attempt":2,"item":"WI-7","item_label":"greet","materia":"Build","materia_label":"Build","socket":"Socket-2","visit":4}"#;
+        let stored = payload_to_store(payload);
+        assert_eq!(stored[0], WITH_DICTIONARY);
+        assert!(
+            stored.len() * 2 < payload.len(),
+            "{} of {}",
+            stored.len(),
+            payload.len()
+        );
+        assert_eq!(payload_from_store(&stored).unwrap(), payload.as_slice());
+        // Too short to pay: as given.
+        assert_eq!(payload_to_store(b"{}").as_ref(), b"{}");
+    }
+
+    /// Every payload packed against the dictionary needs its very bytes to unpack.
+    #[test]
+    fn the_dictionary_is_pinned() {
+        assert_eq!(
+            blake3::hash(DICTIONARY).to_hex().as_str(),
+            "7a364113b73bc987d4149605ba84dcec4d21ff3ab6cbd04efa89860cd8eb187a"
+        );
+    }
+
+    #[test]
+    fn a_payload_that_starts_as_a_stored_form_is_always_packed_plainly() {
+        for first in [
+            &[WITH_DICTIONARY][..],
+            &[super::super::split::SPLIT],
+            b"\x02{}",
+        ] {
+            let odd = [first, b" not JSON"].concat();
+            let stored = payload_to_store(&odd);
+            assert!(is_packed_payload(&stored), "{odd:?}");
+            assert_eq!(payload_from_store(&stored).unwrap(), odd.as_slice());
+        }
+    }
+
+    #[test]
     fn a_payload_that_starts_as_a_frame_is_always_packed() {
         let odd = [&MAGIC[..], b" but no frame"].concat();
         let stored = payload_to_store(&odd);
@@ -320,7 +430,7 @@ mod tests {
             let read = value_from_store(&stored, packed).unwrap().into_owned();
             prop_assert_eq!(read, bytes.clone());
             let payload = payload_to_store(&bytes);
-            let read = if is_packed_payload(&payload) { unpack(&payload).unwrap() } else { payload.into_owned() };
+            let read = payload_from_store(&payload).unwrap().into_owned();
             prop_assert_eq!(read, bytes);
         }
     }

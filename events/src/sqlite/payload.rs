@@ -1,6 +1,7 @@
 //! How an event payload goes to its row and comes back: split, its long text kept in the
-//! chunk store (`split.rs`, schema v11); packed (`pack.rs`, schema v10); or as given. A
-//! stored payload says which by its first byte: `01` split, `28` (a zstd frame) packed,
+//! chunk store (`split.rs`, schema v11); packed (`pack.rs`: against its dictionary from
+//! schema v11, as a plain frame in v10); or as given. A stored payload says which by its
+//! first byte: `01` split, `02` packed against the dictionary, `28` (a zstd frame) packed,
 //! anything else (JSON) as given. Every form reads back to the appended bytes.
 
 use std::borrow::Cow;
@@ -83,24 +84,15 @@ pub(super) fn from_row(conn: &Connection, stored: &[u8]) -> Result<Vec<u8>, Stri
     if split::is_split(stored) {
         let but = |why: String| format!("is split, but {why}");
         let (at, ids, rest) = split::parts(stored).map_err(but)?;
-        let rest = unpacked(rest).map_err(|why| but(format!("the rest of it {why}")))?;
+        let rest =
+            pack::payload_from_store(rest).map_err(|why| but(format!("the rest of it {why}")))?;
         let mut text = Vec::new();
         read_chunks(conn, &ids, "packed", &mut text)
             .map_err(|e| but(format!("its text cannot be read: {e}")))?
             .map_err(|why| but(format!("its text's {why}")))?;
         return split::join(at, &text, &rest).map_err(but);
     }
-    unpacked(stored).map(Cow::into_owned)
-}
-
-fn unpacked(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
-    if pack::is_packed_payload(stored) {
-        pack::unpack(stored)
-            .map(Cow::Owned)
-            .map_err(|why| format!("is packed, but {why}"))
-    } else {
-        Ok(Cow::Borrowed(stored))
-    }
+    pack::payload_from_store(stored).map(Cow::into_owned)
 }
 
 /// Appends the bytes of the chunk rows `ids`, in order, to `out`; `packed_sql` reads a

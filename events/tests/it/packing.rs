@@ -11,8 +11,9 @@ use rusqlite::{Connection, params};
 use super::backend::{open_sqlite, scratch};
 use super::sample;
 
-/// The first bytes of a zstd frame, which a packed payload starts with.
-const FRAME: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// The first bytes of a payload packed against the dictionary (schema v11): the form's byte,
+/// then a zstd frame.
+const PACKED: [u8; 5] = [0x02, 0x28, 0xb5, 0x2f, 0xfd];
 
 /// Four notes of about 3 kB of word-like text each (large enough to pack; kept in a field
 /// other than `text`, which would be split instead, see `long_texts_...` below) and one short
@@ -53,7 +54,7 @@ fn large_values_are_stored_packed_and_read_back_as_given() {
     let conn = Connection::open(&path).unwrap();
     let rows = stored_payloads(&conn);
     for (row, record) in rows.iter().zip(&expected).take(4) {
-        assert!(row.starts_with(&FRAME), "seq {} is not packed", record.seq);
+        assert!(row.starts_with(&PACKED), "seq {} is not packed", record.seq);
         assert!(
             row.len() * 10 < record.payload.len() * 7,
             "seq {}: {} packed bytes for {}",

@@ -22,8 +22,11 @@
 pub const MIN: usize = 256;
 /// Chunks are at most this long.
 pub const MAX: usize = 8192;
-/// Number of top hash bits that must be zero at a cut.
-pub const MASK_BITS: u32 = 9;
+/// Number of top hash bits that must be zero at a cut. It was 9 (chunks of about 768 bytes)
+/// before replies were kept in the chunk store; 8 (about 512) lets a reply and the entry
+/// bodies that quote it, each cut where its own prefix ends, agree sooner, which on a
+/// workload of 2 kB replies stores about 3% fewer bytes in all.
+pub const MASK_BITS: u32 = 8;
 /// Blobs of at least this many bytes are chunked.
 pub const CHUNKED_FROM: usize = 1024;
 
@@ -132,8 +135,9 @@ mod tests {
         assert_eq!(
             lengths,
             [
-                544, 657, 350, 297, 320, 1069, 668, 560, 259, 888, 721, 1002, 1611, 568, 405, 405,
-                312, 654, 1626, 701, 1185, 962, 411, 527, 438, 1092, 742, 466, 560
+                544, 548, 267, 489, 318, 501, 425, 634, 324, 415, 259, 526, 362, 621, 479, 623,
+                1369, 352, 458, 405, 405, 312, 654, 790, 666, 737, 362, 957, 297, 263, 402, 411,
+                527, 438, 440, 652, 742, 466, 560
             ]
         );
     }

@@ -342,6 +342,51 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// chunks and caches unpacked, their `packed` columns 0), as a build that packs nothing would
 /// have stored them, so a test can damage a value by editing its text in SQL. The events
 /// table's append-only trigger is put back as it was.
+/// The dictionary event payloads are packed against (schema v11, first byte 02).
+const DICTIONARY: &[u8] = include_bytes!("../../../events/src/sqlite/pack_dictionary.jsonl");
+
+/// A stored event payload's JSON as the row holds it, unpacked: a plain zstd frame (schema
+/// v10), a frame packed against the dictionary (02, v11), or the rest of a split payload (01,
+/// v11: its text is in the chunks, which this does not read). `None`: stored as given.
+pub fn stored_payload(stored: &[u8]) -> Option<Vec<u8>> {
+    match stored.first()? {
+        0x28 => Some(zstd::decode_all(stored).unwrap()),
+        0x02 => {
+            let mut out = Vec::new();
+            let mut decoder =
+                zstd::stream::read::Decoder::with_dictionary(&stored[1..], DICTIONARY).unwrap();
+            std::io::Read::read_to_end(&mut decoder, &mut out).unwrap();
+            Some(out)
+        }
+        0x01 => {
+            // 01, then LEB128 numbers: the text's offset, the chunk count, that many chunk
+            // ids; the rest of the payload follows, itself stored whole.
+            let mut pos = 1;
+            let mut number = || {
+                let mut n = 0u64;
+                let mut shift = 0;
+                loop {
+                    let b = stored[pos];
+                    pos += 1;
+                    n |= u64::from(b & 0x7f) << shift;
+                    shift += 7;
+                    if b & 0x80 == 0 {
+                        return n;
+                    }
+                }
+            };
+            number();
+            let chunks = number();
+            for _ in 0..chunks {
+                number();
+            }
+            let rest = &stored[pos..];
+            Some(stored_payload(rest).unwrap_or_else(|| rest.to_vec()))
+        }
+        _ => None,
+    }
+}
+
 pub fn unpack_values(db: &Path) {
     let conn = rusqlite::Connection::open(db).unwrap();
     let trigger: String = conn
@@ -359,7 +404,9 @@ pub fn unpack_values(db: &Path) {
             "events",
             "id",
             "payload",
-            "substr(payload, 1, 4) = x'28b52ffd'",
+            // Packed whole, plainly or against the dictionary; a split payload is left as it
+            // is (its text is in the chunks).
+            "substr(payload, 1, 4) = x'28b52ffd' OR substr(payload, 1, 1) = x'02'",
             "payload = ?1",
         ),
         (
@@ -389,7 +436,11 @@ pub fn unpack_values(db: &Path) {
                 .collect()
         };
         for (at, frame) in rows {
-            let bytes = zstd::decode_all(frame.as_slice()).unwrap();
+            let bytes = if table == "events" {
+                stored_payload(&frame).unwrap()
+            } else {
+                zstd::decode_all(frame.as_slice()).unwrap()
+            };
             let changed = conn
                 .execute(
                     &format!("UPDATE {table} SET {set} WHERE {key} = ?2"),

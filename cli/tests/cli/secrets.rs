@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::common::Sandbox;
+use crate::common::{Sandbox, stored_payload};
 
 /// castlog's own key, long enough to be scrubbed.
 const CASTLOG_KEY: &str = "sk-castlog-test-6f1d2a9b8c7e";
@@ -40,8 +40,11 @@ fn stored_bytes(sandbox: &Sandbox) -> Vec<u8> {
         }
     }
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let mut stmt = conn.prepare("SELECT payload FROM events").unwrap();
+    for stored in stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap() {
+        bytes.extend(stored_payload(&stored.unwrap()).unwrap_or_default());
+    }
     for sql in [
-        "SELECT payload FROM events WHERE substr(payload, 1, 4) = x'28b52ffd'",
         "SELECT bytes FROM chunks WHERE packed = 1",
         "SELECT bytes FROM checkpoints WHERE packed = 1",
     ] {

@@ -309,7 +309,7 @@ fn a_recast_of_an_old_cast_stores_each_parsed_reply_once() {
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
     let packed = |cast: &str| -> i64 {
         conn.query_row(
-            "SELECT count(*) FROM events WHERE substr(payload, 1, 4) = x'28b52ffd'
+            "SELECT count(*) FROM events WHERE substr(payload, 1, 1) != x'7b'
              AND id >> 32 = (SELECT id FROM casts WHERE cast_id = ?1)",
             [cast],
             |r| r.get(0),

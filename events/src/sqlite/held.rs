@@ -122,9 +122,10 @@ impl Held {
             self.heads.insert(cast.clone(), (last.seq, last.hash));
         }
         let payloads: Vec<Vec<u8>> = records.iter().map(|r| r.payload.clone()).collect();
+        let cast_id = cast.clone();
         let copies = blobs.clone();
         let packing = self.packer.submit(move || Prepared {
-            payloads: prepare_all(&payloads),
+            payloads: prepare_all(&payloads, cast_id.as_str()),
             blobs: copies.iter().map(|blob| prepare(blob)).collect(),
         });
         self.appends.push(HeldAppend {

@@ -54,6 +54,7 @@ mod payload;
 mod pinned;
 mod queue;
 mod rows;
+mod shorthand;
 mod split;
 mod syncer;
 mod transaction;

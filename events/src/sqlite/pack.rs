@@ -44,6 +44,10 @@ pub(super) const UNPACKED_LIMIT: u64 = 1_000_000_000;
 /// frame follows it.
 pub(super) const WITH_DICTIONARY: u8 = 0x02;
 
+/// The first byte of an event payload written in shorthand (`shorthand.rs`) and packed
+/// against [`DICTIONARY`] (schema v11 on); the zstd frame follows it.
+pub(super) const SHORTHAND_WITH_DICTIONARY: u8 = 0x03;
+
 /// Event payloads shorter than this are stored as given even with [`DICTIONARY`].
 pub(super) const DICTIONARY_PACK_FROM: usize = 48;
 
@@ -168,35 +172,49 @@ fn unpack_in(
     Ok(unpacked)
 }
 
-/// An event payload as stored whole (see `payload.rs` for the split form): packed against
-/// [`DICTIONARY`] when that pays, else as given. A payload that is not JSON yet starts as a
-/// stored form does ([`MAGIC`], [`WITH_DICTIONARY`] or the split form's `01`: no event castlog
-/// writes; an imported line could hold one) is packed as a plain frame whatever that costs, so
-/// that a stored payload's first byte always names its form.
-pub(super) fn payload_to_store(payload: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+/// An event payload of cast `cast` as stored whole (see `payload.rs` for the split form):
+/// written in shorthand when it has something to shorten, and packed against [`DICTIONARY`],
+/// when that pays; else as given. A payload that is not JSON yet starts as a stored form does
+/// ([`MAGIC`], [`WITH_DICTIONARY`], [`SHORTHAND_WITH_DICTIONARY`] or the split form's `01`: no
+/// event castlog writes; an imported line could hold one) is packed as a plain frame whatever
+/// that costs, so that a stored payload's first byte always names its form.
+pub(super) fn payload_to_store<'p>(payload: &'p [u8], cast: &str) -> std::borrow::Cow<'p, [u8]> {
     let marked = is_packed_payload(payload)
         || matches!(
             payload.first(),
-            Some(&WITH_DICTIONARY | &super::split::SPLIT)
+            Some(&(WITH_DICTIONARY | SHORTHAND_WITH_DICTIONARY | super::split::SPLIT))
         );
     if marked {
         if let Some(packed) = compress(payload) {
             return std::borrow::Cow::Owned(packed);
         }
-    } else if let Some(packed) = pack_with_dictionary(payload) {
+        return std::borrow::Cow::Borrowed(payload);
+    }
+    if let Some(short) = super::shorthand::shorten(payload, cast)
+        && let Some(mut packed) = pack_with_dictionary(&short)
+        && packed.len() < payload.len()
+    {
+        packed[0] = SHORTHAND_WITH_DICTIONARY;
         return std::borrow::Cow::Owned(packed);
     }
-    std::borrow::Cow::Borrowed(payload)
+    match pack_with_dictionary(payload) {
+        Some(packed) => std::borrow::Cow::Owned(packed),
+        None => std::borrow::Cow::Borrowed(payload),
+    }
 }
 
-/// A payload stored whole, as [`payload_to_store`] stored it, back as it was given.
-pub(super) fn payload_from_store(stored: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
-    let unpacked = if stored.first() == Some(&WITH_DICTIONARY) {
-        unpack_with_dictionary(&stored[1..])
-    } else if is_packed_payload(stored) {
-        unpack(stored)
-    } else {
-        return Ok(std::borrow::Cow::Borrowed(stored));
+/// A payload of cast `cast` stored whole, as [`payload_to_store`] stored it, back as it was
+/// given.
+pub(super) fn payload_from_store<'s>(
+    stored: &'s [u8],
+    cast: &str,
+) -> Result<std::borrow::Cow<'s, [u8]>, String> {
+    let unpacked = match stored.first() {
+        Some(&WITH_DICTIONARY) => unpack_with_dictionary(&stored[1..]),
+        Some(&SHORTHAND_WITH_DICTIONARY) => unpack_with_dictionary(&stored[1..])
+            .and_then(|short| super::shorthand::expand(&short, cast)),
+        _ if is_packed_payload(stored) => unpack(stored),
+        _ => return Ok(std::borrow::Cow::Borrowed(stored)),
     };
     unpacked
         .map(std::borrow::Cow::Owned)
@@ -376,7 +394,7 @@ mod tests {
     #[test]
     fn small_payloads_pack_against_the_dictionary() {
         let payload = br#"{"attempt":2,"item":"WI-7","item_label":"greet","materia":"Build","materia_label":"Build","socket":"Socket-2","visit":4}"#;
-        let stored = payload_to_store(payload);
+        let stored = payload_to_store(payload, "cast");
         assert_eq!(stored[0], WITH_DICTIONARY);
         assert!(
             stored.len() * 2 < payload.len(),
@@ -384,9 +402,12 @@ mod tests {
             stored.len(),
             payload.len()
         );
-        assert_eq!(payload_from_store(&stored).unwrap(), payload.as_slice());
+        assert_eq!(
+            payload_from_store(&stored, "cast").unwrap(),
+            payload.as_slice()
+        );
         // Too short to pay: as given.
-        assert_eq!(payload_to_store(b"{}").as_ref(), b"{}");
+        assert_eq!(payload_to_store(b"{}", "cast").as_ref(), b"{}");
     }
 
     /// Every payload packed against the dictionary needs its very bytes to unpack.
@@ -406,16 +427,16 @@ mod tests {
             b"\x02{}",
         ] {
             let odd = [first, b" not JSON"].concat();
-            let stored = payload_to_store(&odd);
+            let stored = payload_to_store(&odd, "cast");
             assert!(is_packed_payload(&stored), "{odd:?}");
-            assert_eq!(payload_from_store(&stored).unwrap(), odd.as_slice());
+            assert_eq!(payload_from_store(&stored, "cast").unwrap(), odd.as_slice());
         }
     }
 
     #[test]
     fn a_payload_that_starts_as_a_frame_is_always_packed() {
         let odd = [&MAGIC[..], b" but no frame"].concat();
-        let stored = payload_to_store(&odd);
+        let stored = payload_to_store(&odd, "cast");
         assert!(is_packed_payload(&stored));
         assert_ne!(stored.as_ref(), odd.as_slice());
         assert_eq!(unpack(&stored).unwrap(), odd);
@@ -429,8 +450,8 @@ mod tests {
             prop_assert!(stored.len() <= bytes.len());
             let read = value_from_store(&stored, packed).unwrap().into_owned();
             prop_assert_eq!(read, bytes.clone());
-            let payload = payload_to_store(&bytes);
-            let read = payload_from_store(&payload).unwrap().into_owned();
+            let payload = payload_to_store(&bytes, "cast");
+            let read = payload_from_store(&payload, "cast").unwrap().into_owned();
             prop_assert_eq!(read, bytes);
         }
     }

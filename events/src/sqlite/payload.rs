@@ -1,8 +1,9 @@
 //! How an event payload goes to its row and comes back: split, its long text kept in the
 //! chunk store (`split.rs`, schema v11); packed (`pack.rs`: against its dictionary from
 //! schema v11, as a plain frame in v10); or as given. A stored payload says which by its
-//! first byte: `01` split, `02` packed against the dictionary, `28` (a zstd frame) packed,
-//! anything else (JSON) as given. Every form reads back to the appended bytes.
+//! first byte: `01` split, `02` packed against the dictionary, `03` written in shorthand
+//! (`shorthand.rs`) and packed against it, `28` (a zstd frame) packed, anything else (JSON)
+//! as given. Every form reads back to the appended bytes.
 
 use std::borrow::Cow;
 
@@ -30,11 +31,11 @@ pub(super) enum Prepared {
     },
 }
 
-/// The stored form of `payload`.
-pub(super) fn prepare(payload: &[u8]) -> Prepared {
+/// The stored form of `payload`, an event of cast `cast`.
+pub(super) fn prepare(payload: &[u8], cast: &str) -> Prepared {
     if let Some(split::Split { at, text, rest }) = split::split(payload) {
         let chunks = cut_chunks(text.as_bytes(), true);
-        let rest = pack::payload_to_store(&rest).into_owned();
+        let rest = pack::payload_to_store(&rest, cast).into_owned();
         return Prepared::Split {
             at,
             text,
@@ -42,7 +43,7 @@ pub(super) fn prepare(payload: &[u8]) -> Prepared {
             rest,
         };
     }
-    match pack::payload_to_store(payload) {
+    match pack::payload_to_store(payload, cast) {
         Cow::Owned(packed) => Prepared::Packed(packed),
         Cow::Borrowed(_) => Prepared::AsGiven,
     }
@@ -51,9 +52,9 @@ pub(super) fn prepare(payload: &[u8]) -> Prepared {
 /// The stored forms of a batch's payloads.
 pub(super) type PreparedPayloads = Vec<Prepared>;
 
-/// The stored forms of `payloads`, by [`prepare`].
-pub(super) fn prepare_all(payloads: &[Vec<u8>]) -> PreparedPayloads {
-    payloads.iter().map(|p| prepare(p)).collect()
+/// The stored forms of `payloads` of cast `cast`, by [`prepare`].
+pub(super) fn prepare_all(payloads: &[Vec<u8>], cast: &str) -> PreparedPayloads {
+    payloads.iter().map(|p| prepare(p, cast)).collect()
 }
 
 /// The bytes of `payload`'s row, as `prepared` (by [`prepare`] for these bytes), storing a
@@ -79,20 +80,20 @@ pub(super) fn to_row<'p>(
     }
 }
 
-/// The payload a row's bytes `stored` hold, or what is wrong with them.
-pub(super) fn from_row(conn: &Connection, stored: &[u8]) -> Result<Vec<u8>, String> {
+/// The payload a row of cast `cast` holds in its bytes `stored`, or what is wrong with them.
+pub(super) fn from_row(conn: &Connection, stored: &[u8], cast: &str) -> Result<Vec<u8>, String> {
     if split::is_split(stored) {
         let but = |why: String| format!("is split, but {why}");
         let (at, ids, rest) = split::parts(stored).map_err(but)?;
-        let rest =
-            pack::payload_from_store(rest).map_err(|why| but(format!("the rest of it {why}")))?;
+        let rest = pack::payload_from_store(rest, cast)
+            .map_err(|why| but(format!("the rest of it {why}")))?;
         let mut text = Vec::new();
         read_chunks(conn, &ids, "packed", &mut text)
             .map_err(|e| but(format!("its text cannot be read: {e}")))?
             .map_err(|why| but(format!("its text's {why}")))?;
         return split::join(at, &text, &rest).map_err(but);
     }
-    pack::payload_from_store(stored).map(Cow::into_owned)
+    pack::payload_from_store(stored, cast).map(Cow::into_owned)
 }
 
 /// Appends the bytes of the chunk rows `ids`, in order, to `out`; `packed_sql` reads a

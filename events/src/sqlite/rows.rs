@@ -105,9 +105,15 @@ impl Faults {
     }
 
     /// An event payload, rebuilt from its stored form (see [`super::payload`]).
-    fn payload(&mut self, conn: &Connection, row: &Row<'_>, i: usize) -> Option<Vec<u8>> {
+    fn payload(
+        &mut self,
+        conn: &Connection,
+        row: &Row<'_>,
+        i: usize,
+        cast: &CastId,
+    ) -> Option<Vec<u8>> {
         match self.value(row, i, "payload")? {
-            ValueRef::Blob(bytes) => match payload::from_row(conn, bytes) {
+            ValueRef::Blob(bytes) => match payload::from_row(conn, bytes, cast.as_str()) {
                 Ok(payload) => Some(payload),
                 Err(why) => {
                     self.0.push(format!("column payload {why}"));
@@ -184,7 +190,7 @@ pub(super) fn event(conn: &Connection, row: &Row<'_>, cast: &CastId) -> Result<R
     let at_ms = faults.int(row, 2, "at_ms");
     let kind = faults.text(row, 3, "kind");
     let v = faults.int(row, 4, "v");
-    let payload = faults.payload(conn, row, 5);
+    let payload = faults.payload(conn, row, 5, cast);
     let prev = if matches!(row.get_ref(8), Ok(ValueRef::Integer(1))) {
         linked_prev(row, &mut faults)
     } else {

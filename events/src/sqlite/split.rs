@@ -3,7 +3,8 @@
 //! row and again in every entry body that holds it.
 //!
 //! # Which payloads
-//! A payload (JSON, as hashed) is *split* when its top-level `"text"` field is a string whose
+//! A payload (a JSON object, as hashed) is *split* when the value of its first `"text"` key
+//! (the top-level one of a reply, whose only field before it is `socket`) is a string whose
 //! JSON form is at least [`SPLIT_FROM`] bytes and is written the way [`escape`] writes it
 //! (castlog's encoder writes it so; a payload written otherwise, say by another tool and
 //! imported, is stored as it is). Every other payload is stored as `pack.rs` says.
@@ -18,10 +19,6 @@
 //! a read escapes it again with [`escape`] and puts it back at `at`. JSON never starts with
 //! `01`, nor does a zstd frame, so a payload is split exactly when it starts so. Nothing
 //! hashed changes: the rebuilt payload is the appended one, byte for byte (checked at write).
-
-use std::borrow::Cow;
-
-use serde::Deserialize;
 
 use super::varint;
 use crate::chunk;
@@ -44,36 +41,43 @@ pub(super) struct Split {
     pub rest: Vec<u8>,
 }
 
-#[derive(Deserialize)]
-struct TopText<'a> {
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
-}
-
 /// The split of `payload`, when it is one to split (see the module's rule).
 pub(super) fn split(payload: &[u8]) -> Option<Split> {
+    const KEY: &[u8] = b"\"text\":\"";
     if payload.len() < SPLIT_FROM || payload.first() != Some(&b'{') {
         return None;
     }
-    let text = serde_json::from_slice::<TopText>(payload).ok()?.text?;
-    let mut escaped = Vec::with_capacity(text.len() + 16);
-    escape(&text, &mut escaped);
-    if escaped.len() < SPLIT_FROM {
+    let at = payload.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    // The string ends at its first quote that no backslash escapes.
+    let mut end = at;
+    let mut escapes = false;
+    loop {
+        match payload.get(end)? {
+            b'"' => break,
+            b'\\' => {
+                escapes = true;
+                end += 2;
+            }
+            _ => end += 1,
+        }
+    }
+    let raw = payload.get(at..end)?;
+    if raw.len() < SPLIT_FROM {
         return None;
     }
-    let mut needle = Vec::with_capacity(escaped.len() + 9);
-    needle.extend_from_slice(b"\"text\":\"");
-    needle.extend_from_slice(&escaped);
-    needle.push(b'"');
-    let found = find(payload, &needle)?;
-    let at = found + b"\"text\":\"".len();
-    let end = at + escaped.len();
+    let text = if escapes {
+        let text: String = serde_json::from_slice(&payload[at - 1..=end]).ok()?;
+        let mut escaped = Vec::with_capacity(raw.len());
+        escape(&text, &mut escaped);
+        (escaped == raw).then_some(text)?
+    } else if raw.iter().any(|&b| needs_escape(b)) {
+        // A control character as it is: not JSON, and not what `escape` writes.
+        return None;
+    } else {
+        std::str::from_utf8(raw).ok()?.to_owned()
+    };
     let rest = [&payload[..at], &payload[end..]].concat();
-    Some(Split {
-        at,
-        text: text.into_owned(),
-        rest,
-    })
+    Some(Split { at, text, rest })
 }
 
 /// The payload `split` took `text` out of, or what is wrong.
@@ -100,6 +104,10 @@ pub(super) fn join(at: usize, text: &[u8], rest: &[u8]) -> Result<Vec<u8>, Strin
 pub(super) fn escape(text: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = text.as_bytes();
+    if !bytes.iter().any(|&b| needs_escape(b)) {
+        out.extend_from_slice(bytes);
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let short: &[u8] = match b {
@@ -124,6 +132,11 @@ pub(super) fn escape(text: &str, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&bytes[start..]);
+}
+
+/// Whether [`escape`] writes `b` otherwise than as itself.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
 }
 
 /// The stored form of a split payload: its text's chunk rows `ids` and its rest as stored.
@@ -156,10 +169,6 @@ pub(super) fn parts(stored: &[u8]) -> Result<(usize, Vec<i64>, &[u8]), String> {
 /// Whether a stored payload is split.
 pub(super) fn is_split(stored: &[u8]) -> bool {
     stored.first() == Some(&SPLIT)
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -221,10 +230,18 @@ mod tests {
         // Escaped otherwise than castlog writes it (a solidus as \/): left as it is.
         let foreign = format!(r#"{{"text":"\/{long}"}}"#);
         assert_eq!(split(foreign.as_bytes()), None);
-        // Not an object, or two texts: left as they are.
+        // Not an object: left as it is.
         assert_eq!(split(format!("[\"{long}\"]").as_bytes()), None);
-        let twice = format!(r#"{{"text":"{long}","text":"{long}"}}"#);
-        assert_eq!(split(twice.as_bytes()), None);
+        // A raw control character (not JSON): left as it is.
+        assert_eq!(
+            split(format!("{{\"text\":\"\u{1}{long}\"}}").as_bytes()),
+            None
+        );
+        // Two texts (not what castlog writes): the first is taken, and put back where it was.
+        let twice = format!(r#"{{"text":"{long}","text":"{long}x"}}"#);
+        let split = split(twice.as_bytes()).expect("split");
+        assert_eq!((split.at, split.text.len()), (9, long.len()));
+        assert!(join(split.at, split.text.as_bytes(), &split.rest).unwrap() == twice.as_bytes());
     }
 
     #[test]

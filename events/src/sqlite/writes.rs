@@ -213,7 +213,7 @@ fn insert_events(
     for r in records {
         let prepared = match stored.as_mut().and_then(Iterator::next) {
             Some(prepared) => prepared,
-            None => payload::prepare(&r.payload),
+            None => payload::prepare(&r.payload, r.cast.as_str()),
         };
         let payload = payload::to_row(conn, store, &r.payload, prepared)?;
         let Some(id) = event_row_id(key, r.seq) else {

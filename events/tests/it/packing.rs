@@ -345,3 +345,32 @@ fn long_texts_are_kept_in_the_chunk_store_and_read_back_as_appended() {
         .collect();
     assert_eq!(found, vec![(1, ProblemKind::Unreadable)]);
 }
+
+// Schema v11: a payload's digests and its cast's own id are written shorter before it is
+// packed (first byte 03), and read back as appended.
+#[test]
+fn digests_and_the_casts_own_id_are_stored_in_shorthand() {
+    let (_dir, path) = scratch();
+    let log = open_sqlite(&path);
+    let reference = InMemoryLog::new();
+    let cast = sample::cast("shorthand-cast");
+    let digest = "5a".repeat(32);
+    let events: Vec<Pending> = (0..3u64)
+        .map(|i| {
+            note(
+                sample::AT + i,
+                &format!("prompt {digest} of shorthand-cast:Socket-{i}:1"),
+                Some(format!("\"{digest}\"")),
+            )
+        })
+        .collect();
+    let stored = log.append(&cast, Seq::FIRST, &events).unwrap();
+    assert_eq!(stored, reference.append(&cast, Seq::FIRST, &events).unwrap());
+    let rows = stored_payloads(&Connection::open(&path).unwrap());
+    assert!(rows.iter().all(|row| row[0] == 0x03), "{rows:?}");
+    drop(log);
+    let log = open_sqlite(&path);
+    assert_eq!(log.read(&cast, Seq::FIRST, None).unwrap(), stored);
+    let head = log.head(&cast).unwrap().unwrap();
+    assert!(verify_cast(&log, &head).unwrap().problems.is_empty());
+}

@@ -1,0 +1,180 @@
+//! Shorthand (schema v11): before an event payload is packed against the dictionary, two
+//! things that zstd packs poorly are written shorter, and put back when it is read.
+//!
+//! # The recipe (storage only; pinned by a golden test)
+//! A payload is shortened only when it holds no byte below `20` (castlog's JSON never does;
+//! JSON escapes every control character in a string and needs none outside one), so the two
+//! marker bytes below cannot be mistaken for its own. Reading left to right:
+//! - a digest, `"` then 64 lowercase hex digits then `"`, is written `"`, [`DIGEST`] (`1e`),
+//!   its 32 bytes, `"` (the hex of a prompt's, a body's or a blob's address costs about 35
+//!   packed bytes; its bytes cost 32, once);
+//! - the cast's own id (the row's address names the cast already; a dispatch key, a post's
+//!   idempotency key and `cast_started` repeat it), at least [`CAST_FROM`] bytes long, is
+//!   written [`OWN_CAST`] (`1d`);
+//! - every other byte is written as it is.
+//!
+//! Expanding reads the same way: [`DIGEST`] and the 32 bytes after it are the digest's hex,
+//! [`OWN_CAST`] is the cast's id, and every other byte is itself.
+
+/// Marks a digest's 32 bytes.
+pub(super) const DIGEST: u8 = 0x1e;
+/// Stands for the cast's own id.
+pub(super) const OWN_CAST: u8 = 0x1d;
+/// Shorter cast ids are left as they are.
+pub(super) const CAST_FROM: usize = 4;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `payload` in shorthand for cast `cast`, or `None` when it holds a byte below `20` or
+/// nothing to shorten.
+pub(super) fn shorten(payload: &[u8], cast: &str) -> Option<Vec<u8>> {
+    if payload.iter().any(|&b| b < 0x20) {
+        return None;
+    }
+    let cast = cast.as_bytes();
+    let cast = (cast.len() >= CAST_FROM && !cast.iter().any(|&b| b < 0x20)).then_some(cast);
+    let mut out = Vec::with_capacity(payload.len());
+    let mut shortened = false;
+    let mut i = 0;
+    while i < payload.len() {
+        let b = payload[i];
+        if b == b'"'
+            && let Some(digest) = digest_at(payload, i + 1)
+        {
+            out.push(b'"');
+            out.push(DIGEST);
+            out.extend_from_slice(&digest);
+            out.push(b'"');
+            i += 66;
+            shortened = true;
+        } else if let Some(cast) = cast
+            && payload[i..].starts_with(cast)
+        {
+            out.push(OWN_CAST);
+            i += cast.len();
+            shortened = true;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    shortened.then_some(out)
+}
+
+/// The 32 bytes of the digest whose hex starts at `at`, when 64 lowercase hex digits and a
+/// closing quote are there.
+fn digest_at(payload: &[u8], at: usize) -> Option<[u8; 32]> {
+    let hex = payload.get(at..at + 64)?;
+    if payload.get(at + 64) != Some(&b'"') {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(digest)
+}
+
+fn nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// The payload `short` is the shorthand of, for cast `cast`, or what is wrong with it.
+pub(super) fn expand(short: &[u8], cast: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(short.len() + 64);
+    let mut i = 0;
+    while i < short.len() {
+        match short[i] {
+            DIGEST => {
+                let Some(digest) = short.get(i + 1..i + 33) else {
+                    return Err(format!("its shorthand ends inside a digest (at byte {i})"));
+                };
+                for &b in digest {
+                    out.push(HEX[usize::from(b >> 4)]);
+                    out.push(HEX[usize::from(b & 0xf)]);
+                }
+                i += 33;
+            }
+            OWN_CAST => {
+                out.extend_from_slice(cast.as_bytes());
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const CAST: &str = "demo-7";
+
+    #[test]
+    fn digests_and_the_casts_id_are_written_shorter_and_put_back() {
+        let digest = "0123456789abcdef".repeat(4);
+        let payload = format!(
+            r#"{{"body":"{digest}","key":"{CAST}:Socket-1:1:Socket-2:1","parent":"demo-70","x":"{}"}}"#,
+            digest.to_uppercase()
+        );
+        let short = shorten(payload.as_bytes(), CAST).unwrap();
+        assert_eq!(short.len(), payload.len() - 31 - 2 * (CAST.len() - 1));
+        assert_eq!(expand(&short, CAST).unwrap(), payload.as_bytes());
+    }
+
+    #[test]
+    fn the_form_is_pinned() {
+        let payload = format!(r#"["{}","demo-7"]"#, "ab".repeat(32));
+        let mut expected = b"[\"\x1e".to_vec();
+        expected.extend([0xab; 32]);
+        expected.extend(b"\",\"\x1d\"]");
+        assert_eq!(shorten(payload.as_bytes(), CAST).unwrap(), expected);
+    }
+
+    #[test]
+    fn what_it_cannot_mark_safely_is_left_alone() {
+        assert_eq!(shorten(b"{\"a\":\"\x1d\"}", CAST), None);
+        assert_eq!(shorten(br#"{"a":"nothing to shorten"}"#, CAST), None);
+        // A short cast id is not replaced.
+        assert_eq!(shorten(br#"{"cast":"abc"}"#, "abc"), None);
+        assert!(
+            expand(&[DIGEST, 1, 2], CAST)
+                .unwrap_err()
+                .contains("inside a digest")
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn every_shorthand_expands_to_its_payload(
+            parts in proptest::collection::vec(0u8..4, 0..40),
+            seed in any::<u64>(),
+        ) {
+            let mut x = seed | 1;
+            let mut payload = Vec::new();
+            for part in parts {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match part {
+                    0 => payload.extend(format!("\"{:064x}\"", u128::from(x as u32)).bytes()),
+                    1 => payload.extend(CAST.bytes()),
+                    2 => payload.push(b'"'),
+                    _ => payload.push(0x20 + (x % 0x5f) as u8),
+                }
+            }
+            if let Some(short) = shorten(&payload, CAST) {
+                prop_assert_eq!(expand(&short, CAST).unwrap(), payload);
+            }
+        }
+    }
+}

@@ -345,17 +345,43 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// The dictionary event payloads are packed against (schema v11, first byte 02).
 const DICTIONARY: &[u8] = include_bytes!("../../../events/src/sqlite/pack_dictionary.jsonl");
 
-/// A stored event payload's JSON as the row holds it, unpacked: a plain zstd frame (schema
-/// v10), a frame packed against the dictionary (02, v11), or the rest of a split payload (01,
-/// v11: its text is in the chunks, which this does not read). `None`: stored as given.
-pub fn stored_payload(stored: &[u8]) -> Option<Vec<u8>> {
+/// A stored event payload of cast `cast` as JSON, from its row's bytes: a plain zstd frame
+/// (schema v10), a frame packed against the dictionary (02, v11), the same of its shorthand
+/// (03, v11: a digest's 32 bytes after `1e`, the cast's id as `1d`), or the rest of a split
+/// payload (01, v11: its text is in the chunks, which this does not read). `None`: stored as
+/// given.
+pub fn stored_payload(stored: &[u8], cast: &str) -> Option<Vec<u8>> {
+    let with_dictionary = |frame: &[u8]| {
+        let mut out = Vec::new();
+        let mut decoder = zstd::stream::read::Decoder::with_dictionary(frame, DICTIONARY).unwrap();
+        std::io::Read::read_to_end(&mut decoder, &mut out).unwrap();
+        out
+    };
     match stored.first()? {
         0x28 => Some(zstd::decode_all(stored).unwrap()),
-        0x02 => {
+        0x02 => Some(with_dictionary(&stored[1..])),
+        0x03 => {
+            let short = with_dictionary(&stored[1..]);
             let mut out = Vec::new();
-            let mut decoder =
-                zstd::stream::read::Decoder::with_dictionary(&stored[1..], DICTIONARY).unwrap();
-            std::io::Read::read_to_end(&mut decoder, &mut out).unwrap();
+            let mut i = 0;
+            while i < short.len() {
+                match short[i] {
+                    0x1e => {
+                        for b in &short[i + 1..i + 33] {
+                            out.extend(format!("{b:02x}").bytes());
+                        }
+                        i += 33;
+                    }
+                    0x1d => {
+                        out.extend(cast.bytes());
+                        i += 1;
+                    }
+                    b => {
+                        out.push(b);
+                        i += 1;
+                    }
+                }
+            }
             Some(out)
         }
         0x01 => {
@@ -381,7 +407,7 @@ pub fn stored_payload(stored: &[u8]) -> Option<Vec<u8>> {
                 number();
             }
             let rest = &stored[pos..];
-            Some(stored_payload(rest).unwrap_or_else(|| rest.to_vec()))
+            Some(stored_payload(rest, cast).unwrap_or_else(|| rest.to_vec()))
         }
         _ => None,
     }
@@ -398,17 +424,31 @@ pub fn unpack_values(db: &Path) {
         .unwrap();
     conn.execute_batch("BEGIN; DROP TRIGGER events_no_update;")
         .unwrap();
+    // Payloads packed whole, plainly, against the dictionary or in shorthand; a split payload
+    // is left as it is (its text is in the chunks).
+    let payloads: Vec<(i64, Vec<u8>, String)> = {
+        let mut stmt = conn
+            .prepare(
+                "SELECT e.id, e.payload, c.cast_id FROM events e JOIN casts c ON c.id = e.id >> 32
+                 WHERE substr(e.payload, 1, 4) = x'28b52ffd'
+                    OR substr(e.payload, 1, 1) IN (x'02', x'03')",
+            )
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    for (id, stored, cast) in payloads {
+        let payload = stored_payload(&stored, &cast).unwrap();
+        conn.execute(
+            "UPDATE events SET payload = ?1 WHERE id = ?2",
+            rusqlite::params![payload, id],
+        )
+        .unwrap();
+    }
     // (table, its key, the packed value, which rows are packed, what the update sets)
     for (table, key, value, packed, set) in [
-        (
-            "events",
-            "id",
-            "payload",
-            // Packed whole, plainly or against the dictionary; a split payload is left as it
-            // is (its text is in the chunks).
-            "substr(payload, 1, 4) = x'28b52ffd' OR substr(payload, 1, 1) = x'02'",
-            "payload = ?1",
-        ),
         (
             "chunks",
             "id",
@@ -436,11 +476,7 @@ pub fn unpack_values(db: &Path) {
                 .collect()
         };
         for (at, frame) in rows {
-            let bytes = if table == "events" {
-                stored_payload(&frame).unwrap()
-            } else {
-                zstd::decode_all(frame.as_slice()).unwrap()
-            };
+            let bytes = zstd::decode_all(frame.as_slice()).unwrap();
             let changed = conn
                 .execute(
                     &format!("UPDATE {table} SET {set} WHERE {key} = ?2"),

@@ -40,9 +40,15 @@ fn stored_bytes(sandbox: &Sandbox) -> Vec<u8> {
         }
     }
     let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
-    let mut stmt = conn.prepare("SELECT payload FROM events").unwrap();
-    for stored in stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap() {
-        bytes.extend(stored_payload(&stored.unwrap()).unwrap_or_default());
+    let mut stmt = conn
+        .prepare("SELECT e.payload, c.cast_id FROM events e JOIN casts c ON c.id = e.id >> 32")
+        .unwrap();
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
+    });
+    for row in rows.unwrap() {
+        let (stored, cast) = row.unwrap();
+        bytes.extend(stored_payload(&stored, &cast).unwrap_or_default());
     }
     for sql in [
         "SELECT bytes FROM chunks WHERE packed = 1",

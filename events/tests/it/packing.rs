@@ -365,7 +365,10 @@ fn digests_and_the_casts_own_id_are_stored_in_shorthand() {
         })
         .collect();
     let stored = log.append(&cast, Seq::FIRST, &events).unwrap();
-    assert_eq!(stored, reference.append(&cast, Seq::FIRST, &events).unwrap());
+    assert_eq!(
+        stored,
+        reference.append(&cast, Seq::FIRST, &events).unwrap()
+    );
     let rows = stored_payloads(&Connection::open(&path).unwrap());
     assert!(rows.iter().all(|row| row[0] == 0x03), "{rows:?}");
     drop(log);

@@ -87,6 +87,7 @@ fn indexed_rows(
         .map_err(|e| map_err(context, e))?;
     // Consecutive rows mostly belong to one cast: its name is decoded once.
     let mut cast: Option<CastId> = None;
+    let mut links = rows::Links::default();
     while let Some(row) = found.next().map_err(|e| map_err(context, e))? {
         let name = row
             .get_ref(CAST_COLUMN)
@@ -96,7 +97,8 @@ fn indexed_rows(
             Some(c) if c.as_str() == name => c,
             _ => CastId::new(name),
         };
-        let record = rows::event(conn, row, &current).map_err(|bad| bad.into_error(&current))?;
+        let record =
+            rows::event(conn, row, &current, &mut links).map_err(|bad| bad.into_error(&current))?;
         cast = Some(current);
         if !kinds.contains(&record.kind.as_str()) {
             continue;

@@ -54,6 +54,7 @@ mod payload;
 mod pinned;
 mod queue;
 mod rows;
+mod scan;
 mod shorthand;
 mod split;
 mod syncer;
@@ -725,8 +726,10 @@ fn scan_rows(
     let mut rows = stmt
         .query(params![first, last])
         .map_err(|e| map_err("reading events", e))?;
+    let mut links = rows::Links::default();
     while let Some(row) = rows.next().map_err(|e| map_err("reading events", e))? {
-        let record = rows::event(conn, row, cast).map_err(|bad| bad.into_error(cast))?;
+        let record =
+            rows::event(conn, row, cast, &mut links).map_err(|bad| bad.into_error(cast))?;
         if visit(record).is_break() {
             break;
         }

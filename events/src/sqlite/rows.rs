@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use castlog_core::id::{CastId, Digest, Seq};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::address::{MAX_SEQ, event_row_id};
 use super::{SqliteLog, digest_from_sql, is_damage, map_err, payload};
@@ -21,24 +21,60 @@ use crate::record::Recorded;
 use crate::stream::StreamKind;
 
 /// The columns [`event`] decodes, in its order, of the events table `table` names in the
-/// query. A row whose `prev` is empty (written so from schema v11 on: its link is the hash of
-/// the row before it in the cast) reads with that row's hash there, or NULL when no row is
-/// stored before it; the last column says which (1: taken from the row before).
+/// query.
 pub(super) fn event_columns(table: &str) -> String {
-    format!(
-        "{table}.id, {table}.seq, {table}.at_ms, {table}.kind, {table}.v, {table}.payload, \
-         CASE WHEN length({table}.prev) = 0 \
-              THEN (SELECT before.hash FROM events before WHERE before.id = {table}.id - 1) \
-              ELSE {table}.prev END, \
-         {table}.hash, length({table}.prev) = 0"
-    )
+    ["id", "seq", "at_ms", "kind", "v", "payload", "prev", "hash"]
+        .map(|column| format!("{table}.{column}"))
+        .join(", ")
 }
 
 /// How many columns [`event_columns`] selects.
-pub(super) const EVENT_COLUMN_COUNT: usize = 9;
+pub(super) const EVENT_COLUMN_COUNT: usize = 8;
 
 /// [`event_columns`] of a query that reads the events table by its own name.
 pub(super) static EVENT_COLUMNS: LazyLock<String> = LazyLock::new(|| event_columns("events"));
+
+/// The links of the rows a read decodes: a row whose `prev` is empty (written so from schema
+/// v11 on) is linked to the hash of the row before it in the cast, which is the last row the
+/// read decoded when it reads in order, and is looked up otherwise.
+#[derive(Default)]
+pub(super) struct Links {
+    /// The address and stored hash of the last row decoded.
+    last: Option<(i64, Option<Digest>)>,
+}
+
+impl Links {
+    /// The link of the row at `address` whose `prev` is empty, or why it cannot be known (the
+    /// row before is missing, or its hash is unreadable, so this event's own hash cannot be
+    /// checked either).
+    fn before(&self, conn: &Connection, address: i64) -> Result<Digest, String> {
+        let hash = match self.last {
+            Some((last, hash)) if last == address - 1 => Ok(hash),
+            _ => conn
+                .prepare_cached("SELECT hash FROM events WHERE id = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row([address - 1], |r| {
+                        Ok(r.get_ref(0)?
+                            .as_blob()
+                            .ok()
+                            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                            .map(Digest))
+                    })
+                    .optional()
+                })
+                .map_err(|e| format!("cannot be read: {e}"))
+                .and_then(|found| found.ok_or_else(|| "is missing".to_owned())),
+        };
+        let why = match hash {
+            Ok(Some(hash)) => return Ok(hash),
+            Ok(None) => "has an unreadable hash".to_owned(),
+            Err(why) => why,
+        };
+        Err(format!(
+            "its link is stored as the hash of the event before it, and that event {why}"
+        ))
+    }
+}
 
 /// What is wrong with one row: each column that does not hold what castlog writes.
 #[derive(Default)]
@@ -145,23 +181,6 @@ impl Faults {
     }
 }
 
-/// The link of a row that keeps it as the hash of the row before it: that row's hash, or
-/// why it cannot be known (the row before is missing, or its hash is unreadable, so this
-/// event's own hash cannot be checked either).
-fn linked_prev(row: &Row<'_>, faults: &mut Faults) -> Option<Digest> {
-    let before = match row.get_ref(6) {
-        Ok(ValueRef::Null) => "is missing",
-        Ok(ValueRef::Blob(bytes)) if bytes.len() == 32 => {
-            return <[u8; 32]>::try_from(bytes).ok().map(Digest);
-        }
-        _ => "has an unreadable hash",
-    };
-    faults.0.push(format!(
-        "its link is stored as the hash of the event before it, and that event {before}"
-    ));
-    None
-}
-
 /// An event row that does not decode.
 pub(super) struct BadEvent {
     /// Its seq column, or the seq of its address when that column is unreadable.
@@ -181,21 +200,31 @@ impl BadEvent {
     }
 }
 
-/// Decodes an event row of `cast` selected as [`EVENT_COLUMNS`].
-pub(super) fn event(conn: &Connection, row: &Row<'_>, cast: &CastId) -> Result<Recorded, BadEvent> {
+/// Decodes an event row of `cast` selected as [`EVENT_COLUMNS`], its link through `links`.
+pub(super) fn event(
+    conn: &Connection,
+    row: &Row<'_>,
+    cast: &CastId,
+    links: &mut Links,
+) -> Result<Recorded, BadEvent> {
     let mut faults = Faults::default();
     let address = faults.int(row, 0, "id").unwrap_or_default();
     let hash = faults.digest(row, 7, "hash");
+    let linked = matches!(row.get_ref(6), Ok(ValueRef::Blob(b)) if b.is_empty());
+    let prev = if linked {
+        links
+            .before(conn, address)
+            .map_err(|why| faults.0.push(why))
+            .ok()
+    } else {
+        faults.digest(row, 6, "prev")
+    };
+    links.last = Some((address, hash));
     let seq = faults.int(row, 1, "seq");
     let at_ms = faults.int(row, 2, "at_ms");
     let kind = faults.text(row, 3, "kind");
     let v = faults.int(row, 4, "v");
     let payload = faults.payload(conn, row, 5, cast);
-    let prev = if matches!(row.get_ref(8), Ok(ValueRef::Integer(1))) {
-        linked_prev(row, &mut faults)
-    } else {
-        faults.digest(row, 6, "prev")
-    };
     match (seq, at_ms, kind, v, payload, prev, hash) {
         (Some(seq), Some(at_ms), Some(kind), Some(v), Some(payload), Some(prev), Some(hash))
             if faults.0.is_empty() =>
@@ -245,6 +274,7 @@ pub(super) fn scan_chain_rows(
         .map_err(|e| map_err("reading events", e))?;
     // Seqs hidden by a damaged page so far: (first, last, SQLite's message).
     let mut hidden: Option<Hidden> = None;
+    let mut links = Links::default();
     let mut from = first;
     let mut probes = 0u64;
     'query: while from <= end {
@@ -254,7 +284,7 @@ pub(super) fn scan_chain_rows(
         loop {
             match rows.next() {
                 Ok(Some(row)) => {
-                    let stored = match event(conn, row, cast) {
+                    let stored = match event(conn, row, cast, &mut links) {
                         Ok(record) => StoredRow::Record(record),
                         Err(bad) => StoredRow::Unreadable {
                             first: bad.seq,

@@ -23,20 +23,33 @@ pub(super) const OWN_CAST: u8 = 0x1d;
 /// Shorter cast ids are left as they are.
 pub(super) const CAST_FROM: usize = 4;
 
+use super::scan;
+
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `payload` in shorthand for cast `cast`, or `None` when it holds a byte below `20` or
 /// nothing to shorten.
 pub(super) fn shorten(payload: &[u8], cast: &str) -> Option<Vec<u8>> {
-    if payload.iter().any(|&b| b < 0x20) {
+    if scan::has_control(payload) {
         return None;
     }
     let cast = cast.as_bytes();
-    let cast = (cast.len() >= CAST_FROM && !cast.iter().any(|&b| b < 0x20)).then_some(cast);
+    let cast = (cast.len() >= CAST_FROM && !scan::has_control(cast)).then_some(cast);
+    // Where a digest or the cast's id may start: a quote, or the id's first byte.
+    let next = |from: &[u8]| match cast {
+        Some(cast) => memchr::memchr2(b'"', cast[0], from),
+        None => memchr::memchr(b'"', from),
+    };
     let mut out = Vec::with_capacity(payload.len());
     let mut shortened = false;
     let mut i = 0;
     while i < payload.len() {
+        let Some(skip) = next(&payload[i..]) else {
+            out.extend_from_slice(&payload[i..]);
+            break;
+        };
+        out.extend_from_slice(&payload[i..i + skip]);
+        i += skip;
         let b = payload[i];
         if b == b'"'
             && let Some(digest) = digest_at(payload, i + 1)
@@ -88,15 +101,23 @@ pub(super) fn expand(short: &[u8], cast: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(short.len() + 64);
     let mut i = 0;
     while i < short.len() {
+        let Some(skip) = memchr::memchr2(DIGEST, OWN_CAST, &short[i..]) else {
+            out.extend_from_slice(&short[i..]);
+            break;
+        };
+        out.extend_from_slice(&short[i..i + skip]);
+        i += skip;
         match short[i] {
             DIGEST => {
                 let Some(digest) = short.get(i + 1..i + 33) else {
                     return Err(format!("its shorthand ends inside a digest (at byte {i})"));
                 };
-                for &b in digest {
-                    out.push(HEX[usize::from(b >> 4)]);
-                    out.push(HEX[usize::from(b & 0xf)]);
+                let mut hex = [0u8; 64];
+                for (pair, &b) in hex.chunks_exact_mut(2).zip(digest) {
+                    pair[0] = HEX[usize::from(b >> 4)];
+                    pair[1] = HEX[usize::from(b & 0xf)];
                 }
+                out.extend_from_slice(&hex);
                 i += 33;
             }
             OWN_CAST => {

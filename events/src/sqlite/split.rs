@@ -20,7 +20,7 @@
 //! `01`, nor does a zstd frame, so a payload is split exactly when it starts so. Nothing
 //! hashed changes: the rebuilt payload is the appended one, byte for byte (checked at write).
 
-use super::varint;
+use super::{scan, varint};
 use crate::chunk;
 
 /// The first byte of a split payload.
@@ -47,19 +47,17 @@ pub(super) fn split(payload: &[u8]) -> Option<Split> {
     if payload.len() < SPLIT_FROM || payload.first() != Some(&b'{') {
         return None;
     }
-    let at = payload.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let at = memchr::memmem::find(payload, KEY)? + KEY.len();
     // The string ends at its first quote that no backslash escapes.
     let mut end = at;
     let mut escapes = false;
     loop {
-        match payload.get(end)? {
-            b'"' => break,
-            b'\\' => {
-                escapes = true;
-                end += 2;
-            }
-            _ => end += 1,
+        end += memchr::memchr2(b'"', b'\\', payload.get(end..)?)?;
+        if payload[end] == b'"' {
+            break;
         }
+        escapes = true;
+        end += 2;
     }
     let raw = payload.get(at..end)?;
     if raw.len() < SPLIT_FROM {
@@ -70,7 +68,7 @@ pub(super) fn split(payload: &[u8]) -> Option<Split> {
         let mut escaped = Vec::with_capacity(raw.len());
         escape(&text, &mut escaped);
         (escaped == raw).then_some(text)?
-    } else if raw.iter().any(|&b| needs_escape(b)) {
+    } else if scan::has_control(raw) {
         // A control character as it is: not JSON, and not what `escape` writes.
         return None;
     } else {
@@ -104,39 +102,45 @@ pub(super) fn join(at: usize, text: &[u8], rest: &[u8]) -> Result<Vec<u8>, Strin
 pub(super) fn escape(text: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = text.as_bytes();
-    if !bytes.iter().any(|&b| needs_escape(b)) {
+    if !scan::needs_escape(bytes) {
         out.extend_from_slice(bytes);
         return;
     }
+    // What follows the backslash of each byte written escaped (`u`: `\u00XX`), 0 for the
+    // bytes written as they are.
+    const AFTER_BACKSLASH: [u8; 256] = {
+        let mut table = [0u8; 256];
+        let mut b = 0;
+        while b < 0x20 {
+            table[b] = b'u';
+            b += 1;
+        }
+        table[0x08] = b'b';
+        table[0x09] = b't';
+        table[0x0a] = b'n';
+        table[0x0c] = b'f';
+        table[0x0d] = b'r';
+        table[b'"' as usize] = b'"';
+        table[b'\\' as usize] = b'\\';
+        table
+    };
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x09 => b"\\t",
-            0x0a => b"\\n",
-            0x0c => b"\\f",
-            0x0d => b"\\r",
-            0x00..=0x1f => &[],
-            _ => continue,
-        };
+        let after = AFTER_BACKSLASH[usize::from(b)];
+        if after == 0 {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
         start = i + 1;
-        if short.is_empty() {
-            out.extend_from_slice(b"\\u00");
+        out.push(b'\\');
+        out.push(after);
+        if after == b'u' {
+            out.extend_from_slice(b"00");
             out.push(HEX[usize::from(b >> 4)]);
             out.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            out.extend_from_slice(short);
         }
     }
     out.extend_from_slice(&bytes[start..]);
-}
-
-/// Whether [`escape`] writes `b` otherwise than as itself.
-fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
 }
 
 /// The stored form of a split payload: its text's chunk rows `ids` and its rest as stored.

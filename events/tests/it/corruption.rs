@@ -280,7 +280,17 @@ fn a_damaged_page_is_one_unreadable_span(#[case] leaf: usize, #[case] head: Opti
         ("victim".to_owned(), first, ProblemKind::Unreadable)
     );
     match head {
-        None => assert_eq!(found.len(), 1, "{found:?}"),
+        // The row after the page keeps its link as the hash of the page's last row (schema
+        // v11 stores it once): it is named too.
+        None => assert_eq!(
+            found[1..],
+            [(
+                "victim".to_owned(),
+                first + leaves[leaf].1,
+                ProblemKind::Unreadable
+            )],
+            "{found:?}"
+        ),
         Some(_) => {
             assert_eq!(found.len(), 2, "{found:?}");
             assert_eq!(found[1].2, ProblemKind::Missing);

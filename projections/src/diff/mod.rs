@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 pub use changes::Change;
 pub use loadout::{LoadoutChange, LoadoutRef};
 
-use crate::history::with_history;
+use crate::history::{with_histories, with_history};
 use crate::prompt::{self, PromptError};
 use step::{Kept, reread};
 
@@ -149,15 +149,7 @@ pub fn compare<L: EventLog + ?Sized>(
 ) -> Result<CastDiff, DiffError> {
     // Both histories are read side by side as they are compared, never held.
     let mut walked = None;
-    let mut failed = None;
-    with_history(log, a, &mut |ha| {
-        if let Err(e) = with_history(log, b, &mut |hb| walked = Some(walk::walk(ha, hb))) {
-            failed = Some(e);
-        }
-    })?;
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
+    with_histories(log, a, b, &mut |ha, hb| walked = Some(walk::walk(ha, hb)))?;
     let Some(walk::Walked {
         common,
         first_divergence,

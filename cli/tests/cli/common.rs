@@ -342,47 +342,15 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// chunks and caches unpacked, their `packed` columns 0), as a build that packs nothing would
 /// have stored them, so a test can damage a value by editing its text in SQL. The events
 /// table's append-only trigger is put back as it was.
-/// The dictionary event payloads are packed against (schema v11, first byte 02).
-const DICTIONARY: &[u8] = include_bytes!("../../../events/src/sqlite/pack_dictionary.jsonl");
-
 /// A stored event payload of cast `cast` as JSON, from its row's bytes: a plain zstd frame
-/// (schema v10), a frame packed against the dictionary (02, v11), the same of its shorthand
-/// (03, v11: a digest's 32 bytes after `1e`, the cast's id as `1d`), or the rest of a split
+/// (schema v10), its shorthand (03, v11) or a frame of its shorthand (04, v11), which castlog
+/// reads back for this (`castlog_events::sqlite::stored_payload_json`), or the rest of a split
 /// payload (01, v11: its text is in the chunks, which this does not read). `None`: stored as
 /// given.
 pub fn stored_payload(stored: &[u8], cast: &str) -> Option<Vec<u8>> {
-    let with_dictionary = |frame: &[u8]| {
-        let mut out = Vec::new();
-        let mut decoder = zstd::stream::read::Decoder::with_dictionary(frame, DICTIONARY).unwrap();
-        std::io::Read::read_to_end(&mut decoder, &mut out).unwrap();
-        out
-    };
     match stored.first()? {
-        0x28 => Some(zstd::decode_all(stored).unwrap()),
-        0x02 => Some(with_dictionary(&stored[1..])),
-        0x03 => {
-            let short = with_dictionary(&stored[1..]);
-            let mut out = Vec::new();
-            let mut i = 0;
-            while i < short.len() {
-                match short[i] {
-                    0x1e => {
-                        for b in &short[i + 1..i + 33] {
-                            out.extend(format!("{b:02x}").bytes());
-                        }
-                        i += 33;
-                    }
-                    0x1d => {
-                        out.extend(cast.bytes());
-                        i += 1;
-                    }
-                    b => {
-                        out.push(b);
-                        i += 1;
-                    }
-                }
-            }
-            Some(out)
+        0x28 | 0x03 | 0x04 => {
+            Some(castlog_events::sqlite::stored_payload_json(stored, cast).unwrap())
         }
         0x01 => {
             // 01, then LEB128 numbers: the text's offset, the chunk count, that many chunk
@@ -431,7 +399,7 @@ pub fn unpack_values(db: &Path) {
             .prepare(
                 "SELECT e.id, e.payload, c.cast_id FROM events e JOIN casts c ON c.id = e.id >> 32
                  WHERE substr(e.payload, 1, 4) = x'28b52ffd'
-                    OR substr(e.payload, 1, 1) IN (x'02', x'03')",
+                    OR substr(e.payload, 1, 1) IN (x'03', x'04')",
             )
             .unwrap();
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))

@@ -51,6 +51,7 @@ mod kinds;
 mod open;
 pub mod pack;
 mod payload;
+mod phrases;
 mod pinned;
 mod queue;
 mod rows;
@@ -85,7 +86,7 @@ use crate::log::{Appending, CastHead, EventLog, ForkPoint, LogError, Snapshot, S
 use crate::record::{Pending, Recorded};
 pub use open::{PAGE_SIZE, SCHEMA_VERSION, new_file_pages};
 use open::{check_magic, configure, migrate, schema_version};
-pub use pack::set_packing;
+pub use pack::{set_packing, stored_payload_json};
 use writer::Command;
 
 /// How hard a commit holds on to its bytes.

@@ -5,13 +5,14 @@
 //! verify the same.
 //!
 //! # What is packed, and how a reader knows
-//! - An event's `payload` (its JSON). From schema version 11 one of at least
-//!   [`DICTIONARY_PACK_FROM`] bytes is packed against [`DICTIONARY`]: the byte
-//!   [`WITH_DICTIONARY`] (`02`), then one zstd frame. Versions 10 packed a payload of at least
-//!   1 kB as a plain frame, which starts with the bytes `28 b5 2f fd` ([`MAGIC`]); such rows
-//!   read as they are. JSON text starts with neither (nor with `01`, the split form of
-//!   `split.rs`), so a payload's first byte names its form, and files written before version
-//!   10 (which never pack) read as they are.
+//! - An event's `payload` (its JSON). From schema version 11 it is written in shorthand
+//!   (`shorthand.rs`: [`SHORTHAND`], `03`, then the shorthand) and, when that is at least
+//!   [`PAYLOAD_PACK_FROM`] bytes, packed ([`PACKED_SHORTHAND`], `04`, then one zstd frame of
+//!   it). Version 10 packed a payload of at least 1 kB as a plain frame, which starts with the
+//!   bytes `28 b5 2f fd` ([`MAGIC`]); such rows read as they are, and version 11 still writes
+//!   one for a long payload with nothing to shorten. JSON text starts with none of these (nor
+//!   with `01`, the split form of `split.rs`), so a payload's first byte names its form, and
+//!   files written before version 10 (which never pack) read as they are.
 //! - A blob's chunk (`chunks.bytes`) and a cache (`checkpoints.bytes`, a state snapshot or a
 //!   projection checkpoint) of at least [`PACK_FROM`] bytes: their bytes are arbitrary, so
 //!   the row's `packed` column (schema version 10) says it: 1 packed, 0 as given.
@@ -40,28 +41,18 @@ const LEVEL: i32 = 1;
 /// stored frame can ask for more memory than a stored value could take.
 pub(super) const UNPACKED_LIMIT: u64 = 1_000_000_000;
 
-/// The first byte of an event payload packed with [`DICTIONARY`] (schema v11 on); the zstd
-/// frame follows it.
-pub(super) const WITH_DICTIONARY: u8 = 0x02;
+/// The first byte of an event payload stored in shorthand (`shorthand.rs`, schema v11 on),
+/// which follows it as it is.
+pub(super) const SHORTHAND: u8 = 0x03;
 
-/// The first byte of an event payload written in shorthand (`shorthand.rs`) and packed
-/// against [`DICTIONARY`] (schema v11 on); the zstd frame follows it.
-pub(super) const SHORTHAND_WITH_DICTIONARY: u8 = 0x03;
+/// The first byte of an event payload stored in shorthand and packed (schema v11 on): one
+/// zstd frame of the shorthand follows it.
+pub(super) const PACKED_SHORTHAND: u8 = 0x04;
 
-/// Event payloads shorter than this are stored as given even with [`DICTIONARY`].
-pub(super) const DICTIONARY_PACK_FROM: usize = 48;
-
-/// What event payloads are packed against (schema v11 on): a zstd raw-content dictionary of
-/// castlog's own vocabulary, the field names and common values of the events every step
-/// appends (`socket_started`, `dispatch_scheduled`, `prompt_dispatched` with its placement
-/// rules and entry names, `agent_replied`, `socket_completed`, `data_assigned`, `edge_taken`,
-/// `rework_routed`, ...), as JSON lines with the values of pi-materia's bundled default
-/// (`Socket-N`, `WI-N`, `lastFeedback`, `workItemIndex`, `Build`, `Auto-Eval`). A payload of
-/// a hundred bytes, which alone would not pack at all, packs to about half against it, since
-/// its names are found there. It never changes: every payload packed with it needs these very
-/// bytes to unpack (a golden test pins their hash); a better one would be a second dictionary
-/// with a first byte of its own.
-pub(super) static DICTIONARY: &[u8] = include_bytes!("pack_dictionary.jsonl");
+/// Event payloads whose (shortened) bytes are shorter than this are not packed: a frame of
+/// a few hundred bytes of shorthand saves little, and unpacking it costs every read of the
+/// cast zstd's table setup.
+pub(super) const PAYLOAD_PACK_FROM: usize = 512;
 
 thread_local! {
     /// One compression context per writing thread, kept between values (making one costs more
@@ -69,9 +60,6 @@ thread_local! {
     static PACKER: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
     /// One decompression context per reading thread.
     static UNPACKER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
-    /// The same with [`DICTIONARY`] loaded, for event payloads.
-    static DICTIONARY_PACKER: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
-    static DICTIONARY_UNPACKER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
 /// Whether this process packs what it writes (see [`set_packing`]).
@@ -104,43 +92,8 @@ pub(super) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-/// An event payload packed against [`DICTIONARY`] ([`WITH_DICTIONARY`], then the frame),
-/// when it is at least [`DICTIONARY_PACK_FROM`] long, packing is on and that makes it
-/// shorter.
-pub(super) fn pack_with_dictionary(payload: &[u8]) -> Option<Vec<u8>> {
-    if payload.len() < DICTIONARY_PACK_FROM || !PACKING.load(Ordering::Relaxed) {
-        return None;
-    }
-    let frame = DICTIONARY_PACKER.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.is_none() {
-            *cell = zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY).ok();
-        }
-        cell.as_mut()?.compress(payload).ok()
-    })?;
-    (frame.len() < payload.len()).then(|| [&[WITH_DICTIONARY][..], &frame].concat())
-}
-
-/// The payload a frame made by [`pack_with_dictionary`] (without its first byte) unpacks to,
-/// or what is wrong with it.
-pub(super) fn unpack_with_dictionary(frame: &[u8]) -> Result<Vec<u8>, String> {
-    unpack_in(&DICTIONARY_UNPACKER, frame, || {
-        zstd::bulk::Decompressor::with_dictionary(DICTIONARY).ok()
-    })
-}
-
 /// The bytes a frame unpacks to, or what is wrong with it.
 pub(super) fn unpack(frame: &[u8]) -> Result<Vec<u8>, String> {
-    unpack_in(&UNPACKER, frame, || zstd::bulk::Decompressor::new().ok())
-}
-
-type Unpacker = RefCell<Option<zstd::bulk::Decompressor<'static>>>;
-
-fn unpack_in(
-    unpacker: &'static std::thread::LocalKey<Unpacker>,
-    frame: &[u8],
-    make: impl FnOnce() -> Option<zstd::bulk::Decompressor<'static>>,
-) -> Result<Vec<u8>, String> {
     let size = match zstd::zstd_safe::get_frame_content_size(frame) {
         Ok(Some(size)) => size,
         Ok(None) => return Err("its packed bytes do not say how long they unpack to".into()),
@@ -151,10 +104,10 @@ fn unpack_in(
             "its packed bytes say they unpack to {size} bytes, more than any stored value"
         ));
     }
-    let unpacked = unpacker.with(|cell| {
+    let unpacked = UNPACKER.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
-            *cell = make();
+            *cell = zstd::bulk::Decompressor::new().ok();
         }
         match cell.as_mut() {
             Some(unpacker) => unpacker
@@ -173,16 +126,18 @@ fn unpack_in(
 }
 
 /// An event payload of cast `cast` as stored whole (see `payload.rs` for the split form):
-/// written in shorthand when it has something to shorten, and packed against [`DICTIONARY`],
-/// when that pays; else as given. A payload that is not JSON yet starts as a stored form does
-/// ([`MAGIC`], [`WITH_DICTIONARY`], [`SHORTHAND_WITH_DICTIONARY`] or the split form's `01`: no
-/// event castlog writes; an imported line could hold one) is packed as a plain frame whatever
-/// that costs, so that a stored payload's first byte always names its form.
+/// written in shorthand when it has something to shorten ([`SHORTHAND`]), and packed when
+/// that is at least [`PAYLOAD_PACK_FROM`] long and packing makes it shorter
+/// ([`PACKED_SHORTHAND`], or a plain frame when there was nothing to shorten); else as given.
+/// A payload that is not JSON yet starts as a stored form does ([`MAGIC`], [`SHORTHAND`],
+/// [`PACKED_SHORTHAND`] or the split form's `01`: no event castlog writes; an imported line
+/// could hold one) is packed as a plain frame whatever that costs, so that a stored
+/// payload's first byte always names its form.
 pub(super) fn payload_to_store<'p>(payload: &'p [u8], cast: &str) -> std::borrow::Cow<'p, [u8]> {
     let marked = is_packed_payload(payload)
         || matches!(
             payload.first(),
-            Some(&(WITH_DICTIONARY | SHORTHAND_WITH_DICTIONARY | super::split::SPLIT))
+            Some(&(SHORTHAND | PACKED_SHORTHAND | super::split::SPLIT))
         );
     if marked {
         if let Some(packed) = compress(payload) {
@@ -190,15 +145,24 @@ pub(super) fn payload_to_store<'p>(payload: &'p [u8], cast: &str) -> std::borrow
         }
         return std::borrow::Cow::Borrowed(payload);
     }
-    if let Some(short) = super::shorthand::shorten(payload, cast)
-        && let Some(mut packed) = pack_with_dictionary(&short)
-        && packed.len() < payload.len()
+    let packing = PACKING.load(Ordering::Relaxed);
+    let short = if packing {
+        super::shorthand::shorten(payload, cast)
+    } else {
+        None
+    };
+    let whole = short.as_deref().unwrap_or(payload);
+    if packing
+        && whole.len() >= PAYLOAD_PACK_FROM
+        && let Some(frame) = compress(whole).filter(|frame| frame.len() < whole.len())
     {
-        packed[0] = SHORTHAND_WITH_DICTIONARY;
-        return std::borrow::Cow::Owned(packed);
+        return std::borrow::Cow::Owned(match short {
+            Some(_) => [&[PACKED_SHORTHAND][..], &frame].concat(),
+            None => frame,
+        });
     }
-    match pack_with_dictionary(payload) {
-        Some(packed) => std::borrow::Cow::Owned(packed),
+    match short {
+        Some(short) => std::borrow::Cow::Owned([&[SHORTHAND][..], &short].concat()),
         None => std::borrow::Cow::Borrowed(payload),
     }
 }
@@ -209,16 +173,25 @@ pub(super) fn payload_from_store<'s>(
     stored: &'s [u8],
     cast: &str,
 ) -> Result<std::borrow::Cow<'s, [u8]>, String> {
-    let unpacked = match stored.first() {
-        Some(&WITH_DICTIONARY) => unpack_with_dictionary(&stored[1..]),
-        Some(&SHORTHAND_WITH_DICTIONARY) => unpack_with_dictionary(&stored[1..])
+    let read = match stored.first() {
+        Some(&SHORTHAND) => super::shorthand::expand(&stored[1..], cast),
+        Some(&PACKED_SHORTHAND) => unpack(&stored[1..])
+            .map_err(|why| format!("is packed, but {why}"))
             .and_then(|short| super::shorthand::expand(&short, cast)),
-        _ if is_packed_payload(stored) => unpack(stored),
+        _ if is_packed_payload(stored) => {
+            unpack(stored).map_err(|why| format!("is packed, but {why}"))
+        }
         _ => return Ok(std::borrow::Cow::Borrowed(stored)),
     };
-    unpacked
-        .map(std::borrow::Cow::Owned)
-        .map_err(|why| format!("is packed, but {why}"))
+    read.map(std::borrow::Cow::Owned)
+        .map_err(|why| why.replacen("its shorthand", "is in shorthand, but its shorthand", 1))
+}
+
+/// The bytes a payload stored whole holds (a row's `payload` of cast `cast`, in any form but
+/// the split one, whose text is in the chunk store), for a tool that reads a file's rows
+/// itself.
+pub fn stored_payload_json(stored: &[u8], cast: &str) -> Result<Vec<u8>, String> {
+    payload_from_store(stored, cast).map(std::borrow::Cow::into_owned)
 }
 
 /// A thread that packs the values of held appends while the appender goes on.
@@ -392,10 +365,10 @@ mod tests {
     }
 
     #[test]
-    fn small_payloads_pack_against_the_dictionary() {
+    fn small_payloads_are_stored_in_shorthand_and_long_ones_packed() {
         let payload = br#"{"attempt":2,"item":"WI-7","item_label":"greet","materia":"Build","materia_label":"Build","socket":"Socket-2","visit":4}"#;
         let stored = payload_to_store(payload, "cast");
-        assert_eq!(stored[0], WITH_DICTIONARY);
+        assert_eq!(stored[0], SHORTHAND);
         assert!(
             stored.len() * 2 < payload.len(),
             "{} of {}",
@@ -406,27 +379,30 @@ mod tests {
             payload_from_store(&stored, "cast").unwrap(),
             payload.as_slice()
         );
-        // Too short to pay: as given.
-        assert_eq!(payload_to_store(b"{}", "cast").as_ref(), b"{}");
-    }
-
-    /// Every payload packed against the dictionary needs its very bytes to unpack.
-    #[test]
-    fn the_dictionary_is_pinned() {
-        assert_eq!(
-            blake3::hash(DICTIONARY).to_hex().as_str(),
-            "7a364113b73bc987d4149605ba84dcec4d21ff3ab6cbd04efa89860cd8eb187a"
+        let long = format!(
+            r#"{{"text":"{}","turn":1}}"#,
+            "the plan, and then the build ".repeat(40)
         );
+        let stored = payload_to_store(long.as_bytes(), "cast");
+        assert_eq!(stored[0], PACKED_SHORTHAND);
+        assert!(
+            stored.len() * 4 < long.len(),
+            "{} of {}",
+            stored.len(),
+            long.len()
+        );
+        assert_eq!(
+            payload_from_store(&stored, "cast").unwrap(),
+            long.as_bytes()
+        );
+        // Nothing to shorten, too short to pack: as given.
+        assert_eq!(payload_to_store(b"{}", "cast").as_ref(), b"{}");
     }
 
     #[test]
     fn a_payload_that_starts_as_a_stored_form_is_always_packed_plainly() {
-        for first in [
-            &[WITH_DICTIONARY][..],
-            &[super::super::split::SPLIT],
-            b"\x02{}",
-        ] {
-            let odd = [first, b" not JSON"].concat();
+        for first in [SHORTHAND, PACKED_SHORTHAND, super::super::split::SPLIT] {
+            let odd = [&[first][..], b" not JSON"].concat();
             let stored = payload_to_store(&odd, "cast");
             assert!(is_packed_payload(&stored), "{odd:?}");
             assert_eq!(payload_from_store(&stored, "cast").unwrap(), odd.as_slice());

@@ -1,21 +1,27 @@
-//! Shorthand (schema v11): before an event payload is packed against the dictionary, two
-//! things that zstd packs poorly are written shorter, and put back when it is read.
+//! Shorthand (schema v11): an event payload written shorter, byte for byte reversible, before
+//! it is stored (and packed when it is long, see `pack.rs`). Most payloads are a hundred bytes
+//! or two of field names and a few values: a general compressor has nothing to find in so
+//! little, and unpacking a frame for every event would slow every read of a cast.
 //!
-//! # The recipe (storage only; pinned by a golden test)
+//! # The recipe (storage only; pinned by golden tests)
 //! A payload is shortened only when it holds no byte below `20` (castlog's JSON never does;
-//! JSON escapes every control character in a string and needs none outside one), so the two
+//! JSON escapes every control character in a string and needs none outside one), so the
 //! marker bytes below cannot be mistaken for its own. Reading left to right:
 //! - a digest, `"` then 64 lowercase hex digits then `"`, is written `"`, [`DIGEST`] (`1e`),
-//!   its 32 bytes, `"` (the hex of a prompt's, a body's or a blob's address costs about 35
-//!   packed bytes; its bytes cost 32, once);
+//!   its 32 bytes, `"`;
 //! - the cast's own id (the row's address names the cast already; a dispatch key, a post's
 //!   idempotency key and `cast_started` repeat it), at least [`CAST_FROM`] bytes long, is
 //!   written [`OWN_CAST`] (`1d`);
+//! - a phrase of `phrases.rs` (the longest that matches) is written [`PHRASE`] (`1c`) then its
+//!   index;
 //! - every other byte is written as it is.
 //!
 //! Expanding reads the same way: [`DIGEST`] and the 32 bytes after it are the digest's hex,
-//! [`OWN_CAST`] is the cast's id, and every other byte is itself.
+//! [`OWN_CAST`] is the cast's id, [`PHRASE`] and the byte after it that phrase, and every
+//! other byte is itself.
 
+/// Marks a phrase's index.
+pub(super) const PHRASE: u8 = 0x1c;
 /// Marks a digest's 32 bytes.
 pub(super) const DIGEST: u8 = 0x1e;
 /// Stands for the cast's own id.
@@ -23,6 +29,7 @@ pub(super) const OWN_CAST: u8 = 0x1d;
 /// Shorter cast ids are left as they are.
 pub(super) const CAST_FROM: usize = 4;
 
+use super::phrases::{PHRASES, by_second_byte};
 use super::scan;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -35,11 +42,12 @@ pub(super) fn shorten(payload: &[u8], cast: &str) -> Option<Vec<u8>> {
     }
     let cast = cast.as_bytes();
     let cast = (cast.len() >= CAST_FROM && !scan::has_control(cast)).then_some(cast);
-    // Where a digest or the cast's id may start: a quote, or the id's first byte.
+    // Where a digest, a phrase or the cast's id may start: a quote, or the id's first byte.
     let next = |from: &[u8]| match cast {
         Some(cast) => memchr::memchr2(b'"', cast[0], from),
         None => memchr::memchr(b'"', from),
     };
+    let phrases = by_second_byte();
     let mut out = Vec::with_capacity(payload.len());
     let mut shortened = false;
     let mut i = 0;
@@ -51,6 +59,13 @@ pub(super) fn shorten(payload: &[u8], cast: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&payload[i..i + skip]);
         i += skip;
         let b = payload[i];
+        let phrase = || {
+            let second = *payload.get(i + 1)?;
+            phrases[usize::from(second)]
+                .iter()
+                .copied()
+                .find(|&k| payload[i..].starts_with(PHRASES[usize::from(k)].as_bytes()))
+        };
         if b == b'"'
             && let Some(digest) = digest_at(payload, i + 1)
         {
@@ -65,6 +80,13 @@ pub(super) fn shorten(payload: &[u8], cast: &str) -> Option<Vec<u8>> {
         {
             out.push(OWN_CAST);
             i += cast.len();
+            shortened = true;
+        } else if b == b'"'
+            && let Some(k) = phrase()
+        {
+            out.push(PHRASE);
+            out.push(k);
+            i += PHRASES[usize::from(k)].len();
             shortened = true;
         } else {
             out.push(b);
@@ -101,7 +123,7 @@ pub(super) fn expand(short: &[u8], cast: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(short.len() + 64);
     let mut i = 0;
     while i < short.len() {
-        let Some(skip) = memchr::memchr2(DIGEST, OWN_CAST, &short[i..]) else {
+        let Some(skip) = memchr::memchr3(PHRASE, DIGEST, OWN_CAST, &short[i..]) else {
             out.extend_from_slice(&short[i..]);
             break;
         };
@@ -124,6 +146,14 @@ pub(super) fn expand(short: &[u8], cast: &str) -> Result<Vec<u8>, String> {
                 out.extend_from_slice(cast.as_bytes());
                 i += 1;
             }
+            PHRASE => {
+                let phrase = short
+                    .get(i + 1)
+                    .and_then(|&k| PHRASES.get(usize::from(k)))
+                    .ok_or_else(|| format!("its shorthand names no known phrase (at byte {i})"))?;
+                out.extend_from_slice(phrase.as_bytes());
+                i += 2;
+            }
             b => {
                 out.push(b);
                 i += 1;
@@ -141,6 +171,29 @@ mod tests {
     const CAST: &str = "demo-7";
 
     #[test]
+    fn phrases_are_written_as_two_bytes_and_put_back() {
+        let payload = br#"{"attempt":2,"item":"WI-7","item_label":"greet","materia":"Build","materia_label":"Build","socket":"Socket-2","visit":4}"#;
+        let short = shorten(payload, CAST).unwrap();
+        assert!(
+            short.len() * 2 < payload.len(),
+            "{} of {}",
+            short.len(),
+            payload.len()
+        );
+        assert_eq!(expand(&short, CAST).unwrap(), payload);
+        assert!(
+            expand(&[PHRASE, 255], CAST)
+                .unwrap_err()
+                .contains("no known phrase")
+        );
+        assert!(
+            expand(&[PHRASE], CAST)
+                .unwrap_err()
+                .contains("no known phrase")
+        );
+    }
+
+    #[test]
     fn digests_and_the_casts_id_are_written_shorter_and_put_back() {
         let digest = "0123456789abcdef".repeat(4);
         let payload = format!(
@@ -148,16 +201,17 @@ mod tests {
             digest.to_uppercase()
         );
         let short = shorten(payload.as_bytes(), CAST).unwrap();
-        assert_eq!(short.len(), payload.len() - 31 - 2 * (CAST.len() - 1));
+        // 31 bytes for the digest, 5 for each of the two ids, the phrases' savings besides.
+        assert!(short.len() <= payload.len() - 31 - 2 * (CAST.len() - 1));
         assert_eq!(expand(&short, CAST).unwrap(), payload.as_bytes());
     }
 
     #[test]
     fn the_form_is_pinned() {
-        let payload = format!(r#"["{}","demo-7"]"#, "ab".repeat(32));
+        let payload = format!(r#"["{}","demo-7",{{"visit":1}}]"#, "ab".repeat(32));
         let mut expected = b"[\"\x1e".to_vec();
         expected.extend([0xab; 32]);
-        expected.extend(b"\",\"\x1d\"]");
+        expected.extend(b"\",\"\x1d\",{\x1c\x1c1}]");
         assert_eq!(shorten(payload.as_bytes(), CAST).unwrap(), expected);
     }
 
@@ -166,7 +220,7 @@ mod tests {
         assert_eq!(shorten(b"{\"a\":\"\x1d\"}", CAST), None);
         assert_eq!(shorten(br#"{"a":"nothing to shorten"}"#, CAST), None);
         // A short cast id is not replaced.
-        assert_eq!(shorten(br#"{"cast":"abc"}"#, "abc"), None);
+        assert_eq!(shorten(br#"{"abc_id":"abc"}"#, "abc"), None);
         assert!(
             expand(&[DIGEST, 1, 2], CAST)
                 .unwrap_err()

@@ -1,9 +1,8 @@
 //! How an event payload goes to its row and comes back: split, its long text kept in the
-//! chunk store (`split.rs`, schema v11); packed (`pack.rs`: against its dictionary from
-//! schema v11, as a plain frame in v10); or as given. A stored payload says which by its
-//! first byte: `01` split, `02` packed against the dictionary, `03` written in shorthand
-//! (`shorthand.rs`) and packed against it, `28` (a zstd frame) packed, anything else (JSON)
-//! as given. Every form reads back to the appended bytes.
+//! chunk store (`split.rs`, schema v11); written in shorthand and packed when long (`pack.rs`,
+//! `shorthand.rs`, schema v11; a plain zstd frame in v10); or as given. A stored payload says
+//! which by its first byte: `01` split, `03` shorthand, `04` packed shorthand, `28` (a zstd
+//! frame) packed, anything else (JSON) as given. Every form reads back to the appended bytes.
 
 use std::borrow::Cow;
 

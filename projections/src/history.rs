@@ -49,7 +49,8 @@ pub type Both<'c> =
 /// Runs `consume` over the histories of `a` and `b` side by side, as [`with_history`] reads
 /// each. When one is a recast of the other (its first event forks from the other cast), its
 /// prefix (the other's history up to and with the fork point) is handed over from the
-/// records the other's history reads, instead of being read from the log a second time.
+/// records the other's history reads, instead of being read from the log a second time; a
+/// cast with itself is read once.
 ///
 /// A cast without events is [`LogError::UnknownCast`].
 pub fn with_histories(
@@ -71,17 +72,24 @@ pub fn with_histories(
             _ => None,
         })
     };
-    if a != b {
-        if let Some(point) = fork_of(b, a)? {
-            return with_handed_prefix(log, a, b, point, &mut |parent, child| {
-                consume(parent, child)
-            });
-        }
-        if let Some(point) = fork_of(a, b)? {
-            return with_handed_prefix(log, b, a, point, &mut |parent, child| {
-                consume(child, parent)
-            });
-        }
+    if a == b {
+        // One reading for both sides: every record is the other side's too.
+        return with_history(log, a, &mut |source| {
+            let tee = std::cell::RefCell::new(Tee::new(source, None));
+            let mut one = std::iter::from_fn(|| tee.borrow_mut().next_for_parent());
+            let mut other = std::iter::from_fn(|| tee.borrow_mut().next_for_child());
+            consume(&mut one, &mut other);
+        });
+    }
+    if let Some(point) = fork_of(b, a)? {
+        return with_handed_prefix(log, a, b, point, &mut |parent, child| {
+            consume(parent, child)
+        });
+    }
+    if let Some(point) = fork_of(a, b)? {
+        return with_handed_prefix(log, b, a, point, &mut |parent, child| {
+            consume(child, parent)
+        });
     }
     let mut failed = Ok(());
     with_history(log, a, &mut |ha| {
@@ -101,13 +109,7 @@ fn with_handed_prefix(
 ) -> Result<(), LogError> {
     let mut own_read = Ok(());
     with_history(log, parent, &mut |source| {
-        let tee = std::cell::RefCell::new(Tee {
-            source,
-            for_parent: std::collections::VecDeque::new(),
-            for_child: std::collections::VecDeque::new(),
-            prefix_open: true,
-            point: (parent.clone(), point),
-        });
+        let tee = std::cell::RefCell::new(Tee::new(source, Some((parent.clone(), point))));
         let mut parent_side = std::iter::from_fn(|| tee.borrow_mut().next_for_parent());
         let mut prefix = std::iter::from_fn(|| tee.borrow_mut().next_for_child());
         own_read = with_events(log, child, Seq::FIRST, |own| {
@@ -119,22 +121,37 @@ fn with_handed_prefix(
 }
 
 /// One reading of a parent's history for two readers: the parent's side, and a recast's
-/// prefix (the records up to and with the fork point). What one reader has read and the
-/// other not yet is kept for the other.
+/// prefix (the records up to and with the fork point; all of them without one). What one
+/// reader has read and the other not yet is kept for the other.
 struct Tee<'s> {
     source: &'s mut dyn Iterator<Item = Recorded>,
     for_parent: std::collections::VecDeque<Recorded>,
     for_child: std::collections::VecDeque<Recorded>,
     prefix_open: bool,
-    point: (CastId, Seq),
+    point: Option<(CastId, Seq)>,
 }
 
-impl Tee<'_> {
-    /// The next record from the source, noting whether it closes the prefix.
+impl<'s> Tee<'s> {
+    fn new(source: &'s mut dyn Iterator<Item = Recorded>, point: Option<(CastId, Seq)>) -> Self {
+        Tee {
+            source,
+            for_parent: std::collections::VecDeque::new(),
+            for_child: std::collections::VecDeque::new(),
+            prefix_open: true,
+            point,
+        }
+    }
+
+    /// The next record from the source, noting whether it is in the prefix (and closing it
+    /// at the fork point).
     fn pull(&mut self) -> Option<(Recorded, bool)> {
         let record = self.source.next()?;
         let in_prefix = self.prefix_open;
-        if in_prefix && record.cast == self.point.0 && record.seq == self.point.1 {
+        if in_prefix
+            && let Some((cast, seq)) = &self.point
+            && record.cast == *cast
+            && record.seq == *seq
+        {
             self.prefix_open = false;
         }
         Some((record, in_prefix))

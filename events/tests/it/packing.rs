@@ -63,7 +63,10 @@ fn large_values_are_stored_packed_and_read_back_as_given() {
             record.payload.len()
         );
     }
-    assert_eq!(rows[4][0], 0x03, "a short payload is in shorthand, not packed");
+    assert_eq!(
+        rows[4][0], 0x03,
+        "a short payload is in shorthand, not packed"
+    );
     assert!(
         verify_cast(&log, &log.head(&cast).unwrap().unwrap())
             .unwrap()

@@ -208,11 +208,11 @@ impl BlobStore {
             .prepare_cached("INSERT INTO chunks (hash, bytes, packed) VALUES (X'', ?1, ?2)")
             .map_err(store)?;
         let cut;
-        let (chunks, prepacked) = match prepared {
-            Some(chunks) if chunks.last().is_some_and(|c| c.end == bytes.len()) => (chunks, true),
+        let chunks = match prepared {
+            Some(chunks) if chunks.last().is_some_and(|c| c.end == bytes.len()) => chunks,
             _ => {
                 cut = cut_chunks(bytes, false);
-                (cut.as_slice(), false)
+                cut.as_slice()
             }
         };
         let mut list = Vec::with_capacity(chunks.len());
@@ -223,10 +223,12 @@ impl BlobStore {
             let id = match self.chunks.get(&chunk.key) {
                 Some(id) => id,
                 None => {
-                    let (stored, packed) = match (&chunk.packed, prepacked) {
-                        (Some(packed), _) => (std::borrow::Cow::Borrowed(packed.as_slice()), 1),
-                        (None, true) => (std::borrow::Cow::Borrowed(piece), 0),
-                        (None, false) => pack::value_to_store(piece),
+                    let (stored, packed) = match &chunk.packing {
+                        ChunkPacking::Packed(packed) => {
+                            (std::borrow::Cow::Borrowed(packed.as_slice()), 1)
+                        }
+                        ChunkPacking::AsGiven => (std::borrow::Cow::Borrowed(piece), 0),
+                        ChunkPacking::AtInsert => pack::value_to_store(piece),
                     };
                     insert
                         .execute(params![stored.as_ref(), packed])
@@ -339,13 +341,35 @@ pub(crate) struct PreparedBlob {
     chunks: Vec<PreparedChunk>,
 }
 
-/// One chunk of a prepared blob: its address, where it ends in the blob, and its packed bytes
-/// (none: it is stored as it is).
+/// One chunk of a prepared blob: its address, where it ends in the blob, and how it is stored.
 #[derive(Debug)]
 pub(crate) struct PreparedChunk {
     key: Digest,
     end: usize,
-    packed: Option<Vec<u8>>,
+    packing: ChunkPacking,
+}
+
+/// How a prepared chunk is stored, should it be new.
+#[derive(Debug)]
+enum ChunkPacking {
+    /// As these packed bytes.
+    Packed(Vec<u8>),
+    /// As it is (packing would not make it shorter, or packing is off).
+    AsGiven,
+    /// Packed where it is inserted: it was not packed beforehand, most likely because this
+    /// thread packed it lately, so it is stored already and only its row id is needed.
+    AtInsert,
+}
+
+/// Past this many chunk addresses, the memory of chunks packed lately starts over.
+const RECENT_LIMIT: usize = 1 << 16;
+
+thread_local! {
+    /// The addresses of the chunks this thread packed lately: a chunk that is one of them is
+    /// almost surely stored already (a reply's text and every entry body that quotes it share
+    /// chunks), so packing it again would be thrown away.
+    static PACKED_LATELY: std::cell::RefCell<std::collections::HashSet<Digest>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
 }
 
 /// `bytes`'s address, and its chunks cut, hashed and packed.
@@ -360,18 +384,24 @@ pub(crate) fn prepare(bytes: &[u8]) -> PreparedBlob {
     }
 }
 
-/// The chunks of `bytes`, packed when `packed` (else packing is left to their insert).
+/// The chunks of `bytes`, packed when `packed` unless this thread packed them lately (else
+/// packing is left to their insert).
 pub(super) fn cut_chunks(bytes: &[u8], packed: bool) -> Vec<PreparedChunk> {
     let mut end = 0;
     chunk::split(bytes)
         .into_iter()
         .map(|piece| {
             end += piece.len();
-            PreparedChunk {
-                key: blob_hash(piece),
-                end,
-                packed: if packed { pack::pack(piece) } else { None },
-            }
+            let key = blob_hash(piece);
+            let packing = if !packed || !PACKED_LATELY.with(|lately| remember(lately, key)) {
+                ChunkPacking::AtInsert
+            } else {
+                match pack::pack(piece) {
+                    Some(bytes) => ChunkPacking::Packed(bytes),
+                    None => ChunkPacking::AsGiven,
+                }
+            };
+            PreparedChunk { key, end, packing }
         })
         .collect()
 }
@@ -415,4 +445,13 @@ pub(crate) fn read_blob(
         .map_err(read)?
         .map_err(|why| damaged(format!("its {why}")))?;
     Ok(Some(out))
+}
+
+/// Notes that this thread packs the chunk `key`; false when it did so lately.
+fn remember(lately: &std::cell::RefCell<std::collections::HashSet<Digest>>, key: Digest) -> bool {
+    let mut lately = lately.borrow_mut();
+    if lately.len() >= RECENT_LIMIT {
+        lately.clear();
+    }
+    lately.insert(key)
 }

@@ -342,43 +342,13 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// chunks and caches unpacked, their `packed` columns 0), as a build that packs nothing would
 /// have stored them, so a test can damage a value by editing its text in SQL. The events
 /// table's append-only trigger is put back as it was.
-/// A stored event payload of cast `cast` as JSON, from its row's bytes: a plain zstd frame
-/// (schema v10), its shorthand (03, v11) or a frame of its shorthand (04, v11), which castlog
-/// reads back for this (`castlog_events::sqlite::stored_payload_json`), or the rest of a split
-/// payload (01, v11: its text is in the chunks, which this does not read). `None`: stored as
-/// given.
+/// A stored event payload of cast `cast` as JSON, from its row's bytes, as castlog reads it
+/// back (`castlog_events::sqlite::stored_payload_json`): a plain zstd frame (schema v10), its
+/// shorthand (03, v11) or a frame of its shorthand (04, v11), or the rest of a split payload
+/// (01, v11: its text is in the chunks, which this does not read). `None`: stored as given.
 pub fn stored_payload(stored: &[u8], cast: &str) -> Option<Vec<u8>> {
-    match stored.first()? {
-        0x28 | 0x03 | 0x04 => {
-            Some(castlog_events::sqlite::stored_payload_json(stored, cast).unwrap())
-        }
-        0x01 => {
-            // 01, then LEB128 numbers: the text's offset, the chunk count, that many chunk
-            // ids; the rest of the payload follows, itself stored whole.
-            let mut pos = 1;
-            let mut number = || {
-                let mut n = 0u64;
-                let mut shift = 0;
-                loop {
-                    let b = stored[pos];
-                    pos += 1;
-                    n |= u64::from(b & 0x7f) << shift;
-                    shift += 7;
-                    if b & 0x80 == 0 {
-                        return n;
-                    }
-                }
-            };
-            number();
-            let chunks = number();
-            for _ in 0..chunks {
-                number();
-            }
-            let rest = &stored[pos..];
-            Some(stored_payload(rest, cast).unwrap_or_else(|| rest.to_vec()))
-        }
-        _ => None,
-    }
+    matches!(stored.first()?, 0x01 | 0x03 | 0x04 | 0x28)
+        .then(|| castlog_events::sqlite::stored_payload_json(stored, cast).unwrap())
 }
 
 pub fn unpack_values(db: &Path) {

@@ -187,11 +187,16 @@ pub(super) fn payload_from_store<'s>(
         .map_err(|why| why.replacen("its shorthand", "is in shorthand, but its shorthand", 1))
 }
 
-/// The bytes a payload stored whole holds (a row's `payload` of cast `cast`, in any form but
-/// the split one, whose text is in the chunk store), for a tool that reads a file's rows
-/// itself.
+/// The JSON a row's `payload` (of cast `cast`) holds, for a tool that reads a file's rows
+/// itself: the payload, or for a split one (`split.rs`) the rest of it, without the text the
+/// chunk store keeps.
 pub fn stored_payload_json(stored: &[u8], cast: &str) -> Result<Vec<u8>, String> {
-    payload_from_store(stored, cast).map(std::borrow::Cow::into_owned)
+    let whole = if super::split::is_split(stored) {
+        super::split::parts(stored)?.2
+    } else {
+        stored
+    };
+    payload_from_store(whole, cast).map(std::borrow::Cow::into_owned)
 }
 
 /// A thread that packs the values of held appends while the appender goes on.
@@ -397,6 +402,17 @@ mod tests {
         );
         // Nothing to shorten, too short to pack: as given.
         assert_eq!(payload_to_store(b"{}", "cast").as_ref(), b"{}");
+    }
+
+    #[test]
+    fn a_tool_reads_every_whole_form_and_a_split_payloads_rest() {
+        let payload = br#"{"socket":"Socket-2","text":"","turn":1,"visit":3}"#;
+        let rest = payload_to_store(payload, "cast");
+        assert_eq!(rest[0], SHORTHAND);
+        assert_eq!(stored_payload_json(&rest, "cast").unwrap(), payload);
+        let split = super::super::split::stored(28, &[4, 5], &rest);
+        assert_eq!(stored_payload_json(&split, "cast").unwrap(), payload);
+        assert_eq!(stored_payload_json(b"{}", "cast").unwrap(), b"{}");
     }
 
     #[test]

@@ -50,20 +50,10 @@ impl Links {
     fn before(&self, conn: &Connection, address: i64) -> Result<Digest, String> {
         let hash = match self.last {
             Some((last, hash)) if last == address - 1 => Ok(hash),
-            _ => conn
-                .prepare_cached("SELECT hash FROM events WHERE id = ?1")
-                .and_then(|mut stmt| {
-                    stmt.query_row([address - 1], |r| {
-                        Ok(r.get_ref(0)?
-                            .as_blob()
-                            .ok()
-                            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                            .map(Digest))
-                    })
-                    .optional()
-                })
+            _ => stored_hash(conn, address - 1)
                 .map_err(|e| format!("cannot be read: {e}"))
-                .and_then(|found| found.ok_or_else(|| "is missing".to_owned())),
+                .and_then(|found| found.ok_or_else(|| "is missing".to_owned()))
+                .map(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok().map(Digest)),
         };
         let why = match hash {
             Ok(Some(hash)) => return Ok(hash),
@@ -74,6 +64,13 @@ impl Links {
             "its link is stored as the hash of the event before it, and that event {why}"
         ))
     }
+}
+
+/// The `hash` column of the event row at address `id`, as stored (`None`: no such row).
+pub(super) fn stored_hash(conn: &Connection, id: i64) -> rusqlite::Result<Option<Vec<u8>>> {
+    conn.prepare_cached("SELECT hash FROM events WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()
 }
 
 /// What is wrong with one row: each column that does not hold what castlog writes.

@@ -14,7 +14,7 @@
 //! byte (just after its opening quote); `n`, the number of chunks; then the chunks' row ids in
 //! `chunk_list`'s delta form (`n` numbers); then the rest of the payload (its bytes before
 //! `at` and after the text's closing quote's position, the quote kept), stored as `pack.rs`
-//! stores a payload (packed exactly when it starts with a zstd frame's bytes). The chunks
+//! stores a whole payload (its first byte names its form). The chunks
 //! concatenate to the text *unescaped* (as entry bodies hold it, so the chunk cuts agree);
 //! a read escapes it again with [`escape`] and puts it back at `at`. JSON never starts with
 //! `01`, nor does a zstd frame, so a payload is split exactly when it starts so. Nothing

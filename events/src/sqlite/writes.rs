@@ -10,6 +10,7 @@ use crate::record::{Pending, Recorded, seal_batch, seal_owned};
 use crate::sqlite::address::{MAX_SEQ, event_row_id};
 use crate::sqlite::blobs::BlobStore;
 use crate::sqlite::payload::{self, PreparedPayloads};
+use crate::sqlite::rows;
 use crate::sqlite::{digest_from_sql, map_err};
 use crate::stream::StreamKind;
 
@@ -96,10 +97,7 @@ fn check_fork_point(conn: &Connection, from: &ForkPoint) -> Result<(), LogError>
     let Some(id) = event_row_id(key, from.seq) else {
         return Err(bad("no such event in the log".into()));
     };
-    let stored: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT hash FROM events WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
-        .map_err(|e| map_err("reading a fork point", e))?;
+    let stored = rows::stored_hash(conn, id).map_err(|e| map_err("reading a fork point", e))?;
     match stored {
         None => Err(bad("no such event in the log".into())),
         Some(bytes) if bytes.as_slice() == from.hash.0.as_slice() => Ok(()),
@@ -201,7 +199,7 @@ fn insert_events(
         .filter(|s| s.len() == records.len())
         .map(Vec::into_iter);
     let mut before = match records.first() {
-        Some(first) if first.seq > Seq::FIRST => stored_hash(conn, key, Seq(first.seq.get() - 1))?,
+        Some(first) if first.seq > Seq::FIRST => hash_before(conn, key, Seq(first.seq.get() - 1))?,
         _ => None,
     };
     let mut stmt = conn
@@ -262,13 +260,11 @@ fn insert_events(
 
 /// The hash stored in the row of seq `seq` of the cast keyed `key`, when that row exists and
 /// holds a digest.
-fn stored_hash(conn: &Connection, key: i64, seq: Seq) -> Result<Option<Digest>, LogError> {
+fn hash_before(conn: &Connection, key: i64, seq: Seq) -> Result<Option<Digest>, LogError> {
     let Some(id) = event_row_id(key, seq) else {
         return Ok(None);
     };
-    let stored: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT hash FROM events WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
+    let stored = rows::stored_hash(conn, id)
         .map_err(|e| map_err("reading the event before an append", e))?;
     Ok(stored.and_then(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok().map(Digest)))
 }

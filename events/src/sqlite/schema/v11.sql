@@ -4,10 +4,13 @@
 -- written before this version read as they are:
 -- - events.prev is written empty when the event's link is the hash stored in the row just
 --   before it in the cast (every event after a cast's first, as castlog writes them). A reader
---   takes that row's hash (`sqlite/rows.rs` `event_columns`); a link that is anything else is
---   stored in full, as before.
+--   takes that row's hash (`sqlite/rows.rs` `Links`); a link that is anything else is stored
+--   in full, as before.
 -- - chunks.hash is written empty: nothing reads a chunk's own hash (the blob that holds a
 --   chunk is checked by the hash of its whole content).
 -- - A chunked blob's row lists its chunks' row ids as zigzag LEB128 differences
 --   (blobs.chunked = 2, see `sqlite/chunk_list.rs`) instead of 8-byte integers (chunked = 1).
+-- - An event payload is stored in new forms its first byte names (`sqlite/payload.rs`): 01 its
+--   long text kept in the chunk store (`split.rs`), 03 shorthand of castlog's own phrases, its
+--   digests and its cast's id (`shorthand.rs`, `phrases.rs`), 04 that shorthand packed.
 -- The version keeps builds that read none of these from opening a file that holds them.
